@@ -1,0 +1,56 @@
+// The contract every provider's control-plane node fulfils (lab, aws, azure, vsphere).
+// The orchestrator and the bootstrap/teardown commands only ever see these shapes, so
+// the same rollout runs unchanged on every provider.
+import type * as pulumi from "@pulumi/pulumi";
+
+/** One entry of the per-node desired-state list (owned by molt, kept in the stack state). */
+export interface NodeEntry {
+  /** Unique, never reused: also the hostname, the etcd member name and the Node name. */
+  name: string;
+  /** Base image: a lab image name, an AMI id, an Azure image reference or a vSphere template. */
+  image: string;
+  /** Kubernetes version (semver, "1.34.2"), or absent for etcd-only lab clusters. */
+  kubernetesVersion?: string;
+  /** Zone / fault domain / vSphere host group; absent where the provider has none. */
+  failureDomain?: string;
+  role: "control-plane";
+  /** Creation order, strictly increasing; the oldest outdated node is retired first. */
+  generation: number;
+  /** True only for the node that initialises a brand-new cluster. */
+  init: boolean;
+}
+
+export interface SshSettings {
+  user: string;
+  /** OpenSSH private key used to reach nodes (secret). */
+  privateKey: pulumi.Input<string>;
+  /** Matching public key, installed on nodes as an authorized key. */
+  publicKey: pulumi.Input<string>;
+  port?: number;
+}
+
+/** A node's SSH host key, generated ahead of the machine and pinned by every client. */
+export interface HostKeyPair {
+  privateKey: pulumi.Input<string>;
+  publicKey: pulumi.Input<string>;
+}
+
+/** What every provider's node exposes. */
+export interface ControlPlaneNodeOutputs {
+  privateAddress: pulumi.Output<string>;
+  publicAddress?: pulumi.Output<string>;
+  sshHost: pulumi.Output<string>;
+  sshPort: pulumi.Output<number>;
+  hostPublicKey: pulumi.Output<string>;
+  providerId: pulumi.Output<string>;
+}
+
+/** How a node is reached, as recorded in stack outputs for the orchestrator. */
+export interface NodeEndpoint {
+  name: string;
+  privateAddress: string;
+  sshHost: string;
+  sshPort: number;
+  hostPublicKey: string;
+  providerId: string;
+}
