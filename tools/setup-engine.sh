@@ -34,10 +34,15 @@ mkdir -p "$bin"
 launcher="$bin/pulumi-resource-pulumi-nodejs"
 cat > "$launcher.tmp" <<'SH'
 #!/bin/sh
-# Started by the Pulumi engine in the program's directory.
+# Started by the Pulumi engine in the program's directory; molt's stack driver also
+# names its own dist/ in MOLT_DIST, whose node_modules are used when the program
+# directory has none.
 host=./node_modules/@pulumi/pulumi/cmd/dynamic-provider
+if [ ! -d "$host" ] && [ -n "${MOLT_DIST:-}" ]; then
+  host="$MOLT_DIST/../node_modules/@pulumi/pulumi/cmd/dynamic-provider"
+fi
 if [ ! -d "$host" ]; then
-  echo "pulumi-resource-pulumi-nodejs: $PWD has no node_modules/@pulumi/pulumi; run npm ci there" >&2
+  echo "pulumi-resource-pulumi-nodejs: no node_modules/@pulumi/pulumi in $PWD; run npm ci" >&2
   exit 1
 fi
 exec node "$host" "$@"

@@ -1,0 +1,122 @@
+// Where molt finds the Pulumi engine and how it configures it for offline, file-backed use.
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync, chmodSync } from "node:fs";
+import { homedir } from "node:os";
+import { delimiter, dirname, join, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
+import * as semver from "semver";
+
+const repoRoot = resolve(__dirname, "..", "..", "..");
+
+function readVersions(): { PULUMI_VERSION: string; PULUMI_MIN_VERSION: string } {
+  const text = readFileSync(join(repoRoot, "tools", "versions.env"), "utf8");
+  const get = (k: string) => {
+    const m = new RegExp(`^${k}=(.+)$`, "m").exec(text);
+    if (!m) throw new Error(`tools/versions.env has no ${k}`);
+    return m[1].trim();
+  };
+  return { PULUMI_VERSION: get("PULUMI_VERSION"), PULUMI_MIN_VERSION: get("PULUMI_MIN_VERSION") };
+}
+
+export class EngineMissingError extends Error {
+  constructor(detail: string) {
+    super(
+      `no usable Pulumi engine: ${detail}\n` +
+        `  Run \`bash tools/setup.sh\` (builds the pinned engine from Go modules when no Pulumi is installed), ` +
+        `or install Pulumi >= ${readVersions().PULUMI_MIN_VERSION} and put it on PATH, or set MOLT_PULUMI to its path.`,
+    );
+    this.name = "EngineMissingError";
+  }
+}
+
+export function cacheDir(): string {
+  return process.env.MOLT_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "molt");
+}
+
+function versionOf(bin: string): string | undefined {
+  try {
+    return execFileSync(bin, ["version"], {
+      encoding: "utf8",
+      env: { ...process.env, PULUMI_SKIP_UPDATE_CHECK: "true" },
+      stdio: ["ignore", "pipe", "ignore"],
+      timeout: 30_000,
+    })
+      .trim()
+      .replace(/^v/, "");
+  } catch {
+    return undefined;
+  }
+}
+
+function onPath(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    const p = join(dir, name);
+    if (dir && existsSync(p)) return p;
+  }
+  return undefined;
+}
+
+export interface Engine {
+  /** Directory holding `pulumi` (and, for the built engine, the dynamic provider launcher). */
+  binDir: string;
+  version: string;
+}
+
+/** Same order as tools/setup-engine.sh: $MOLT_PULUMI, a suitable `pulumi` on PATH, the cached build. */
+export function locateEngine(): Engine {
+  const { PULUMI_VERSION, PULUMI_MIN_VERSION } = readVersions();
+  const tried: string[] = [];
+  const candidates = [process.env.MOLT_PULUMI, onPath("pulumi"), join(cacheDir(), "toolchain", `pulumi-${PULUMI_VERSION}`, "bin", "pulumi")];
+  for (const c of candidates) {
+    if (!c || !existsSync(c)) continue;
+    const v = versionOf(c);
+    if (v && semver.valid(v) && semver.gte(v, PULUMI_MIN_VERSION)) return { binDir: dirname(c), version: v };
+    tried.push(`${c} (version ${v ?? "unknown"})`);
+  }
+  throw new EngineMissingError(tried.length ? `found only ${tried.join(", ")}` : "none on PATH and none built in " + cacheDir());
+}
+
+export function moltHome(): string {
+  return process.env.MOLT_HOME ?? join(homedir(), ".molt");
+}
+
+/** The backend: PULUMI_BACKEND_URL if the user set one, else a file backend under ~/.molt. */
+export function backendUrl(): string {
+  if (process.env.PULUMI_BACKEND_URL) return process.env.PULUMI_BACKEND_URL;
+  const dir = join(moltHome(), "state");
+  mkdirSync(dir, { recursive: true });
+  return `file://${dir}`;
+}
+
+/**
+ * Passphrase for the passphrase secrets provider: PULUMI_CONFIG_PASSPHRASE or
+ * PULUMI_CONFIG_PASSPHRASE_FILE if set; otherwise ~/.molt/passphrase, created (0600,
+ * random) on first use so the lab works out of the box. Back that file up: without it
+ * the stack's secrets (SSH keys, CA keys) cannot be decrypted.
+ */
+export function passphraseEnv(): Record<string, string> {
+  if (process.env.PULUMI_CONFIG_PASSPHRASE !== undefined) return { PULUMI_CONFIG_PASSPHRASE: process.env.PULUMI_CONFIG_PASSPHRASE };
+  if (process.env.PULUMI_CONFIG_PASSPHRASE_FILE) return { PULUMI_CONFIG_PASSPHRASE_FILE: process.env.PULUMI_CONFIG_PASSPHRASE_FILE };
+  const file = join(moltHome(), "passphrase");
+  if (!existsSync(file)) {
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, randomBytes(32).toString("base64url") + "\n", { mode: 0o600 });
+    chmodSync(file, 0o600);
+  }
+  return { PULUMI_CONFIG_PASSPHRASE_FILE: file };
+}
+
+/** Environment for every engine process: offline-safe, and MOLT_DIST for dynamic providers. */
+export function engineEnv(engine: Engine): Record<string, string> {
+  return {
+    PULUMI_SKIP_UPDATE_CHECK: "true",
+    PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
+    PULUMI_BACKEND_URL: backendUrl(),
+    MOLT_DIST: resolve(__dirname, "..", ".."),
+    PATH: `${engine.binDir}${delimiter}${process.env.PATH ?? ""}`,
+    ...passphraseEnv(),
+  };
+}
+
+export const distDir = resolve(__dirname, "..", "..");
+export { repoRoot };
