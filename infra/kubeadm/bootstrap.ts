@@ -1,0 +1,89 @@
+// The bootstrap/teardown RemoteCommand every cloud node gets: create = kubeadm init (the
+// first node of a new cluster) or kubeadm join --control-plane; delete = kubeadm reset.
+// It is replaced (reset, then bootstrap again) only when the machine itself is replaced
+// or the node's image or version changes; a newer molt's script text never re-runs it.
+import * as pulumi from "@pulumi/pulumi";
+import { RemoteCommand, type ConnectionArgs } from "../remote/command";
+import type { HostKeyPair, NodeEntry, SshSettings } from "../node";
+import { renderInitScript } from "./init";
+import { joinMaterialStdin, type JoinMaterial } from "./join-material";
+import { KubeadmJoinMaterial } from "./join-material-resource";
+import { renderJoinScript } from "./join";
+import { renderResetScript } from "./reset";
+import type { KubeadmBootstrapSettings } from "./settings";
+
+export interface KubeadmBootstrapArgs {
+  node: NodeEntry;
+  ssh: SshSettings;
+  hostKey: HostKeyPair;
+  settings: KubeadmBootstrapSettings;
+  /** Where SSH reaches the node. */
+  sshHost: pulumi.Input<string>;
+  /** The node's private address: where its API server and etcd member listen. */
+  advertiseAddress: pulumi.Input<string>;
+  /** The machine's provider id: a replaced machine gets bootstrapped again. */
+  machineId: pulumi.Input<string>;
+  /**
+   * For a joining node, one of: `joinMaterial` obtained beforehand (obtainJoinMaterial),
+   * or `seed`, a healthy control-plane node the material is then obtained from, once,
+   * right before the join (KubeadmJoinMaterial).
+   */
+  joinMaterial?: pulumi.Input<JoinMaterial>;
+  seed?: pulumi.Input<ConnectionArgs>;
+  /** Token lifetime for material obtained from the seed (default 15m). */
+  joinTokenTtl?: string;
+}
+
+export function kubeadmBootstrapCommand(name: string, args: KubeadmBootstrapArgs, opts: pulumi.CustomResourceOptions): RemoteCommand {
+  const { node, settings } = args;
+  if (!node.kubernetesVersion) {
+    throw new Error(`node ${node.name} has no kubernetesVersion: cloud nodes run kubeadm and need one`);
+  }
+  const version = node.kubernetesVersion;
+  const create = pulumi.output(args.advertiseAddress).apply((advertiseAddress) => {
+    const k = { name: node.name, kubernetesVersion: version, advertiseAddress };
+    return node.init ? renderInitScript(k, settings) : renderJoinScript(k, settings);
+  });
+  const stdin = node.init ? undefined : pulumi.secret(pulumi.output(joinMaterial(name, args, opts)).apply((m) => joinMaterialStdin(m)));
+  return new RemoteCommand(
+    name,
+    {
+      connection: {
+        host: args.sshHost,
+        port: args.ssh.port ?? 22,
+        user: args.ssh.user,
+        privateKey: pulumi.secret(args.ssh.privateKey),
+        hostKey: args.hostKey.publicKey,
+      },
+      create,
+      delete: renderResetScript(node.name, settings),
+      ...(stdin ? { stdin } : {}),
+      triggers: [args.machineId, node.image, version],
+    },
+    opts,
+  );
+}
+
+function joinMaterial(name: string, args: KubeadmBootstrapArgs, opts: pulumi.CustomResourceOptions): pulumi.Input<JoinMaterial> {
+  if (args.joinMaterial !== undefined) return args.joinMaterial;
+  if (args.seed === undefined) {
+    throw new Error(
+      `node ${args.node.name} joins an existing cluster but neither joinMaterial nor a seed node was given: ` +
+        "pass a healthy control-plane node as seed (or set init: true for the first node of a new cluster)",
+    );
+  }
+  const m = new KubeadmJoinMaterial(
+    `${name}-join-material`,
+    {
+      seed: args.seed,
+      options: {
+        joiningNode: args.node.name,
+        ...(args.joinTokenTtl ? { tokenTtl: args.joinTokenTtl } : {}),
+        // Before a version upgrade's first new node joins, kubeadm-config must name it.
+        ...(args.node.kubernetesVersion ? { raiseClusterVersionTo: args.node.kubernetesVersion } : {}),
+      },
+    },
+    opts,
+  );
+  return pulumi.all([m.token, m.certificateKey, m.caCertHash]).apply(([token, certificateKey, caCertHash]) => ({ token, certificateKey, caCertHash }));
+}

@@ -1,0 +1,86 @@
+// kubeadm configuration documents. Secrets never appear here: the join configuration
+// carries placeholders the join script fills in from stdin, in memory, just before
+// writing the file (mode 0600) that kubeadm reads. Nothing secret reaches a command line.
+import { stringify } from "yaml";
+import type { SemVer } from "semver";
+import {
+  DEFAULT_CRI_SOCKET,
+  kubeadmApiVersion,
+  needsEtcdLearnerGate,
+  type KubeadmBootstrapSettings,
+  type KubeadmNode,
+} from "./settings";
+
+export const TOKEN_PLACEHOLDER = "@MOLT_BOOTSTRAP_TOKEN@";
+export const CERTIFICATE_KEY_PLACEHOLDER = "@MOLT_CERTIFICATE_KEY@";
+export const CA_CERT_HASH_PLACEHOLDER = "@MOLT_CA_CERT_HASH@";
+
+/** Lifetime of the bootstrap token `kubeadm init` creates (joins later get fresh ones). */
+export const INIT_TOKEN_TTL = "15m0s";
+
+function docs(...objects: object[]): string {
+  return objects.map((o) => stringify(o, { lineWidth: 0 })).join("---\n");
+}
+
+function localApiEndpoint(node: KubeadmNode) {
+  return { advertiseAddress: node.advertiseAddress, bindPort: 6443 };
+}
+
+function nodeRegistration(node: KubeadmNode, s: KubeadmBootstrapSettings) {
+  return { name: node.name, criSocket: s.criSocket ?? DEFAULT_CRI_SOCKET };
+}
+
+export function renderInitConfiguration(node: KubeadmNode, version: SemVer, s: KubeadmBootstrapSettings): string {
+  const apiVersion = kubeadmApiVersion(version);
+  const cluster: Record<string, unknown> = {
+    apiVersion,
+    kind: "ClusterConfiguration",
+    clusterName: s.clusterName ?? "kubernetes",
+    kubernetesVersion: `v${version.version}`,
+    controlPlaneEndpoint: s.controlPlaneEndpoint,
+    networking: {
+      ...(s.podSubnet ? { podSubnet: s.podSubnet } : {}),
+      ...(s.serviceSubnet ? { serviceSubnet: s.serviceSubnet } : {}),
+      ...(s.dnsDomain ? { dnsDomain: s.dnsDomain } : {}),
+    },
+    ...(s.imageRepository ? { imageRepository: s.imageRepository } : {}),
+    ...(s.apiServerCertSANs?.length ? { apiServer: { certSANs: s.apiServerCertSANs } } : {}),
+    ...(needsEtcdLearnerGate(version) ? { featureGates: { EtcdLearnerMode: true } } : {}),
+  };
+  return docs(
+    {
+      apiVersion,
+      kind: "InitConfiguration",
+      bootstrapTokens: [
+        {
+          description: "molt: created by kubeadm init; later joins use fresh tokens",
+          ttl: INIT_TOKEN_TTL,
+          usages: ["signing", "authentication"],
+          groups: ["system:bootstrappers:kubeadm:default-node-token"],
+        },
+      ],
+      nodeRegistration: nodeRegistration(node, s),
+      localAPIEndpoint: localApiEndpoint(node),
+    },
+    cluster,
+  );
+}
+
+export function renderJoinConfiguration(node: KubeadmNode, version: SemVer, s: KubeadmBootstrapSettings): string {
+  return docs({
+    apiVersion: kubeadmApiVersion(version),
+    kind: "JoinConfiguration",
+    discovery: {
+      bootstrapToken: {
+        apiServerEndpoint: s.controlPlaneEndpoint,
+        token: TOKEN_PLACEHOLDER,
+        caCertHashes: [CA_CERT_HASH_PLACEHOLDER],
+      },
+    },
+    nodeRegistration: nodeRegistration(node, s),
+    controlPlane: {
+      localAPIEndpoint: localApiEndpoint(node),
+      certificateKey: CERTIFICATE_KEY_PLACEHOLDER,
+    },
+  });
+}

@@ -1,0 +1,122 @@
+// Typed inputs of the kubeadm bootstrap and teardown scripts, with the checks that make
+// a bad value fail at render time on the operator's machine, not halfway through a node.
+import * as semver from "semver";
+
+/** Where containerd, kubelet and kubeadm come from. */
+export type InstallSource =
+  /** Baked into the base image: only verified (exact versions), never installed. */
+  | { source: "image" }
+  /**
+   * Installed (or verified, when already at the version) from the distribution's package
+   * manager: containerd from the distribution, kubelet/kubeadm/kubectl from the Kubernetes
+   * community repositories (pkgs.k8s.io), pinned to the exact version and held.
+   */
+  | { source: "packages"; repository?: string };
+
+export interface KubeadmBootstrapSettings {
+  /** host:port of the API load balancer: kubeadm's controlPlaneEndpoint, and where joining nodes discover the cluster. */
+  controlPlaneEndpoint: string;
+  install: InstallSource;
+  /** ClusterConfiguration.clusterName (default "kubernetes"). */
+  clusterName?: string;
+  podSubnet?: string;
+  serviceSubnet?: string;
+  dnsDomain?: string;
+  /** Extra API server certificate SANs (the LB's DNS names and addresses). */
+  apiServerCertSANs?: string[];
+  /** Registry for control-plane images (default registry.k8s.io). */
+  imageRepository?: string;
+  /** CRI socket (default containerd's). */
+  criSocket?: string;
+  /**
+   * Manifest applied once after `kubeadm init` (a CNI such as Calico or Cilium), so the
+   * nodes of a brand-new cluster become Ready. URL or path on the node.
+   */
+  cniManifest?: string;
+  /**
+   * Whether `kubeadm reset` on delete removes the node's etcd member itself. Default false:
+   * molt's orchestrator removes members (after drain, with a quorum check) and kubeadm's
+   * unconditional removal must not race it. Set true only when nodes are deleted outside molt.
+   */
+  removeEtcdMemberOnReset?: boolean;
+}
+
+/** Values of one node, as scripts need them. */
+export interface KubeadmNode {
+  /** Node name: hostname, etcd member name and Kubernetes Node name. */
+  name: string;
+  kubernetesVersion: string;
+  /** The node's private address, where its API server and etcd listen. */
+  advertiseAddress: string;
+}
+
+export const DEFAULT_CRI_SOCKET = "unix:///var/run/containerd/containerd.sock";
+export const DEFAULT_PACKAGE_REPOSITORY = "https://pkgs.k8s.io/core:/stable:";
+/** kubeadm joins control-plane nodes as etcd learners from here on (beta 1.29, GA 1.32). */
+export const MIN_KUBERNETES_VERSION = "1.29.0";
+
+export class InvalidBootstrapSettingError extends Error {
+  constructor(
+    readonly setting: string,
+    message: string,
+  ) {
+    super(`${setting}: ${message}`);
+    this.name = "InvalidBootstrapSettingError";
+  }
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const HOST_PORT = /^([a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?|\[[0-9a-fA-F:.]+\]):([0-9]{1,5})$/;
+const IP_ADDRESS = /^([0-9]{1,3}(\.[0-9]{1,3}){3}|[0-9a-fA-F:]+)$/;
+const CIDR = /^[0-9a-fA-F:.]+\/[0-9]{1,3}(,[0-9a-fA-F:.]+\/[0-9]{1,3})?$/;
+
+export function validateNode(n: KubeadmNode): void {
+  if (!DNS_LABEL.test(n.name)) throw new InvalidBootstrapSettingError("node.name", `${JSON.stringify(n.name)} is not a DNS-1123 label`);
+  kubernetesVersion(n.kubernetesVersion);
+  if (!IP_ADDRESS.test(n.advertiseAddress)) {
+    throw new InvalidBootstrapSettingError("advertiseAddress", `${JSON.stringify(n.advertiseAddress)} is not an IP address`);
+  }
+}
+
+export function validateSettings(s: KubeadmBootstrapSettings): void {
+  if (!HOST_PORT.test(s.controlPlaneEndpoint)) {
+    throw new InvalidBootstrapSettingError("controlPlaneEndpoint", `${JSON.stringify(s.controlPlaneEndpoint)} is not host:port`);
+  }
+  if (s.clusterName !== undefined && !DNS_LABEL.test(s.clusterName)) {
+    throw new InvalidBootstrapSettingError("clusterName", `${JSON.stringify(s.clusterName)} is not a DNS-1123 label`);
+  }
+  for (const [k, v] of [
+    ["podSubnet", s.podSubnet],
+    ["serviceSubnet", s.serviceSubnet],
+  ] as const) {
+    if (v !== undefined && !CIDR.test(v)) throw new InvalidBootstrapSettingError(k, `${JSON.stringify(v)} is not a CIDR (or a dual-stack pair)`);
+  }
+  if (s.install.source === "packages" && s.install.repository !== undefined && !/^https:\/\/[^\s'"]+$/.test(s.install.repository)) {
+    throw new InvalidBootstrapSettingError("install.repository", "must be an https:// URL");
+  }
+}
+
+/** The normalized version ("1.34.2"), refusing versions kubeadm cannot join as etcd learners. */
+export function kubernetesVersion(v: string): semver.SemVer {
+  const parsed = semver.parse(v.replace(/^v/, ""));
+  if (!parsed || parsed.prerelease.length > 0) {
+    throw new InvalidBootstrapSettingError("kubernetesVersion", `${JSON.stringify(v)} is not a Kubernetes release version like 1.34.2`);
+  }
+  if (semver.lt(parsed, MIN_KUBERNETES_VERSION)) {
+    throw new InvalidBootstrapSettingError(
+      "kubernetesVersion",
+      `${parsed.version} is older than ${MIN_KUBERNETES_VERSION}: kubeadm joins control-plane nodes as etcd learners only from 1.29 on`,
+    );
+  }
+  return parsed;
+}
+
+/** Learner mode is a feature gate before 1.32 (GA, then removed): set it only there. */
+export function needsEtcdLearnerGate(v: semver.SemVer): boolean {
+  return v.major === 1 && v.minor < 32;
+}
+
+/** kubeadm's config API: v1beta4 from 1.31 on, v1beta3 before. */
+export function kubeadmApiVersion(v: semver.SemVer): string {
+  return v.major === 1 && v.minor < 31 ? "kubeadm.k8s.io/v1beta3" : "kubeadm.k8s.io/v1beta4";
+}
