@@ -26,7 +26,12 @@ export function renderScript(parts: ScriptParts): string {
   for (const n of names) {
     if (!CONSTANT_NAME.test(n)) throw new Error(`invalid script constant name ${JSON.stringify(n)}`);
   }
-  const constants = names.map((n) => `readonly ${n}=${shellQuote(parts.constants[n])}`);
+  const constants = names.map((n) => {
+    const v = parts.constants[n];
+    // A literal "$" or "`" in a value is meant literally: single quotes are the point.
+    const literal = /[$`]/.test(v) ? "# shellcheck disable=SC2016 # literal value, never expanded\n" : "";
+    return `${literal}readonly ${n}=${shellQuote(v)}`;
+  });
   // `declare -p` re-creates the constants in the root shell; `declare -f` the functions.
   const carry = names.length
     ? [`  constants=(${names.join(" ")})`, `  sudo -n -- bash -euo pipefail -c "$(declare -p "\${constants[@]}"); $(declare -f); main"`]

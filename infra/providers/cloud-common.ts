@@ -5,6 +5,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { stringify } from "yaml";
 import type { HostKeyPair, NodeEntry, SshSettings } from "../node";
 import type { JoinMaterial } from "../kubeadm/join-material";
+import type { ConnectionArgs } from "../remote/command";
 import type { KubeadmBootstrapSettings } from "../kubeadm/settings";
 
 /** The inputs every cloud ControlPlaneNode takes; `settings` is the provider's own. */
@@ -15,6 +16,8 @@ export interface CloudControlPlaneNodeArgs<Settings> {
   bootstrap: KubeadmBootstrapSettings;
   /** For a joining node, at creation: see infra/kubeadm/join-material.ts. */
   joinMaterial?: pulumi.Input<JoinMaterial>;
+  /** Or a healthy control-plane node the join material is obtained from, at creation. */
+  seed?: pulumi.Input<ConnectionArgs>;
   settings: Settings;
 }
 

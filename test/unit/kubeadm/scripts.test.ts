@@ -1,0 +1,205 @@
+import * as assert from "node:assert/strict";
+import { renderInitScript } from "../../../infra/kubeadm/init";
+import { renderJoinScript } from "../../../infra/kubeadm/join";
+import { renderResetScript } from "../../../infra/kubeadm/reset";
+import { renderJoinMaterialScript } from "../../../infra/kubeadm/join-material";
+import { InvalidBootstrapSettingError, type KubeadmBootstrapSettings, type KubeadmNode } from "../../../infra/kubeadm/settings";
+import { bash, definitionsOf, shellcheck } from "./shell";
+
+const settings: KubeadmBootstrapSettings = {
+  controlPlaneEndpoint: "api.prod.example.com:6443",
+  install: { source: "packages" },
+  clusterName: "prod",
+  podSubnet: "10.244.0.0/16",
+  serviceSubnet: "10.96.0.0/12",
+  apiServerCertSANs: ["api.prod.example.com", "10.0.0.10"],
+  cniManifest: "https://example.com/calico.yaml",
+};
+const node: KubeadmNode = { name: "cp-g3-a", kubernetesVersion: "1.34.2", advertiseAddress: "10.0.1.15" };
+
+const TOKEN = "abcdef.0123456789abcdef";
+const CERT_KEY = "f".repeat(64);
+const CA_HASH = `sha256:${"a".repeat(64)}`;
+
+function every(): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (const version of ["1.29.10", "1.31.4", "1.32.0", "1.34.2"]) {
+    for (const install of [{ source: "image" as const }, { source: "packages" as const }, { source: "packages" as const, repository: "https://mirror.example.com/k8s/core:/stable:" }]) {
+      const s = { ...settings, install };
+      const n = { ...node, kubernetesVersion: version };
+      out.push([`init ${version} ${install.source}`, renderInitScript(n, s)]);
+      out.push([`join ${version} ${install.source}`, renderJoinScript(n, s)]);
+    }
+  }
+  out.push(["reset (molt removes the member)", renderResetScript(node.name, settings)]);
+  out.push(["reset (kubeadm removes the member)", renderResetScript(node.name, { ...settings, removeEtcdMemberOnReset: true })]);
+  out.push(["join material", renderJoinMaterialScript({ joiningNode: "cp-g4-b" })]);
+  out.push(["join material raising the version", renderJoinMaterialScript({ joiningNode: "cp-g4-b", raiseClusterVersionTo: "1.35.0", tokenTtl: "10m" })]);
+  return out;
+}
+
+describe("rendered kubeadm scripts", () => {
+  for (const [what, script] of every()) {
+    it(`pass shellcheck at style level: ${what}`, () => {
+      assert.equal(shellcheck(script), "");
+    });
+  }
+
+  it("keep every input a single-quoted constant, so no value can become code", () => {
+    const hostile = { ...settings, cniManifest: `x'; touch /tmp/molt-pwned; echo '$(id)\`id\`` };
+    const script = renderInitScript(node, hostile);
+    assert.equal(shellcheck(script), "");
+    const r = bash(`${definitionsOf(script)}\nprintf '%s' "$CNI_MANIFEST"`);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, hostile.cniManifest);
+  });
+
+  it("refuse values that are not what they claim before rendering anything", () => {
+    assert.throws(() => renderJoinScript({ ...node, name: "CP_1;reboot" }, settings), InvalidBootstrapSettingError);
+    assert.throws(() => renderJoinScript({ ...node, advertiseAddress: "10.0.0.1; reboot" }, settings), InvalidBootstrapSettingError);
+    assert.throws(() => renderJoinScript(node, { ...settings, controlPlaneEndpoint: "api.example.com" }), InvalidBootstrapSettingError);
+    assert.throws(() => renderInitScript({ ...node, kubernetesVersion: "1.28.9" }, settings), /etcd learners only from 1.29/);
+    assert.throws(() => renderInitScript({ ...node, kubernetesVersion: "1.34.0-rc.1" }, settings), InvalidBootstrapSettingError);
+  });
+
+  it("re-enter as root through sudo -n when the SSH user is not root", () => {
+    const script = renderJoinScript(node, settings);
+    assert.match(script, /sudo -n -- bash -euo pipefail -c "\$\(declare -p "\$\{constants\[@\]\}"\); \$\(declare -f\); main"/);
+  });
+
+  describe("init of the first node of a new cluster", () => {
+    const script = renderInitScript(node, settings);
+
+    it("runs kubeadm init with uploaded certs and never prints the token or certificate key", () => {
+      assert.match(script, /kubeadm init --config "\$MOLT_TMP" --upload-certs --skip-token-print --skip-certificate-key-print/);
+    });
+
+    it("configures the load balancer as controlPlaneEndpoint, the node name and its address", () => {
+      assert.match(script, /controlPlaneEndpoint: api\.prod\.example\.com:6443/);
+      assert.match(script, /name: cp-g3-a/);
+      assert.match(script, /advertiseAddress: 10\.0\.1\.15/);
+      assert.match(script, /kubernetesVersion: v1\.34\.2/);
+      assert.match(script, /podSubnet: 10\.244\.0\.0\/16/);
+    });
+
+    it("sets the EtcdLearnerMode gate only where it is still a gate (before 1.32)", () => {
+      assert.match(renderInitScript({ ...node, kubernetesVersion: "1.31.4" }, settings), /EtcdLearnerMode: true/);
+      assert.match(renderInitScript({ ...node, kubernetesVersion: "1.29.10" }, settings), /EtcdLearnerMode: true/);
+      assert.doesNotMatch(renderInitScript({ ...node, kubernetesVersion: "1.32.0" }, settings), /EtcdLearnerMode/);
+    });
+
+    it("uses kubeadm's v1beta4 config from 1.31 and v1beta3 before", () => {
+      assert.match(renderInitScript({ ...node, kubernetesVersion: "1.31.0" }, settings), /apiVersion: kubeadm\.k8s\.io\/v1beta4/);
+      assert.match(renderInitScript({ ...node, kubernetesVersion: "1.30.5" }, settings), /apiVersion: kubeadm\.k8s\.io\/v1beta3/);
+    });
+
+    it("gives the bootstrap token kubeadm init creates a short lifetime", () => {
+      assert.match(script, /ttl: 15m0s/);
+    });
+  });
+
+  describe("join --control-plane", () => {
+    const script = renderJoinScript(node, settings);
+
+    it("contains no join secret: they arrive on stdin and are substituted for placeholders", () => {
+      assert.match(script, /token: "@MOLT_BOOTSTRAP_TOKEN@"/);
+      assert.match(script, /certificateKey: "@MOLT_CERTIFICATE_KEY@"/);
+      assert.match(script, /kubeadm join --config "\$MOLT_TMP"/);
+      assert.doesNotMatch(script, /--token|--certificate-key|--discovery-token/);
+    });
+
+    it("reads join material from stdin into a 0600 file that kubeadm reads", () => {
+      const probe = [
+        definitionsOf(script),
+        "read_join_material",
+        "require_join_material",
+        "write_join_configuration",
+        'stat -c %a "$MOLT_TMP" >&2',
+        'cat "$MOLT_TMP"',
+      ].join("\n");
+      const r = bash(probe, `token=${TOKEN}\ncertificateKey=${CERT_KEY}\ncaCertHash=${CA_HASH}\n`);
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stderr, /^600$/m);
+      assert.match(r.stdout, new RegExp(`token: "${TOKEN.replace(".", "\\.")}"`));
+      assert.match(r.stdout, new RegExp(`certificateKey: "${CERT_KEY}"`));
+      assert.match(r.stdout, new RegExp(`- "${CA_HASH}"`));
+      assert.doesNotMatch(r.stdout, /@MOLT_/);
+    });
+
+    it("removes the file holding the secrets when the script exits", () => {
+      const probe = [definitionsOf(script), "read_join_material", "write_join_configuration", 'printf "%s" "$MOLT_TMP"'].join("\n");
+      const r = bash(probe, `token=${TOKEN}\ncertificateKey=${CERT_KEY}\ncaCertHash=${CA_HASH}\n`);
+      assert.equal(r.status, 0, r.stderr);
+      const check = bash(`[ ! -e '${r.stdout}' ]`);
+      assert.equal(check.status, 0, `${r.stdout} still exists`);
+    });
+
+    it("refuses to join without valid join material, saying where it comes from, and never echoes what it got", () => {
+      const probe = [definitionsOf(script), "read_join_material", "require_join_material"].join("\n");
+      const bad = `token=not-a-token\ncertificateKey=${CERT_KEY}\ncaCertHash=${CA_HASH}\n`;
+      const r = bash(probe, bad);
+      assert.notEqual(r.status, 0);
+      assert.match(r.stderr, /no valid bootstrap token on stdin: molt obtains fresh join material/);
+      assert.doesNotMatch(r.stderr + r.stdout, /not-a-token|ffffffff/);
+      assert.notEqual(bash(probe, "").status, 0);
+    });
+
+    it("treats an already joined node as done, and resets a half-joined one before joining again", () => {
+      assert.match(script, /complete\)\n\s+log "\$NODE_NAME has already joined"\n\s+return 0/);
+      assert.match(script, /partial\)[\s\S]*kubeadm reset --force --cri-socket "\$CRI_SOCKET"[\s\S]*rm -rf \/var\/lib\/etcd[\s\S]*clean\)/);
+    });
+
+    it("reads stdin before anything else can consume it", () => {
+      const main = script.slice(script.indexOf("main() {"));
+      assert.ok(main.indexOf("read_join_material") < main.indexOf("install_or_verify_runtime"));
+    });
+  });
+
+  describe("install or verify of the runtime", () => {
+    it("only verifies when the image must carry the versions, and says what it found", () => {
+      const script = renderJoinScript(node, { ...settings, install: { source: "image" } });
+      assert.match(script, /readonly INSTALL_SOURCE='image'/);
+      assert.match(script, /the image does not carry Kubernetes \$K8S_VERSION \(\$\(describe_installed\)\)/);
+    });
+
+    it("pins and holds the exact package version from the minor's pkgs.k8s.io repository", () => {
+      const script = renderJoinScript(node, settings);
+      assert.match(script, /readonly K8S_MINOR='v1\.34'/);
+      assert.match(script, /readonly PACKAGE_REPOSITORY='https:\/\/pkgs\.k8s\.io\/core:\/stable:'/);
+      assert.match(script, /"kubeadm=\$K8S_VERSION-\*"/);
+      assert.match(script, /apt-mark hold kubelet kubeadm kubectl/);
+      assert.match(script, /"kubeadm-\$K8S_VERSION"/);
+    });
+
+    it("verifies exact versions of kubeadm and kubelet", () => {
+      const script = renderJoinScript(node, settings);
+      const probe = (kubeadm: string, kubelet: string) =>
+        bash(
+          `${definitionsOf(script)}\nkubeadm() { echo ${kubeadm}; }\nkubelet() { echo "Kubernetes ${kubelet}"; }\ncontainerd() { :; }\n` +
+            "if installed_versions_match; then echo match; else echo differ; fi",
+        ).stdout.trim();
+      assert.equal(probe("v1.34.2", "v1.34.2"), "match");
+      assert.equal(probe("v1.34.1", "v1.34.2"), "differ");
+      assert.equal(probe("v1.34.2", "v1.33.9"), "differ");
+    });
+  });
+
+  describe("reset on delete", () => {
+    it("leaves etcd membership to molt by default and wipes the etcd data dir", () => {
+      const script = renderResetScript(node.name, settings);
+      assert.match(script, /readonly RESET_PHASES_TO_SKIP='remove-etcd-member'/);
+      assert.match(script, /kubeadm reset --force --cri-socket "\$CRI_SOCKET" --skip-phases "\$RESET_PHASES_TO_SKIP"/);
+      assert.match(script, /rm -rf \/var\/lib\/etcd/);
+    });
+
+    it("lets kubeadm remove the member when asked to", () => {
+      assert.match(renderResetScript(node.name, { removeEtcdMemberOnReset: true }), /readonly RESET_PHASES_TO_SKIP=''/);
+    });
+
+    it("succeeds on a node where kubeadm never ran", () => {
+      const script = renderResetScript(node.name, settings);
+      assert.match(script, /kubeadm is not installed on \$NODE_NAME: nothing to reset/);
+      assert.match(script, /holds no kubeadm state: nothing to reset/);
+    });
+  });
+});
