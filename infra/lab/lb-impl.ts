@@ -1,0 +1,157 @@
+// Runtime of the lab load balancer: one HAProxy (Debian) per lab in front of the API
+// servers, on the bridge address; attachments are its backend servers, like a cloud
+// target group. Changes are applied with a graceful master-worker reload, and an
+// attachment is done only when the running HAProxy reports the server.
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
+import { join } from "node:path";
+import { assertRoot, ensureBridge, LabHostError, parseSubnet, sh, waitFor } from "./host";
+import type { LabLbInputs, LabLbAttachmentInputs } from "./lb";
+
+const DEADLINE_MS = 30_000;
+
+function lbDir(i: { labRoot: string; lab: string }): string {
+  return join(i.labRoot, "labs", i.lab, "lb");
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function masterPid(dir: string): number | undefined {
+  const f = join(dir, "haproxy.pid");
+  if (!existsSync(f)) return undefined;
+  const pid = Number(readFileSync(f, "utf8").trim().split("\n")[0]);
+  return pid > 0 && pidAlive(pid) ? pid : undefined;
+}
+
+function render(dir: string, i: LabLbInputs): string {
+  const servers = existsSync(join(dir, "servers"))
+    ? readdirSync(join(dir, "servers"))
+        .sort()
+        .map((n) => `  server ${n} ${readFileSync(join(dir, "servers", n), "utf8").trim()}`)
+    : [];
+  const gw = parseSubnet(i.subnet).gateway;
+  return [
+    "global",
+    "  master-worker",
+    `  stats socket ${join(dir, "admin.sock")} mode 600 level admin`,
+    "defaults",
+    "  mode tcp",
+    "  timeout connect 3s",
+    "  timeout client 1h",
+    "  timeout server 1h",
+    "  retries 2",
+    "  option redispatch",
+    "frontend apiserver",
+    `  bind ${gw}:${i.port}`,
+    "  default_backend apiservers",
+    "backend apiservers",
+    "  balance roundrobin",
+    // /readyz over TLS, like a cloud LB's health check of kube-apiservers.
+    "  option httpchk GET /readyz",
+    "  http-check expect status 200",
+    "  default-server check check-ssl verify none inter 1s fall 2 rise 1",
+    ...servers,
+    "",
+  ].join("\n");
+}
+
+function adminQuery(dir: string, command: string): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect(join(dir, "admin.sock"));
+    let out = "";
+    s.on("connect", () => s.write(command + "\n"));
+    s.on("data", (d) => (out += d.toString()));
+    s.on("end", () => resolve(out));
+    s.on("error", () => resolve(""));
+  });
+}
+
+async function serversRunning(dir: string): Promise<string[]> {
+  const out = await adminQuery(dir, "show servers state apiservers");
+  return out
+    .split("\n")
+    .filter((l) => /^\d+ apiservers /.test(l))
+    .map((l) => l.split(" ")[3]);
+}
+
+/** Serializes config changes of one LB across provider processes. */
+async function withLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
+  const lock = join(dir, "lock");
+  await waitFor(
+    `the lab LB lock ${lock}`,
+    async () => {
+      try {
+        mkdirSync(lock);
+        writeFileSync(join(lock, "pid"), String(process.pid));
+        return true;
+      } catch {
+        const owner = Number(existsSync(join(lock, "pid")) ? readFileSync(join(lock, "pid"), "utf8") : "0");
+        if (owner && !pidAlive(owner)) rmSync(lock, { recursive: true, force: true });
+        return false;
+      }
+    },
+    DEADLINE_MS,
+  );
+  try {
+    return await fn();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+async function apply(dir: string, i: LabLbInputs): Promise<void> {
+  writeFileSync(join(dir, "haproxy.cfg"), render(dir, i));
+  await sh("haproxy", ["-c", "-q", "-f", join(dir, "haproxy.cfg")]);
+  const pid = masterPid(dir);
+  if (pid) process.kill(pid, "SIGUSR2");
+  else await sh("haproxy", ["-W", "-D", "-f", join(dir, "haproxy.cfg"), "-p", join(dir, "haproxy.pid")]);
+}
+
+export async function createLb(i: LabLbInputs): Promise<{ id: string; outs: LabLbInputs & { address: string } }> {
+  assertRoot();
+  const dir = lbDir(i);
+  await ensureBridge(i.bridge, parseSubnet(i.subnet));
+  mkdirSync(join(dir, "servers"), { recursive: true });
+  await withLock(dir, () => apply(dir, i));
+  await waitFor("the lab load balancer to answer on its admin socket", async () => (await adminQuery(dir, "show info")).includes("Name: HAProxy"), DEADLINE_MS);
+  return { id: `${i.lab}/lb`, outs: { ...i, address: `${parseSubnet(i.subnet).gateway}:${i.port}` } };
+}
+
+export async function removeLb(i: LabLbInputs): Promise<void> {
+  const dir = lbDir(i);
+  const pid = masterPid(dir);
+  if (pid) {
+    process.kill(pid, "SIGTERM");
+    await waitFor("the lab load balancer to stop", async () => !pidAlive(pid), DEADLINE_MS);
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
+
+export async function attach(a: LabLbAttachmentInputs): Promise<{ id: string; outs: LabLbAttachmentInputs }> {
+  assertRoot();
+  const dir = lbDir(a.lb);
+  if (!existsSync(join(dir, "haproxy.cfg"))) throw new LabHostError(`lab load balancer of lab ${a.lb.lab} does not exist`);
+  await withLock(dir, async () => {
+    writeFileSync(join(dir, "servers", a.server), `${a.address}:${a.port}`);
+    await apply(dir, a.lb);
+  });
+  await waitFor(`HAProxy to route to ${a.server}`, async () => (await serversRunning(dir)).includes(a.server), DEADLINE_MS);
+  return { id: `${a.lb.lab}/lb/${a.server}`, outs: a };
+}
+
+export async function detach(a: LabLbAttachmentInputs): Promise<void> {
+  const dir = lbDir(a.lb);
+  if (!existsSync(join(dir, "haproxy.cfg"))) return;
+  await withLock(dir, async () => {
+    rmSync(join(dir, "servers", a.server), { force: true });
+    await apply(dir, a.lb);
+  });
+  await waitFor(`HAProxy to stop routing to ${a.server}`, async () => !(await serversRunning(dir)).includes(a.server), DEADLINE_MS);
+}

@@ -1,0 +1,59 @@
+// The lab's load balancer and its attachments as Pulumi resources (runtime in lb-impl.ts).
+import * as pulumi from "@pulumi/pulumi";
+import { implementation } from "../dynamic";
+
+export interface LabLbInputs {
+  lab: string;
+  labRoot: string;
+  bridge: string;
+  subnet: string;
+  port: number;
+}
+
+export interface LabLbAttachmentInputs {
+  lb: LabLbInputs;
+  server: string;
+  address: string;
+  port: number;
+}
+
+type In<T> = { [K in keyof T]: pulumi.Input<T[K]> };
+
+const lbProvider: pulumi.dynamic.ResourceProvider = {
+  async create(inputs: LabLbInputs) {
+    return implementation("infra/lab/lb-impl").createLb(inputs);
+  },
+  async diff(_id: string, olds: LabLbInputs, news: LabLbInputs) {
+    const replaces = (["lab", "labRoot", "bridge", "subnet", "port"] as const).filter((k) => olds[k] !== news[k]);
+    return { changes: replaces.length > 0, replaces };
+  },
+  async delete(_id: string, props: LabLbInputs) {
+    await implementation("infra/lab/lb-impl").removeLb(props);
+  },
+};
+
+export class LabLoadBalancer extends pulumi.dynamic.Resource {
+  declare readonly address: pulumi.Output<string>;
+  constructor(name: string, args: In<LabLbInputs>, opts?: pulumi.CustomResourceOptions) {
+    super(lbProvider, name, { ...args, address: undefined }, opts, "molt", "LabLoadBalancer");
+  }
+}
+
+const attachmentProvider: pulumi.dynamic.ResourceProvider = {
+  async create(inputs: LabLbAttachmentInputs) {
+    return implementation("infra/lab/lb-impl").attach(inputs);
+  },
+  async diff(_id: string, olds: LabLbAttachmentInputs, news: LabLbAttachmentInputs) {
+    const changed = olds.server !== news.server || olds.address !== news.address || olds.port !== news.port;
+    return { changes: changed, replaces: changed ? ["server"] : [], deleteBeforeReplace: true };
+  },
+  async delete(_id: string, props: LabLbAttachmentInputs) {
+    await implementation("infra/lab/lb-impl").detach(props);
+  },
+};
+
+export class LabLbAttachment extends pulumi.dynamic.Resource {
+  constructor(name: string, args: { lb: pulumi.Input<LabLbInputs>; server: pulumi.Input<string>; address: pulumi.Input<string>; port: pulumi.Input<number> }, opts?: pulumi.CustomResourceOptions) {
+    super(attachmentProvider, name, args, opts, "molt", "LabLbAttachment");
+  }
+}

@@ -1,0 +1,181 @@
+// Runtime of LabMachine: a "VM" made of a network namespace on the lab bridge, private
+// mount and UTS namespaces, the image's binaries, and a real OpenSSH server with a host
+// key generated ahead. Its processes outlive molt; deleting it kills every process in
+// its namespace and removes its interfaces, mounts and directory.
+import { spawn } from "node:child_process";
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { assertRoot, ensureBridge, ifaceName, LabHostError, netnsName, parseSubnet, sh, waitFor, waitForBanner } from "./host";
+import type { LabMachineInputs, LabMachineOutputs } from "./machine";
+
+const BOOT_DEADLINE_MS = 60_000;
+const STOP_DEADLINE_MS = 30_000;
+
+export function labDir(i: Pick<LabMachineInputs, "labRoot" | "lab">): string {
+  return join(i.labRoot, "labs", i.lab);
+}
+
+export function machineDir(i: Pick<LabMachineInputs, "labRoot" | "lab" | "name">): string {
+  return join(labDir(i), "machines", i.name);
+}
+
+/** Directories a machine owns, bind-mounted over the same paths inside it. */
+export const MACHINE_PATHS = ["etc/kubernetes", "var/lib/etcd", "var/lib/kubelet", "etc/ssh", "root/.ssh", "var/log/molt"];
+
+function allocateAddress(i: LabMachineInputs): string {
+  const subnet = parseSubnet(i.subnet);
+  const dir = join(labDir(i), "addresses");
+  mkdirSync(dir, { recursive: true });
+  for (const f of readdirSync(dir)) {
+    if (readFileSync(join(dir, f), "utf8").trim() === i.name) return f;
+  }
+  for (let host = 10; host < 250; host++) {
+    const ip = `${subnet.prefix}.${host}`;
+    try {
+      // O_EXCL: two machines created at once never get the same address.
+      const fd = openSync(join(dir, ip), "wx");
+      writeFileSync(fd, i.name + "\n");
+      closeSync(fd);
+      return ip;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+    }
+  }
+  throw new LabHostError(`lab ${i.lab}: no free address left in ${i.subnet}`);
+}
+
+function releaseAddress(i: LabMachineInputs): void {
+  const dir = join(labDir(i), "addresses");
+  if (!existsSync(dir)) return;
+  for (const f of readdirSync(dir)) {
+    if (readFileSync(join(dir, f), "utf8").trim() === i.name) rmSync(join(dir, f), { force: true });
+  }
+}
+
+function sshdConfig(address: string): string {
+  return [
+    `ListenAddress ${address}`,
+    "Port 22",
+    "HostKey /etc/ssh/ssh_host_ed25519_key",
+    "PermitRootLogin prohibit-password",
+    "PubkeyAuthentication yes",
+    "PasswordAuthentication no",
+    "KbdInteractiveAuthentication no",
+    "AuthorizedKeysFile .ssh/authorized_keys",
+    "UsePAM no",
+    "PidFile /run/sshd.pid",
+    "AllowTcpForwarding local",
+    "MaxSessions 64",
+    "MaxStartups 64:30:128",
+    "Subsystem sftp internal-sftp",
+    "",
+  ].join("\n");
+}
+
+function initScript(i: LabMachineInputs, dir: string, imageDir: string): string {
+  const binds = MACHINE_PATHS.map((p) => `mkdir -p '/${p}' && mount --bind '${dir}/root/${p}' '/${p}'`).join("\n");
+  return `#!/bin/sh
+# The "boot" of lab machine ${i.name}: runs in its own network, mount and UTS namespaces.
+set -eu
+hostname '${i.name}'
+${binds}
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs -o mode=755 tmpfs /run
+mkdir -p /run/sshd /run/molt
+mount --bind '${imageDir}/bin' /usr/local/bin
+mount -o remount,bind,ro /usr/local/bin
+mount --bind '${imageDir}/etc/os-release' /etc/os-release
+echo '${i.image}' > /run/molt/image
+exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config
+`;
+}
+
+async function netnsPids(ns: string): Promise<number[]> {
+  const out = await sh("ip", ["netns", "pids", ns], { allowFail: true });
+  return out.split(/\s+/).filter(Boolean).map(Number);
+}
+
+async function destroyMachine(i: LabMachineInputs): Promise<void> {
+  const ns = netnsName(i.lab, i.name);
+  const nsExists = existsSync(join("/run/netns", ns));
+  if (nsExists) {
+    for (const pid of await netnsPids(ns)) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        /* already gone */
+      }
+    }
+    await waitFor(`every process of machine ${i.name} to exit`, async () => (await netnsPids(ns)).length === 0, STOP_DEADLINE_MS);
+    await sh("ip", ["netns", "del", ns]);
+  }
+  // Deleting the namespace removes the peer; the host end goes with it, but a crash between
+  // creating the pair and moving the peer can leave the host end behind.
+  await sh("ip", ["link", "del", ifaceName("h", i.name)], { allowFail: true });
+  await sh("ip", ["link", "del", ifaceName("p", i.name)], { allowFail: true });
+  rmSync(machineDir(i), { recursive: true, force: true });
+  releaseAddress(i);
+}
+
+export async function create(i: LabMachineInputs): Promise<{ id: string; outs: LabMachineInputs & LabMachineOutputs }> {
+  assertRoot();
+  const imageDir = join(i.labRoot, "images", i.image);
+  if (!existsSync(join(imageDir, "image.json"))) {
+    const have = existsSync(join(i.labRoot, "images")) ? readdirSync(join(i.labRoot, "images")).filter((f) => !f.startsWith(".")) : [];
+    throw new LabHostError(`lab image "${i.image}" does not exist in ${join(i.labRoot, "images")} (have: ${have.join(", ") || "none"}); run tools/lab/build-images.sh`);
+  }
+  const subnet = parseSubnet(i.subnet);
+  await ensureBridge(i.bridge, subnet);
+
+  // A directory without a state entry is what a crashed earlier create left: start over.
+  const dir = machineDir(i);
+  if (existsSync(dir) || existsSync(join("/run/netns", netnsName(i.lab, i.name)))) await destroyMachine(i);
+
+  const address = allocateAddress(i);
+  for (const p of MACHINE_PATHS) mkdirSync(join(dir, "root", p), { recursive: true });
+  chmodSync(join(dir, "root", "root/.ssh"), 0o700);
+  writeFileSync(join(dir, "root/etc/ssh/ssh_host_ed25519_key"), i.hostPrivateKey.trimEnd() + "\n", { mode: 0o600 });
+  writeFileSync(join(dir, "root/etc/ssh/ssh_host_ed25519_key.pub"), i.hostPublicKey.trim() + "\n");
+  writeFileSync(join(dir, "root/etc/ssh/sshd_config"), sshdConfig(address));
+  writeFileSync(join(dir, "root/root/.ssh/authorized_keys"), i.authorizedKey.trim() + "\n", { mode: 0o600 });
+  writeFileSync(join(dir, "init.sh"), initScript(i, dir, imageDir), { mode: 0o755 });
+
+  const ns = netnsName(i.lab, i.name);
+  const hostIf = ifaceName("h", i.name);
+  const peerIf = ifaceName("p", i.name);
+  await sh("ip", ["netns", "add", ns]);
+  await sh("ip", ["link", "add", hostIf, "type", "veth", "peer", "name", peerIf]);
+  await sh("ip", ["link", "set", peerIf, "netns", ns]);
+  await sh("ip", ["link", "set", hostIf, "master", i.bridge, "up"]);
+  await sh("ip", ["-n", ns, "link", "set", peerIf, "name", "eth0"]);
+  await sh("ip", ["-n", ns, "addr", "add", `${address}/${subnet.bits}`, "dev", "eth0"]);
+  await sh("ip", ["-n", ns, "link", "set", "eth0", "up"]);
+  await sh("ip", ["-n", ns, "link", "set", "lo", "up"]);
+
+  const log = openSync(join(dir, "boot.log"), "a");
+  const child = spawn("ip", ["netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private", "/bin/sh", join(dir, "init.sh")], {
+    detached: true,
+    stdio: ["ignore", log, log],
+  });
+  child.unref();
+  closeSync(log);
+  try {
+    await waitForBanner(address, 22, "SSH-2.0-", BOOT_DEADLINE_MS);
+  } catch (e) {
+    const boot = existsSync(join(dir, "boot.log")) ? readFileSync(join(dir, "boot.log"), "utf8").slice(-2000) : "";
+    await destroyMachine(i);
+    throw new LabHostError(`machine ${i.name} did not boot: ${(e as Error).message}\n${boot}`);
+  }
+  return { id: `${i.lab}/${i.name}`, outs: { ...i, address, netns: ns, sshPort: 22 } };
+}
+
+export async function remove(i: LabMachineInputs): Promise<void> {
+  assertRoot();
+  await destroyMachine(i);
+}
+
+/** Is the machine still running (its sshd holds the namespaces)? */
+export async function alive(i: LabMachineInputs): Promise<boolean> {
+  const ns = netnsName(i.lab, i.name);
+  return existsSync(join("/run/netns", ns)) && (await netnsPids(ns)).length > 0;
+}

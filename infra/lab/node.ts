@@ -1,0 +1,109 @@
+// One lab control-plane node: host key (made first, so it can be pinned), the machine,
+// its etcd bootstrap/teardown over SSH, and its load-balancer attachment.
+import * as pulumi from "@pulumi/pulumi";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import type { NodeEntry } from "../node";
+import { RemoteCommand, type ConnectionArgs } from "../remote/command";
+import { SshKeyPair } from "../remote/keypair";
+import { JoinMaterial } from "./join-material";
+import { LabLbAttachment, type LabLbInputs } from "./lb";
+import { LabMachine } from "./machine";
+
+export interface LabSettings {
+  lab: string;
+  labRoot: string;
+  bridge: string;
+  subnet: string;
+  lbPort: number;
+}
+
+const scriptsDir = resolve(__dirname, "..", "..", "..", "infra", "lab", "scripts");
+export function labScript(name: "init" | "join" | "reset"): string {
+  return readFileSync(resolve(scriptsDir, "etcd-common.sh"), "utf8") + "\n" + readFileSync(resolve(scriptsDir, `etcd-${name}.sh`), "utf8");
+}
+
+export interface LabNodeArgs {
+  entry: NodeEntry;
+  lab: LabSettings;
+  lb: pulumi.Input<LabLbInputs>;
+  sshUser: string;
+  sshPrivateKey: pulumi.Input<string>;
+  sshPublicKey: pulumi.Input<string>;
+  /** A healthy existing node to join through (absent for the node that initialises). */
+  seed?: LabControlPlaneNode;
+  /** The node created just before this one: joins happen one at a time. */
+  after?: LabControlPlaneNode;
+  /** Client URLs of the existing members, for the join. */
+  joinEndpoints: pulumi.Input<string>[];
+  deadlineSeconds: number;
+}
+
+export class LabControlPlaneNode extends pulumi.ComponentResource {
+  readonly privateAddress: pulumi.Output<string>;
+  readonly sshHost: pulumi.Output<string>;
+  readonly sshPort: pulumi.Output<number>;
+  readonly hostPublicKey: pulumi.Output<string>;
+  readonly providerId: pulumi.Output<string>;
+  readonly connection: pulumi.Output<ConnectionArgs>;
+  readonly bootstrap: RemoteCommand;
+
+  constructor(name: string, args: LabNodeArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("molt:lab:ControlPlaneNode", name, {}, opts);
+    const e = args.entry;
+    const hostKey = new SshKeyPair(`${name}-hostkey`, { comment: `host key of ${e.name}` }, { parent: this });
+    const machine = new LabMachine(
+      `${name}-machine`,
+      {
+        lab: args.lab.lab,
+        labRoot: args.lab.labRoot,
+        bridge: args.lab.bridge,
+        subnet: args.lab.subnet,
+        name: e.name,
+        image: e.image,
+        hostPrivateKey: hostKey.privateKey,
+        hostPublicKey: hostKey.publicKey,
+        authorizedKey: args.sshPublicKey,
+      },
+      { parent: this },
+    );
+    this.privateAddress = machine.address;
+    this.sshHost = machine.address;
+    this.sshPort = machine.sshPort;
+    this.hostPublicKey = hostKey.publicKey;
+    this.providerId = pulumi.interpolate`lab://${args.lab.lab}/${e.name}`;
+    this.connection = pulumi.output({
+      host: machine.address,
+      port: machine.sshPort,
+      user: args.sshUser,
+      privateKey: args.sshPrivateKey,
+      hostKey: hostKey.publicKey,
+    });
+
+    const environment = {
+      NODE_NAME: e.name,
+      NODE_IP: machine.address,
+      DEADLINE_SECONDS: String(args.deadlineSeconds),
+      JOIN_ENDPOINTS: pulumi.all(args.joinEndpoints).apply((eps) => eps.join(",")),
+    };
+    let stdin: pulumi.Output<string> | undefined;
+    // The first node of the list has no older node to join through; it already exists
+    // (new nodes are always appended), so its join inputs are never used again.
+    if (!e.init && args.seed) {
+      stdin = new JoinMaterial(`${name}-join`, { seed: args.seed.connection }, { parent: this, dependsOn: [machine, args.seed.bootstrap] }).material;
+    }
+    this.bootstrap = new RemoteCommand(
+      `${name}-etcd`,
+      {
+        connection: this.connection,
+        create: labScript(e.init ? "init" : "join"),
+        delete: labScript("reset"),
+        environment,
+        stdin,
+      },
+      { parent: this, dependsOn: args.after ? [machine, args.after.bootstrap] : [machine], customTimeouts: { create: `${args.deadlineSeconds + 60}s` } },
+    );
+    new LabLbAttachment(`${name}-lb`, { lb: args.lb, server: e.name, address: machine.address, port: 6443 }, { parent: this, dependsOn: [this.bootstrap] });
+    this.registerOutputs({ privateAddress: this.privateAddress, hostPublicKey: this.hostPublicKey });
+  }
+}

@@ -1,0 +1,232 @@
+// molt's etcd edge. etcd is reached only through SSH tunnels to each node's loopback
+// client port, with mutual TLS (the node's healthcheck-client certificate, read over
+// SSH and held in memory only). One client per endpoint for per-member calls (status,
+// moveLeader); membership calls go to voters only (learners reject them) and are made
+// idempotent, because the etcd3 client retries them on another host.
+import { Etcd3, type IMember, type IStatusResponse } from "etcd3";
+import type { NodeEndpoint } from "../../infra/node";
+import { SshSession } from "../../infra/remote/ssh";
+
+export interface Member {
+  /** Decimal string, as etcd3 gives it; never passed through Number. */
+  id: string;
+  name: string;
+  peerURLs: string[];
+  clientURLs: string[];
+  isLearner: boolean;
+}
+
+export interface EndpointStatus {
+  memberId: string;
+  leader: string;
+  raftIndex: bigint;
+  raftAppliedIndex: bigint;
+  raftTerm: bigint;
+  dbSize: number;
+  isLearner: boolean;
+  version: string;
+  errors: string[];
+}
+
+export interface Alarm {
+  memberId: string;
+  alarm: "NOSPACE" | "CORRUPT" | string;
+}
+
+const CALL_DEADLINE_MS = 5_000;
+
+interface Tunnel {
+  node: string;
+  ssh: SshSession;
+  port: number;
+  close: () => Promise<void>;
+  client?: Etcd3;
+}
+
+export class EtcdUnreachableError extends Error {
+  constructor(detail: string) {
+    super(`etcd is not reachable through any node: ${detail}`);
+    this.name = "EtcdUnreachableError";
+  }
+}
+
+export function toMember(m: IMember): Member {
+  return { id: m.ID, name: m.name, peerURLs: m.peerURLs, clientURLs: m.clientURLs, isLearner: !!m.isLearner };
+}
+
+export function toStatus(s: IStatusResponse): EndpointStatus {
+  return {
+    memberId: s.header.member_id,
+    leader: s.leader,
+    raftIndex: BigInt(s.raftIndex),
+    raftAppliedIndex: BigInt(s.raftAppliedIndex ?? "0"),
+    raftTerm: BigInt(s.raftTerm),
+    dbSize: Number(s.dbSize),
+    isLearner: !!s.isLearner,
+    version: s.version,
+    errors: s.errors ?? [],
+  };
+}
+
+export interface Credentials {
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+export class EtcdAccess {
+  private constructor(
+    private readonly tunnels: Map<string, Tunnel>,
+    private readonly credentials: Credentials,
+    /** Nodes whose SSH or tunnel could not be opened, with the reason. */
+    readonly unreachable: Map<string, string>,
+  ) {}
+
+  /** Opens one SSH session + tunnel per node (in parallel); unreachable nodes are recorded, not fatal. */
+  static async open(nodes: NodeEndpoint[], ssh: { user: string; privateKey: string }): Promise<EtcdAccess> {
+    const tunnels = new Map<string, Tunnel>();
+    const unreachable = new Map<string, string>();
+    let credentials: Credentials | undefined;
+    await Promise.all(
+      nodes.map(async (n) => {
+        try {
+          const session = await SshSession.connect(
+            { host: n.sshHost, port: n.sshPort, user: ssh.user, privateKey: ssh.privateKey, hostKey: n.hostPublicKey },
+            { readyTimeoutMs: 10_000 },
+          );
+          const fwd = await session.forward("127.0.0.1", 2379);
+          tunnels.set(n.name, { node: n.name, ssh: session, port: fwd.port, close: fwd.close });
+          if (!credentials) {
+            const pki = "/etc/kubernetes/pki/etcd";
+            const r = await session.exec(`cat ${pki}/ca.crt; echo '--molt--'; cat ${pki}/healthcheck-client.crt; echo '--molt--'; cat ${pki}/healthcheck-client.key`);
+            const parts = r.stdout.split("--molt--\n");
+            if (r.code === 0 && parts.length === 3 && !credentials) credentials = { ca: parts[0], cert: parts[1], key: parts[2] };
+          }
+        } catch (e) {
+          unreachable.set(n.name, (e as Error).message);
+        }
+      }),
+    );
+    if (!credentials) {
+      for (const t of tunnels.values()) {
+        await t.close();
+        t.ssh.close();
+      }
+      throw new EtcdUnreachableError(
+        nodes.length === 0 ? "no nodes" : [...unreachable.entries()].map(([n, r]) => `${n}: ${r}`).join("; ") || "no node has etcd client certificates",
+      );
+    }
+    return new EtcdAccess(tunnels, credentials, unreachable);
+  }
+
+  nodes(): string[] {
+    return [...this.tunnels.keys()];
+  }
+
+  private makeClient(ports: number[]): Etcd3 {
+    return new Etcd3({
+      hosts: ports.map((p) => `https://127.0.0.1:${p}`),
+      credentials: {
+        rootCertificate: Buffer.from(this.credentials.ca),
+        certChain: Buffer.from(this.credentials.cert),
+        privateKey: Buffer.from(this.credentials.key),
+      },
+      // The tunnel ends at 127.0.0.1; members' certificates carry DNS:localhost, and an
+      // IP as TLS server name is not allowed (RFC 6066).
+      grpcOptions: { "grpc.ssl_target_name_override": "localhost", "grpc.default_authority": "localhost" },
+      // dialTimeout is ignored by etcd3; a per-call deadline bounds every call.
+      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + CALL_DEADLINE_MS }),
+    });
+  }
+
+  /** A client bound to one node's member only (status, moveLeader, alarms of that member). */
+  endpoint(node: string): Etcd3 {
+    const t = this.tunnels.get(node);
+    if (!t) throw new EtcdUnreachableError(`no tunnel to ${node}: ${this.unreachable.get(node) ?? "not a known node"}`);
+    t.client ??= this.makeClient([t.port]);
+    return t.client;
+  }
+
+  /** A client over the given voters (never learners: they reject most RPCs). */
+  voters(nodes: string[]): Etcd3 {
+    const ports = nodes.map((n) => this.tunnels.get(n)?.port).filter((p): p is number => p !== undefined);
+    if (ports.length === 0) throw new EtcdUnreachableError(`none of ${nodes.join(", ")} is reachable`);
+    return this.makeClient(ports);
+  }
+
+  async status(node: string): Promise<EndpointStatus> {
+    return toStatus(await this.endpoint(node).maintenance.status());
+  }
+
+  async memberList(via: string): Promise<Member[]> {
+    const r = await this.endpoint(via).cluster.memberList({ linearizable: true } as never);
+    return r.members.map(toMember);
+  }
+
+  async alarms(via: string): Promise<Alarm[]> {
+    const r = await this.endpoint(via).maintenance.alarm({ action: "Get", memberID: "0", alarm: "None" } as never);
+    return (r.alarms ?? []).map((a) => ({ memberId: a.memberID, alarm: String(a.alarm) }));
+  }
+
+  /** Removes a member; "member not found" (a retried call that already landed) counts as done. */
+  async memberRemove(via: string, id: string): Promise<void> {
+    try {
+      await this.endpoint(via).cluster.memberRemove({ ID: id });
+    } catch (e) {
+      if (/member not found/i.test((e as Error).message)) return;
+      throw e;
+    }
+  }
+
+  /** Promotes a learner; "not a learner" (already promoted) counts as done. */
+  async memberPromote(via: string, id: string): Promise<void> {
+    try {
+      await this.endpoint(via).cluster.memberPromote({ ID: id });
+    } catch (e) {
+      if (/not a learner/i.test((e as Error).message)) return;
+      throw e;
+    }
+  }
+
+  /** Moves leadership; must be sent to the current leader's endpoint. */
+  async moveLeader(leaderNode: string, targetId: string): Promise<void> {
+    await this.endpoint(leaderNode).maintenance.moveLeader({ targetID: targetId });
+  }
+
+  /** hashKV of one member at a revision (consistency checks). */
+  async hashKV(node: string, revision: string): Promise<{ hash: number; compactRevision: string }> {
+    const r = await this.endpoint(node).maintenance.hashKV({ revision });
+    return { hash: Number(r.hash), compactRevision: r.compact_revision };
+  }
+
+  /** Saves a snapshot of one member's database to a local file. */
+  async snapshot(node: string, path: string): Promise<number> {
+    const { createWriteStream } = await import("node:fs");
+    const stream = await this.endpoint(node).maintenance.snapshot();
+    const out = createWriteStream(path, { mode: 0o600 });
+    let bytes = 0;
+    await new Promise<void>((resolve, reject) => {
+      stream.on("data", (chunk: { blob: Buffer }) => {
+        bytes += chunk.blob.length;
+        out.write(chunk.blob);
+      });
+      stream.on("end", () => out.end(() => resolve()));
+      stream.on("error", reject);
+    });
+    return bytes;
+  }
+
+  /** The SSH session to a node (for commands such as a reset). */
+  session(node: string): SshSession | undefined {
+    return this.tunnels.get(node)?.ssh;
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.tunnels.values()) {
+      t.client?.close();
+      await t.close();
+      t.ssh.close();
+    }
+    this.tunnels.clear();
+  }
+}
