@@ -142,7 +142,10 @@ export class SshSession {
    * the node (e.g. its loopback-only etcd client port). Close it with the returned close().
    */
   async forward(remoteHost: string, remotePort: number): Promise<{ port: number; close: () => Promise<void> }> {
+    const open = new Set<import("node:net").Socket>();
     const server: Server = createServer((sock) => {
+      open.add(sock);
+      sock.on("close", () => open.delete(sock));
       this.client.forwardOut("127.0.0.1", 0, remoteHost, remotePort, (err, channel) => {
         if (err) {
           sock.destroy();
@@ -160,9 +163,11 @@ export class SshSession {
     const port = (server.address() as AddressInfo).port;
     return {
       port,
+      // Closing the tunnel cuts its live connections too (server.close alone waits for them).
       close: () =>
         new Promise<void>((resolve) => {
           server.close(() => resolve());
+          for (const s of open) s.destroy();
         }),
     };
   }

@@ -123,8 +123,10 @@ export class EtcdAccess {
     return [...this.tunnels.keys()];
   }
 
+  private readonly clients = new Set<Etcd3>();
+
   private makeClient(ports: number[]): Etcd3 {
-    return new Etcd3({
+    const client = new Etcd3({
       hosts: ports.map((p) => `https://127.0.0.1:${p}`),
       credentials: {
         rootCertificate: Buffer.from(this.credentials.ca),
@@ -137,6 +139,8 @@ export class EtcdAccess {
       // dialTimeout is ignored by etcd3; a per-call deadline bounds every call.
       defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + CALL_DEADLINE_MS }),
     });
+    this.clients.add(client);
+    return client;
   }
 
   /** A client bound to one node's member only (status, moveLeader, alarms of that member). */
@@ -222,8 +226,9 @@ export class EtcdAccess {
   }
 
   async close(): Promise<void> {
+    for (const c of this.clients) c.close();
+    this.clients.clear();
     for (const t of this.tunnels.values()) {
-      t.client?.close();
       await t.close();
       t.ssh.close();
     }

@@ -1,0 +1,64 @@
+// The plain data the planner decides over: one snapshot of the world per pass.
+import type { NodeEndpoint, NodeEntry } from "../infra/node";
+import type { Alarm, EndpointStatus, Member } from "./edges/etcd";
+
+export type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry };
+
+/** What the user asked for (stacks/Pulumi.<stack>.yaml), validated. */
+export interface Intent {
+  provider: "lab" | "aws" | "azure" | "vsphere";
+  replicas: number;
+  image: string;
+  kubernetesVersion?: string;
+  rollout: {
+    /** 1: add first (default). 0: retire first, allowed only with >= 3 replicas. */
+    maxSurge: 0 | 1;
+    onFailure: "rollback" | "pause";
+    /** A voter whose applied index trails the leader's by more is not caught up. */
+    maxAppliedLag: number;
+  };
+  timeouts: {
+    /** A new node must be a healthy, caught-up voter within this. */
+    joinSeconds: number;
+    /** How long molt waits for a transient condition (no leader, catching up) before giving up. */
+    settleSeconds: number;
+  };
+}
+
+export type StatusResult = { ok: true; status: EndpointStatus } | { ok: false; error: string };
+
+export interface EtcdObservation {
+  members: Member[];
+  /** Per node name, the status of that node's local member through its own tunnel. */
+  status: Record<string, StatusResult>;
+  alarms: Alarm[];
+}
+
+export interface Snapshot {
+  intent: Intent;
+  /** The node list as recorded in the stack state. */
+  nodes: NodeEntry[];
+  endpoints: NodeEndpoint[];
+  /** Absent when the cluster has no node yet, or etcd could not be reached at all. */
+  etcd?: EtcdObservation;
+  /** Why etcd could not be observed, when nodes exist but etcd is absent. */
+  etcdError?: string;
+  /** Keys of waits whose deadline has passed (kept by the loop, across passes). */
+  expired: string[];
+}
+
+export type Operation =
+  | { kind: "done"; reason: string }
+  | { kind: "create-first"; entry: NodeEntry; reason: string }
+  | { kind: "surge"; entry: NodeEntry; reason: string }
+  | { kind: "promote"; node: string; memberId: string; reason: string }
+  | { kind: "move-leader"; from: string; to: string; toId: string; reason: string }
+  | { kind: "remove-member"; node: string; memberId: string; reason: string }
+  | { kind: "remove-stray-member"; memberId: string; name: string; reason: string }
+  | { kind: "prune"; node: string; reason: string }
+  | { kind: "wait"; key: string; node?: string; reason: string }
+  | { kind: "rollback"; node: string; memberId?: string; reason: string }
+  | { kind: "pause"; node: string; reason: string }
+  | { kind: "refuse"; condition: string; reason: string };
+
+export type OperationKind = Operation["kind"];
