@@ -25,7 +25,7 @@ export class StackNotFoundError extends Error {
 export async function openStack(o: OpenStackOptions): Promise<Stack> {
   const engine = locateEngine();
   const pulumiCommand = await PulumiCommand.get({ root: dirname(engine.binDir), skipVersionCheck: false });
-  const envVars = { ...engineEnv(engine), ...(o.env ?? {}) };
+  const envVars = engineEnv(engine, o.env ?? {});
   const args = { stackName: o.stackName, projectName: "molt", program: o.program };
   const wsOpts = { workDir: o.workDir ?? repoRoot, pulumiCommand, envVars };
   if (o.create === false) {

@@ -107,14 +107,16 @@ export function passphraseEnv(): Record<string, string> {
 }
 
 /** Environment for every engine process: offline-safe, and MOLT_DIST for dynamic providers. */
-export function engineEnv(engine: Engine): Record<string, string> {
+export function engineEnv(engine: Engine, overrides: Record<string, string> = {}): Record<string, string> {
+  const hasPassphrase = "PULUMI_CONFIG_PASSPHRASE" in overrides || "PULUMI_CONFIG_PASSPHRASE_FILE" in overrides;
   return {
     PULUMI_SKIP_UPDATE_CHECK: "true",
     PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
-    PULUMI_BACKEND_URL: backendUrl(),
+    PULUMI_BACKEND_URL: overrides.PULUMI_BACKEND_URL ?? backendUrl(),
     MOLT_DIST: resolve(__dirname, "..", ".."),
     PATH: `${engine.binDir}${delimiter}${process.env.PATH ?? ""}`,
-    ...passphraseEnv(),
+    ...(hasPassphrase ? {} : passphraseEnv()),
+    ...overrides,
   };
 }
 

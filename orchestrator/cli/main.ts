@@ -1,0 +1,196 @@
+#!/usr/bin/env node
+// molt's command line: rollout, plan, status. Exit codes are part of the interface:
+//   0 succeeded or nothing to do      2 invalid input or refused preflight (nothing changed)
+//   3 another run holds the stack     4 a new node failed and was rolled back (old nodes intact)
+//   5 paused for inspection           6 not confirmed (nothing changed)
+//   7 failed after changes (see the report; rerun to converge)   130 cancelled (SIGINT/SIGTERM)
+//   1 unexpected error
+import { Command, Option } from "commander";
+import { createInterface } from "node:readline/promises";
+import { InvalidConfigError } from "../config";
+import type { RolloutEvent } from "../events";
+import { inspect, type Inspection } from "../inspect";
+import { ConcurrentRolloutError } from "../lock";
+import { CorruptStateError } from "../observe";
+import { RefusedError, rollout, type PlannedReplacement, type Summary } from "../rollout";
+import { StackNotFoundError } from "../stack/driver";
+import { EngineMissingError } from "../stack/engine";
+import { LabHostError } from "../../infra/lab/host";
+
+export const EXIT = { ok: 0, unexpected: 1, invalid: 2, locked: 3, rolledBack: 4, paused: 5, notConfirmed: 6, failed: 7, cancelled: 130 } as const;
+
+function exitFor(s: Summary): number {
+  switch (s.result) {
+    case "succeeded":
+    case "noop":
+      return EXIT.ok;
+    case "refused":
+      return EXIT.invalid;
+    case "rolled-back":
+      return EXIT.rolledBack;
+    case "paused":
+      return EXIT.paused;
+    case "cancelled":
+      return s.reason.startsWith("not confirmed") ? EXIT.notConfirmed : EXIT.cancelled;
+    default:
+      return EXIT.failed;
+  }
+}
+
+function errorExit(e: unknown, json: boolean): number {
+  const known: [new (...a: never[]) => Error, number][] = [
+    [InvalidConfigError, EXIT.invalid],
+    [StackNotFoundError, EXIT.invalid],
+    [CorruptStateError, EXIT.invalid],
+    [EngineMissingError, EXIT.invalid],
+    [RefusedError, EXIT.invalid],
+    [LabHostError, EXIT.invalid],
+    [ConcurrentRolloutError, EXIT.locked],
+  ];
+  const code = known.find(([cls]) => e instanceof cls)?.[1] ?? EXIT.unexpected;
+  const message = e instanceof Error ? e.message : String(e);
+  if (json) process.stdout.write(JSON.stringify({ type: "error", error: (e as Error)?.name ?? "Error", message, exitCode: code }) + "\n");
+  else process.stderr.write(`molt: ${message}\n`);
+  return code;
+}
+
+const ts = () => new Date().toISOString().slice(11, 19);
+
+function human(e: RolloutEvent): void {
+  const out = (s: string): void => void process.stdout.write(`${ts()}  ${s}\n`);
+  switch (e.type) {
+    case "start":
+      return out(`rollout of stack ${e.stack}: ${e.replicas} × ${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`);
+    case "lock-recovered":
+      return out(`took over the lock of a run that died (pid ${e.previousPid}, started ${e.previousStartedAt})`);
+    case "observed":
+      return out(`pass ${e.pass}: ${e.nodes.map((n) => `${n.name}[${n.image}${n.member ? (n.member.learner ? ",learner" : n.member.leader ? ",leader" : "") + (n.member.healthy ? "" : ",unhealthy") : ",no member"}${n.outdated ? ",outdated" : ""}]`).join(" ") || "(no nodes)"}`);
+    case "decision":
+      return e.operation.kind === "wait" ? undefined : out(`→ ${e.operation.kind}: ${e.operation.reason}`);
+    case "phase":
+      return out(`  ${e.ok ? "✓" : "✗"} ${e.phase} (${e.operation}${e.node ? ` ${e.node}` : ""}) ${(e.ms / 1000).toFixed(1)}s${e.detail ? `: ${e.detail}` : ""}`);
+    case "snapshot":
+      return out(`etcd snapshot saved before the first membership change: ${e.path} (${e.bytes} bytes, from ${e.node})`);
+    case "engine":
+      return out(`  | ${e.line}`);
+    case "summary": {
+      out(`${e.result.toUpperCase()}: ${e.reason}`);
+      const p = e.phases;
+      const f = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
+      return out(`wall ${f(e.wallMs)}, ${e.operations} operation(s): provision ${f(p.provision)}, etcd ${f(p.etcd)}, waiting ${f(p.wait)}, observing ${f(p.observe)}, snapshot ${f(p.snapshot)}, molt ${f(p.molt)}`);
+    }
+  }
+}
+
+function printPlanTable(rows: PlannedReplacement[]): void {
+  if (rows.length === 0) return void process.stdout.write("no node is outdated\n");
+  const header = ["#", "node", "from", "to", "why"];
+  const data = rows.map((r) => [String(r.order), r.node, r.from, r.to, r.reason]);
+  const widths = header.map((h, i) => Math.max(h.length, ...data.map((d) => d[i].length)));
+  for (const row of [header, ...data]) process.stdout.write(row.map((c, i) => c.padEnd(widths[i])).join("  ") + "\n");
+}
+
+function printInspection(i: Inspection, what: "plan" | "status"): void {
+  const w = (s: string) => process.stdout.write(s + "\n");
+  w(`stack ${i.stack}${i.exists ? "" : " (not created yet)"}: want ${i.intent.replicas} × ${i.intent.image}${i.intent.kubernetesVersion ? ` / k8s ${i.intent.kubernetesVersion}` : ""} on ${i.intent.provider}, maxSurge ${i.intent.maxSurge}`);
+  if (what === "status") {
+    w("");
+    w("NODE".padEnd(24) + "IMAGE".padEnd(14) + "MEMBER".padEnd(22) + "ROLE".padEnd(10) + "HEALTHY  UP-TO-DATE");
+    for (const n of i.nodes) {
+      w(n.name.padEnd(24) + n.image.padEnd(14) + (n.member?.id ?? "-").padEnd(22) + (n.member ? (n.member.learner ? "learner" : n.member.leader ? "leader" : "voter") : "-").padEnd(10) + (n.member?.healthy ? "yes" : "no").padEnd(9) + (n.outdated ? "no" : "yes"));
+    }
+    const stray = i.members.filter((m) => !i.nodes.some((n) => n.member?.id === m.id));
+    for (const m of stray) w(`stray member ${m.id} ${m.name || "(unstarted)"} ${m.peerURLs.join(",")}`);
+    w("");
+    for (const c of i.conditions) w(`${c.type.padEnd(22)} ${c.status.padEnd(8)} ${c.reason}`);
+    w("");
+  } else {
+    printPlanTable(i.replacements);
+  }
+  w(`next operation: ${i.next.kind}: ${i.next.reason}`);
+}
+
+async function confirmOnTty(rows: PlannedReplacement[]): Promise<boolean> {
+  printPlanTable(rows);
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    return /^y(es)?$/i.test((await rl.question("Proceed with this rollout? [y/N] ")).trim());
+  } finally {
+    rl.close();
+  }
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = new Command().name("molt").description("Rolling, immutable, add-first upgrades of kubeadm-style control planes (stacked etcd)").exitOverride();
+  let code = EXIT.ok as number;
+  const stackOpt = () => new Option("-s, --stack <name>", "stack (stacks/Pulumi.<name>.yaml)").makeOptionMandatory();
+
+  program
+    .command("rollout")
+    .description("replace every outdated control-plane node, one at a time, add-first")
+    .addOption(stackOpt())
+    .option("-y, --yes", "do not ask for confirmation")
+    .option("--json", "one JSON event per line on stdout, ending with a summary event")
+    .addOption(new Option("--on-failure <mode>", "what to do with a new node that does not become healthy").choices(["rollback", "pause"]))
+    .option("--verbose", "also print the engine's output")
+    .action(async (opts: { stack: string; yes?: boolean; json?: boolean; onFailure?: "rollback" | "pause"; verbose?: boolean }) => {
+      const json = !!opts.json;
+      if (!opts.yes && (!process.stdin.isTTY || json)) {
+        code = errorExit(new RefusedError("confirmation needed: run with --yes (stdin is not a terminal, or --json was given); nothing was changed"), json);
+        return;
+      }
+      const ac = new AbortController();
+      const stop = () => ac.abort();
+      process.once("SIGINT", stop);
+      process.once("SIGTERM", stop);
+      try {
+        const summary = await rollout({
+          stack: opts.stack,
+          signal: ac.signal,
+          ...(opts.onFailure ? { onFailure: opts.onFailure } : {}),
+          engineOutput: !!opts.verbose,
+          onEvent: (e) => (json ? process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n") : human(e)),
+          ...(opts.yes ? {} : { confirm: confirmOnTty }),
+        });
+        code = exitFor(summary);
+      } catch (e) {
+        code = errorExit(e, json);
+      } finally {
+        process.removeListener("SIGINT", stop);
+        process.removeListener("SIGTERM", stop);
+      }
+    });
+
+  for (const what of ["plan", "status"] as const) {
+    program
+      .command(what)
+      .description(what === "plan" ? "dry run: what would be replaced, in which order, why" : "nodes, etcd members, leader, versions and conditions")
+      .addOption(stackOpt())
+      .option("--json", "print one JSON document")
+      .action(async (opts: { stack: string; json?: boolean }) => {
+        try {
+          const i = await inspect({ stack: opts.stack });
+          if (opts.json) process.stdout.write(JSON.stringify(i, (_k, v) => (typeof v === "bigint" ? v.toString() : v), 2) + "\n");
+          else printInspection(i, what);
+        } catch (e) {
+          code = errorExit(e, !!opts.json);
+        }
+      });
+  }
+
+  try {
+    await program.parseAsync(argv, { from: "user" });
+  } catch (e) {
+    const ce = e as { code?: string; exitCode?: number };
+    if (ce.code === "commander.helpDisplayed" || ce.code === "commander.version" || ce.code === "commander.help") return EXIT.ok;
+    return EXIT.invalid;
+  }
+  return code;
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then(
+    (c) => process.exit(c),
+    (e) => process.exit(errorExit(e, process.argv.includes("--json"))),
+  );
+}

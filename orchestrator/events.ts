@@ -1,0 +1,25 @@
+// What a rollout tells its caller, as a discriminated union (CLI --json prints one per line).
+import type { Operation, OperationKind } from "./model";
+
+export type Phase = "observe" | "provision" | "etcd" | "wait" | "snapshot";
+
+export interface NodeView {
+  name: string;
+  image: string;
+  kubernetesVersion?: string;
+  generation: number;
+  member?: { id: string; learner: boolean; leader: boolean; healthy: boolean; appliedIndex?: string };
+  outdated: boolean;
+}
+
+export type RolloutEvent =
+  | { type: "start"; stack: string; command: string; provider: string; replicas: number; image: string; kubernetesVersion?: string; time: string }
+  | { type: "lock-recovered"; previousPid: number; previousStartedAt: string }
+  | { type: "observed"; pass: number; nodes: NodeView[]; ms: number }
+  | { type: "decision"; pass: number; operation: Operation }
+  | { type: "phase"; phase: Phase; operation: OperationKind; node?: string; ms: number; ok: boolean; detail?: string }
+  | { type: "snapshot"; path: string; bytes: number; node: string }
+  | { type: "engine"; line: string }
+  | { type: "summary"; result: RolloutResultKind; reason: string; stack: string; wallMs: number; operations: number; phases: Record<Phase | "molt", number>; nodes: NodeView[]; snapshotPath?: string };
+
+export type RolloutResultKind = "succeeded" | "noop" | "failed" | "paused" | "refused" | "rolled-back" | "cancelled";

@@ -1,0 +1,93 @@
+// Read-only views of a stack for `plan` and `status`: one observation, no lock, no change.
+import { buildProgram } from "../infra/program";
+import { loadStackConfig } from "./config";
+import type { NodeView } from "./events";
+import { ensureAccess, nodeViews, observeEtcd, readStoredState } from "./observe";
+import { agreedLeader, decide, isOutdated } from "./plan";
+import type { Operation, Snapshot } from "./model";
+import { plannedReplacements, type PlannedReplacement } from "./rollout";
+import { openStack, StackNotFoundError } from "./stack/driver";
+import { repoRoot } from "./stack/engine";
+
+export interface Condition {
+  type: "EtcdClusterHealthy" | "EtcdMembersMatchNodes" | "MachinesUpToDate" | "Available";
+  status: "True" | "False" | "Unknown";
+  reason: string;
+}
+
+export interface Inspection {
+  stack: string;
+  exists: boolean;
+  intent: { provider: string; replicas: number; image: string; kubernetesVersion?: string; maxSurge: number };
+  nodes: NodeView[];
+  members: { id: string; name: string; learner: boolean; peerURLs: string[] }[];
+  leader?: string;
+  alarms: string[];
+  conditions: Condition[];
+  next: Operation;
+  replacements: PlannedReplacement[];
+}
+
+export async function inspect(o: { stack: string; workDir?: string; env?: Record<string, string> }): Promise<Inspection> {
+  const workDir = o.workDir ?? repoRoot;
+  const cfg = loadStackConfig(workDir, o.stack);
+  const intent = cfg.intent;
+  let stored = { nodes: [] as Snapshot["nodes"], endpoints: [] as Snapshot["endpoints"], sshUser: cfg.sshUser } as Awaited<ReturnType<typeof readStoredState>>;
+  let exists = true;
+  try {
+    const stack = await openStack({ stackName: o.stack, workDir, env: o.env, create: false, program: buildProgram({ provider: "lab", nodes: [], sshUser: cfg.sshUser, lab: cfg.lab!, joinDeadlineSeconds: intent.timeouts.joinSeconds }) });
+    stored = await readStoredState(stack);
+  } catch (e) {
+    if (!(e instanceof StackNotFoundError)) throw e;
+    exists = false;
+  }
+  const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, expired: [] };
+  const access = stored.nodes.length ? await ensureAccess(undefined, stored).catch((e: Error) => ((snapshot.etcdError = e.message), undefined)) : undefined;
+  try {
+    if (access) {
+      try {
+        snapshot.etcd = await observeEtcd(access, stored.nodes);
+      } catch (e) {
+        snapshot.etcdError = (e as Error).message;
+      }
+    }
+  } finally {
+    await access?.close();
+  }
+  const views = nodeViews(snapshot);
+  const leader = snapshot.etcd ? agreedLeader(snapshot) : undefined;
+  const next = decide(snapshot, o.stack);
+  const members = snapshot.etcd?.members ?? [];
+  const memberNames = new Set(members.map((m) => m.name));
+  const unhealthy = views.filter((v) => !v.member?.healthy).map((v) => v.name);
+  const conditions: Condition[] = [
+    snapshot.etcd
+      ? unhealthy.length === 0 && leader && snapshot.etcd.alarms.length === 0
+        ? { type: "EtcdClusterHealthy", status: "True", reason: `${members.length} voting members, leader agreed, no alarms` }
+        : { type: "EtcdClusterHealthy", status: "False", reason: [unhealthy.length ? `not healthy: ${unhealthy.join(", ")}` : "", leader ? "" : "no agreed leader", snapshot.etcd.alarms.length ? `alarms: ${snapshot.etcd.alarms.map((a) => a.alarm).join(",")}` : ""].filter(Boolean).join("; ") }
+      : { type: "EtcdClusterHealthy", status: stored.nodes.length ? "False" : "Unknown", reason: snapshot.etcdError ?? "no nodes" },
+    snapshot.etcd
+      ? members.length === stored.nodes.length && stored.nodes.every((n) => memberNames.has(n.name))
+        ? { type: "EtcdMembersMatchNodes", status: "True", reason: "every node has exactly one member" }
+        : { type: "EtcdMembersMatchNodes", status: "False", reason: `members [${members.map((m) => m.name || m.id)}] vs nodes [${stored.nodes.map((n) => n.name)}]` }
+      : { type: "EtcdMembersMatchNodes", status: "Unknown", reason: "etcd not observed" },
+    stored.nodes.some((n) => isOutdated(n, intent))
+      ? { type: "MachinesUpToDate", status: "False", reason: `outdated: ${stored.nodes.filter((n) => isOutdated(n, intent)).map((n) => `${n.name} (${n.image})`).join(", ")}` }
+      : { type: "MachinesUpToDate", status: stored.nodes.length ? "True" : "Unknown", reason: stored.nodes.length ? `all on ${intent.image}` : "no nodes" },
+    next.kind === "done"
+      ? { type: "Available", status: "True", reason: next.reason }
+      : { type: "Available", status: snapshot.etcd ? "True" : "False", reason: `next: ${next.kind}: ${next.reason}` },
+  ];
+  return {
+    stack: o.stack,
+    exists,
+    intent: { provider: intent.provider, replicas: intent.replicas, image: intent.image, ...(intent.kubernetesVersion ? { kubernetesVersion: intent.kubernetesVersion } : {}), maxSurge: intent.rollout.maxSurge },
+    nodes: views,
+    members: members.map((m) => ({ id: m.id, name: m.name, learner: m.isLearner, peerURLs: m.peerURLs })),
+    ...(leader ? { leader } : {}),
+    alarms: (snapshot.etcd?.alarms ?? []).map((a) => `${a.alarm}@${a.memberId}`),
+    conditions,
+    next,
+    replacements: plannedReplacements(stored.nodes, intent),
+  };
+}

@@ -1,0 +1,144 @@
+// Observation: everything the planner needs, read once per pass into a Snapshot.
+import type { Stack } from "@pulumi/pulumi/automation";
+import { z } from "zod";
+import { NODE_LIST_SCHEMA, type MoltOutputs } from "../infra/program";
+import { EtcdAccess, type Member } from "./edges/etcd";
+import type { NodeView } from "./events";
+import { agreedLeader, isHealthyVoter, isOutdated, memberOfNode } from "./plan";
+import type { EtcdObservation, Intent, NodeEndpoint, NodeEntry, Snapshot, StatusResult } from "./model";
+
+export class CorruptStateError extends Error {
+  constructor(stack: string, detail: string) {
+    super(
+      `the node list stored in stack "${stack}" is not valid (${detail}); nothing was changed. ` +
+        `Inspect it with \`molt status --stack ${stack}\` or \`pulumi stack export\`; molt will not guess a list and destroy nodes because of it.`,
+    );
+    this.name = "CorruptStateError";
+  }
+}
+
+const entrySchema = z
+  .object({
+    name: z.string().min(1),
+    image: z.string().min(1),
+    kubernetesVersion: z.string().optional(),
+    failureDomain: z.string().optional(),
+    role: z.literal("control-plane"),
+    generation: z.number().int().positive(),
+    init: z.boolean(),
+  })
+  .strict();
+const endpointSchema = z.object({
+  name: z.string(),
+  privateAddress: z.string(),
+  sshHost: z.string(),
+  sshPort: z.number(),
+  hostPublicKey: z.string(),
+  providerId: z.string(),
+});
+const outputsSchema = z.object({
+  schema: z.literal(NODE_LIST_SCHEMA),
+  nodes: z.array(entrySchema),
+  endpoints: z.array(endpointSchema),
+  sshUser: z.string(),
+  apiEndpoint: z.string(),
+});
+
+export interface StoredState {
+  nodes: NodeEntry[];
+  endpoints: NodeEndpoint[];
+  sshUser: string;
+  sshPrivateKey?: string;
+  apiEndpoint?: string;
+}
+
+/** The node list as the stack state holds it (empty for a new stack). */
+export async function readStoredState(stack: Stack): Promise<StoredState> {
+  const out = await stack.outputs();
+  if (!out.molt) {
+    // A stack with resources but no molt output is not one molt created.
+    const resources = (await stack.exportStack()).deployment?.resources ?? [];
+    if (resources.some((r: { type?: string }) => r.type !== "pulumi:pulumi:Stack" && r.type !== "pulumi:providers:pulumi-nodejs")) {
+      throw new CorruptStateError(stack.name, "the stack has resources but no `molt` output");
+    }
+    return { nodes: [], endpoints: [], sshUser: "root" };
+  }
+  const parsed = outputsSchema.safeParse(out.molt.value);
+  if (!parsed.success) throw new CorruptStateError(stack.name, parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
+  const m: MoltOutputs = parsed.data;
+  const names = new Set(m.nodes.map((n) => n.name));
+  if (names.size !== m.nodes.length) throw new CorruptStateError(stack.name, "duplicate node names");
+  if (m.endpoints.length !== m.nodes.length || m.endpoints.some((e) => !names.has(e.name))) throw new CorruptStateError(stack.name, "endpoints do not match nodes");
+  return { nodes: m.nodes, endpoints: m.endpoints, sshUser: m.sshUser, sshPrivateKey: out.sshPrivateKey?.value as string | undefined, apiEndpoint: m.apiEndpoint };
+}
+
+/** Opens (or reuses) tunnels to exactly the given nodes. */
+export async function ensureAccess(current: EtcdAccess | undefined, state: StoredState): Promise<EtcdAccess | undefined> {
+  const want = state.endpoints.map((e) => e.name).sort().join(",");
+  if (current && current.nodes().sort().join(",") === want && current.unreachable.size === 0) return current;
+  await current?.close();
+  if (state.endpoints.length === 0 || !state.sshPrivateKey) return undefined;
+  return EtcdAccess.open(state.endpoints, { user: state.sshUser, privateKey: state.sshPrivateKey });
+}
+
+export async function observeEtcd(access: EtcdAccess, nodes: NodeEntry[]): Promise<EtcdObservation> {
+  const status: Record<string, StatusResult> = {};
+  await Promise.all(
+    nodes.map(async (n) => {
+      if (access.unreachable.has(n.name)) {
+        status[n.name] = { ok: false, error: `unreachable over SSH: ${access.unreachable.get(n.name)}` };
+        return;
+      }
+      try {
+        status[n.name] = { ok: true, status: await access.status(n.name) };
+      } catch (e) {
+        status[n.name] = { ok: false, error: (e as Error).message.split("\n")[0] };
+      }
+    }),
+  );
+  // Members and alarms from a voter that answered (learners reject these calls).
+  const voters = nodes.filter((n) => {
+    const s = status[n.name];
+    return s?.ok && !s.status.isLearner;
+  });
+  let lastError: unknown;
+  for (const v of voters) {
+    try {
+      const members: Member[] = await access.memberList(v.name);
+      const alarms = await access.alarms(v.name);
+      return { members, status, alarms };
+    } catch (e) {
+      lastError = e;
+    }
+  }
+  throw new Error(`no voting member answered member list: ${lastError ? (lastError as Error).message : "no reachable voter"}`);
+}
+
+export function nodeViews(s: Snapshot): NodeView[] {
+  const leader = s.etcd ? agreedLeader(s) : undefined;
+  return s.nodes.map((n) => {
+    const addr = s.endpoints.find((e) => e.name === n.name)?.privateAddress;
+    const m = s.etcd ? memberOfNode(s.etcd.members, n, addr) : undefined;
+    const st = s.etcd?.status[n.name];
+    return {
+      name: n.name,
+      image: n.image,
+      ...(n.kubernetesVersion ? { kubernetesVersion: n.kubernetesVersion } : {}),
+      generation: n.generation,
+      outdated: isOutdated(n, s.intent),
+      ...(m
+        ? {
+            member: {
+              id: m.id,
+              learner: m.isLearner,
+              leader: m.id === leader,
+              healthy: isHealthyVoter(s, n.name, leader),
+              ...(st?.ok ? { appliedIndex: st.status.raftAppliedIndex.toString() } : {}),
+            },
+          }
+        : {}),
+    };
+  });
+}
+
+export type { Intent };

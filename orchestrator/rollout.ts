@@ -1,0 +1,310 @@
+// The reconcile loop: observe once -> decide one operation -> act -> repeat. A crash at
+// any point is just an earlier pass: rerunning converges from whatever the state and
+// etcd say. Waits are conditions with deadlines; nothing sleeps for a fixed time.
+import type { Stack } from "@pulumi/pulumi/automation";
+import { mkdirSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildProgram } from "../infra/program";
+import type { NodeEntry } from "../infra/node";
+import { loadStackConfig, type StackConfig } from "./config";
+import type { EtcdAccess } from "./edges/etcd";
+import type { NodeView, Phase, RolloutEvent, RolloutResultKind } from "./events";
+import { acquireLock, type HeldLock } from "./lock";
+import type { Intent, Operation, Snapshot } from "./model";
+import { ensureAccess, nodeViews, observeEtcd, readStoredState, type StoredState } from "./observe";
+import { decide, isOutdated } from "./plan";
+import { openStack } from "./stack/driver";
+import { backendUrl, moltHome, repoRoot } from "./stack/engine";
+
+export interface RolloutOptions {
+  stack: string;
+  /** Directory holding Pulumi.yaml and stacks/ (molt's repository root by default). */
+  workDir?: string;
+  /** Extra environment for the engine (e.g. PULUMI_BACKEND_URL, PULUMI_CONFIG_PASSPHRASE). */
+  env?: Record<string, string>;
+  /** Overrides molt:rollout.onFailure. */
+  onFailure?: "rollback" | "pause";
+  /** Cancel: the rollout stops safely at the next boundary between operations. */
+  signal?: AbortSignal;
+  onEvent?: (e: RolloutEvent) => void;
+  /** Asked once, before the first change, with the planned replacements. */
+  confirm?: (plan: PlannedReplacement[]) => Promise<boolean>;
+  /** Forward the engine's output lines as `engine` events. */
+  engineOutput?: boolean;
+  /** Upper bound on operations in one run (a safety net against a planner bug). */
+  maxOperations?: number;
+  /** Poll interval while waiting on a condition (ms). */
+  pollMs?: number;
+}
+
+export interface PlannedReplacement {
+  order: number;
+  node: string;
+  from: string;
+  to: string;
+  reason: string;
+}
+
+export type Summary = Extract<RolloutEvent, { type: "summary" }>;
+
+export class RefusedError extends Error {}
+
+/** The replacements a rollout would do, oldest outdated first (for `plan` and the prompt). */
+export function plannedReplacements(nodes: NodeEntry[], intent: Intent): PlannedReplacement[] {
+  const desc = (n: { image: string; kubernetesVersion?: string }) => n.image + (n.kubernetesVersion ? `/k8s ${n.kubernetesVersion}` : "");
+  return [...nodes]
+    .filter((n) => isOutdated(n, intent))
+    .sort((a, b) => a.generation - b.generation)
+    .map((n, i) => ({
+      order: i + 1,
+      node: n.name,
+      from: desc(n),
+      to: desc(intent),
+      reason: n.image !== intent.image ? "base image differs" : "Kubernetes version differs",
+    }));
+}
+
+const MUTATING = new Set<Operation["kind"]>(["create-first", "surge", "promote", "move-leader", "remove-member", "remove-stray-member", "prune", "rollback"]);
+const MEMBERSHIP = new Set<Operation["kind"]>(["promote", "move-leader", "remove-member", "remove-stray-member", "rollback"]);
+
+/** Only two shapes of change to the node list exist: append one new node, or drop one node. */
+export function assertListTransition(prev: NodeEntry[], next: NodeEntry[], op: Operation): void {
+  const prevNames = prev.map((n) => n.name);
+  const nextNames = next.map((n) => n.name);
+  const appended = nextNames.length === prevNames.length + 1 && prevNames.every((n, i) => nextNames[i] === n);
+  const dropped = nextNames.length === prevNames.length - 1 && nextNames.every((n) => prevNames.includes(n));
+  const sameEntries = next.every((n) => {
+    const p = prev.find((x) => x.name === n.name);
+    return !p || JSON.stringify(p) === JSON.stringify(n);
+  });
+  const ok =
+    sameEntries &&
+    (((op.kind === "surge" || op.kind === "create-first") && appended && next[next.length - 1].name === op.entry.name) ||
+      ((op.kind === "prune" || op.kind === "rollback") && dropped && !nextNames.includes(op.node)));
+  if (!ok) throw new Error(`refusing to apply a node list that is not "${op.kind}" of the stored list: [${prevNames}] -> [${nextNames}]`);
+}
+
+export async function rollout(o: RolloutOptions): Promise<Summary> {
+  const t0 = Date.now();
+  const emit = (e: RolloutEvent) => o.onEvent?.(e);
+  const workDir = o.workDir ?? repoRoot;
+  const cfg: StackConfig = loadStackConfig(workDir, o.stack);
+  const intent: Intent = { ...cfg.intent, rollout: { ...cfg.intent.rollout, ...(o.onFailure ? { onFailure: o.onFailure } : {}) } };
+  emit({ type: "start", stack: o.stack, command: "rollout", provider: intent.provider, replicas: intent.replicas, image: intent.image, ...(intent.kubernetesVersion ? { kubernetesVersion: intent.kubernetesVersion } : {}), time: new Date().toISOString() });
+  if (intent.provider !== "lab" || !cfg.lab) {
+    throw new RefusedError(`provider "${intent.provider}" is not wired into molt's stack program yet (its components live in infra/providers/); nothing was changed`);
+  }
+  const lab = cfg.lab;
+
+  const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
+  const lock: HeldLock = acquireLock(backend, o.stack, "rollout");
+  if (lock.recoveredFrom) emit({ type: "lock-recovered", previousPid: lock.recoveredFrom.pid, previousStartedAt: lock.recoveredFrom.startedAt });
+
+  const phases: Record<Phase | "molt", number> = { observe: 0, provision: 0, etcd: 0, wait: 0, snapshot: 0, molt: 0 };
+  const timed = async <T>(phase: Phase, op: Operation["kind"], node: string | undefined, fn: () => Promise<T>): Promise<T> => {
+    const t = Date.now();
+    let ok = false;
+    try {
+      const r = await fn();
+      ok = true;
+      return r;
+    } finally {
+      const ms = Date.now() - t;
+      phases[phase] += ms;
+      if (phase !== "observe") emit({ type: "phase", phase, operation: op, ...(node ? { node } : {}), ms, ok });
+    }
+  };
+
+  let stack: Stack | undefined;
+  let access: EtcdAccess | undefined;
+  let operations = 0;
+  let snapshotPath: string | undefined;
+  let confirmed = !o.confirm;
+  let lastViews: NodeView[] = [];
+  const waits = new Map<string, number>();
+  const expired = new Set<string>();
+  let rollingBack: string | undefined;
+
+  const finish = (result: RolloutResultKind, reason: string): Summary => {
+    const wallMs = Date.now() - t0;
+    phases.molt = Math.max(0, wallMs - phases.observe - phases.provision - phases.etcd - phases.wait - phases.snapshot);
+    const s: Summary = { type: "summary", result, reason, stack: o.stack, wallMs, operations, phases, nodes: lastViews, ...(snapshotPath ? { snapshotPath } : {}) };
+    emit(s);
+    return s;
+  };
+
+  try {
+    stack = await openStack({ stackName: o.stack, workDir, env: o.env, program: buildProgram({ provider: "lab", nodes: [], sshUser: cfg.sshUser, lab, joinDeadlineSeconds: intent.timeouts.joinSeconds }) });
+    if (lock.recoveredFrom) clearDeadEngineLock(backend, o.stack);
+    const theStack = stack;
+
+    const up = async (prev: NodeEntry[], next: NodeEntry[], op: Operation, node: string) => {
+      assertListTransition(prev, next, op);
+      // The list is re-read under our lock right before the change: it must be the one we decided on.
+      const now = await readStoredState(theStack);
+      if (JSON.stringify(now.nodes) !== JSON.stringify(prev)) throw new Error("the stored node list changed under this run; stopping without changes");
+      theStack.workspace.program = buildProgram({ provider: "lab", nodes: next, sshUser: cfg.sshUser, lab, joinDeadlineSeconds: intent.timeouts.joinSeconds });
+      await timed("provision", op.kind, node, () =>
+        theStack.up({ ...(o.engineOutput ? { onOutput: (line: string) => emit({ type: "engine", line: line.trimEnd() }) } : {}) }),
+      );
+    };
+
+    for (let pass = 1; ; pass++) {
+      if (o.signal?.aborted) return finish("cancelled", "cancelled by the caller; stopped at a boundary between operations");
+      if (operations >= (o.maxOperations ?? 200)) return finish("failed", `stopped after ${operations} operations without converging (a planner bug?)`);
+
+      // Observe.
+      const tObs = Date.now();
+      const stored: StoredState = await timed("observe", "wait", undefined, () => readStoredState(theStack));
+      let etcdError: string | undefined;
+      let etcd: Snapshot["etcd"];
+      if (stored.nodes.length > 0) {
+        try {
+          access = await timed("observe", "wait", undefined, () => ensureAccess(access, stored));
+          etcd = access ? await timed("observe", "wait", undefined, () => observeEtcd(access!, stored.nodes)) : undefined;
+          if (!access) etcdError = "the stack holds no SSH key for its nodes";
+        } catch (e) {
+          etcdError = (e as Error).message;
+          await access?.close();
+          access = undefined;
+        }
+      }
+      const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, ...(etcd ? { etcd } : {}), ...(etcdError ? { etcdError } : {}), expired: [...expired] };
+      lastViews = nodeViews(snapshot);
+      emit({ type: "observed", pass, nodes: lastViews, ms: Date.now() - tObs });
+
+      // Decide.
+      const op = decide(snapshot, o.stack);
+      emit({ type: "decision", pass, operation: op });
+      if (op.kind !== "wait") waits.clear();
+
+      if (!confirmed && MUTATING.has(op.kind)) {
+        confirmed = await o.confirm!(plannedReplacements(stored.nodes, intent));
+        if (!confirmed) return finish("cancelled", "not confirmed; nothing was changed");
+      }
+      if (MEMBERSHIP.has(op.kind) && !snapshotPath && access && etcd) {
+        snapshotPath = await takeSnapshot(access, snapshot, o.stack, emit, timed);
+      }
+
+      // Act.
+      switch (op.kind) {
+        case "done":
+          return finish(operations === 0 ? "noop" : rollingBack ? "rolled-back" : "succeeded", operations === 0 ? `nothing to do: ${op.reason}` : op.reason);
+        case "refuse":
+          return finish(operations === 0 ? "refused" : "failed", `${op.condition}: ${op.reason}`);
+        case "pause":
+          return finish("paused", op.reason);
+        case "wait": {
+          const started = waits.get(op.key) ?? Date.now();
+          waits.set(op.key, started);
+          const limitS = op.key.startsWith("join:") ? intent.timeouts.joinSeconds : intent.timeouts.settleSeconds;
+          if (Date.now() - started > limitS * 1000) {
+            expired.add(op.key);
+            continue;
+          }
+          await timed("wait", "wait", op.node, () => pollInterval(o.pollMs ?? 500, o.signal));
+          continue;
+        }
+        case "create-first":
+        case "surge": {
+          operations++;
+          waits.set(`join:${op.entry.name}`, Date.now());
+          try {
+            await up(stored.nodes, [...stored.nodes, op.entry], op, op.entry.name);
+          } catch (e) {
+            // The next pass finds the half-made node and rolls it back (or pauses).
+            emit({ type: "phase", phase: "provision", operation: op.kind, node: op.entry.name, ms: 0, ok: false, detail: firstLines((e as Error).message) });
+            if (op.kind === "create-first") return finish("failed", `creating the first node failed: ${firstLines((e as Error).message)}`);
+            expired.add(`join:${op.entry.name}`);
+            rollingBack = op.entry.name;
+            if (intent.rollout.onFailure === "pause") return finish("paused", `new node ${op.entry.name} failed to join; left in place for inspection: ${firstLines((e as Error).message)}`);
+          }
+          continue;
+        }
+        case "prune": {
+          operations++;
+          await up(stored.nodes, stored.nodes.filter((n) => n.name !== op.node), op, op.node);
+          if (rollingBack === op.node) return finish("rolled-back", `new node ${op.node} did not join; it was removed and the old nodes were left untouched`);
+          continue;
+        }
+        case "rollback": {
+          operations++;
+          rollingBack = op.node;
+          if (op.memberId && access) {
+            const via = stored.nodes.find((n) => n.name !== op.node && etcd?.status[n.name]?.ok)?.name;
+            if (via) await timed("etcd", op.kind, op.node, () => access!.memberRemove(via, op.memberId!));
+          }
+          await up(stored.nodes, stored.nodes.filter((n) => n.name !== op.node), op, op.node);
+          return finish("rolled-back", op.reason);
+        }
+        case "promote":
+        case "move-leader":
+        case "remove-member":
+        case "remove-stray-member": {
+          operations++;
+          const a = access!;
+          const leaderNode = lastViews.find((v) => v.member?.leader)?.name;
+          const via = (exclude?: string) => lastViews.find((v) => v.member && !v.member.learner && v.member.healthy && v.name !== exclude)?.name ?? leaderNode!;
+          const subject = op.kind === "move-leader" ? op.from : op.kind === "remove-stray-member" ? op.name : op.node;
+          await timed("etcd", op.kind, subject, async () => {
+            if (op.kind === "promote") await a.memberPromote(via(op.node), op.memberId);
+            else if (op.kind === "move-leader") await a.moveLeader(op.from, op.toId);
+            else if (op.kind === "remove-member") await a.memberRemove(via(op.node), op.memberId);
+            else await a.memberRemove(via(), op.memberId);
+          });
+          continue;
+        }
+      }
+    }
+  } finally {
+    await access?.close();
+    lock.release();
+  }
+}
+
+function firstLines(s: string, n = 6): string {
+  const lines = s.split("\n").filter((l) => /error|fail|timed out/i.test(l));
+  return (lines.length ? lines : s.split("\n")).slice(0, n).join(" | ");
+}
+
+function pollInterval(ms: number, signal?: AbortSignal): Promise<void> {
+  // The interval between observations while a condition (with its own deadline) is awaited.
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+  });
+}
+
+async function takeSnapshot(
+  access: EtcdAccess,
+  s: Snapshot,
+  stack: string,
+  emit: (e: RolloutEvent) => void,
+  timed: <T>(phase: Phase, op: Operation["kind"], node: string | undefined, fn: () => Promise<T>) => Promise<T>,
+): Promise<string> {
+  const dir = join(moltHome(), "snapshots");
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const path = join(dir, `${stack}-${new Date().toISOString().replace(/[:.]/g, "-")}.db`);
+  const node = s.nodes.find((n) => {
+    const st = s.etcd?.status[n.name];
+    return st?.ok && !st.status.isLearner;
+  })!.name;
+  const bytes = await timed("snapshot", "wait", node, () => access.snapshot(node, path));
+  emit({ type: "snapshot", path, bytes, node });
+  return path;
+}
+
+/**
+ * After taking over the lock of a run that provably died, the engine's lock for the
+ * stack (file backend) is that dead run's too: remove it so the stack can be updated.
+ */
+function clearDeadEngineLock(backend: string, stack: string): void {
+  if (!backend.startsWith("file://")) return;
+  const dir = join(fileURLToPath(backend), ".pulumi", "locks", "organization", "molt", stack);
+  try {
+    for (const f of readdirSync(dir)) rmSync(join(dir, f), { force: true });
+  } catch {
+    /* no engine lock left */
+  }
+}
