@@ -31,7 +31,8 @@ const labSchema = z
 const configSchema = z
   .object({
     "molt:provider": z.enum(["lab", "aws", "azure", "vsphere"], { message: "one of lab, aws, azure, vsphere" }),
-    "molt:replicas": z.number().int("a whole number").min(1, "at least 1").max(9, "at most 9").refine((n) => n % 2 === 1, "an odd number (stacked etcd: an even count adds no fault tolerance)"),
+    // Pulumi rewrites top-level values of the stack file as strings ("3").
+    "molt:replicas": z.preprocess((v) => (typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v), z.number({ message: "a number" }).int("a whole number").min(1, "at least 1").max(9, "at most 9").refine((n) => n % 2 === 1, "an odd number (stacked etcd: an even count adds no fault tolerance)")),
     "molt:image": z.string().min(1, "the base image: a lab image, AMI, Azure image reference or vSphere template"),
     "molt:kubernetesVersion": z.string().refine((v) => semver.valid(v.replace(/^v/, "")) !== null, "a full version such as 1.34.2").optional(),
     "molt:rollout": z
