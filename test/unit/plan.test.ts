@@ -1,0 +1,848 @@
+// The planner's safety rules as a spec: tables for the named cases, fast-check properties
+// for the invariants (a simulated rollout, random broken clusters, brute-force quorum).
+import * as assert from "node:assert/strict";
+import fc from "fast-check";
+import type { Alarm, Intent, Member, NodeEndpoint, NodeEntry, Operation, Snapshot, StatusResult } from "../../orchestrator/model";
+import {
+  agreedLeader,
+  canSafelyRemoveMember,
+  decide,
+  isHealthyVoter,
+  isOutdated,
+  memberOfNode,
+  newEntry,
+  quorum,
+  selectNodeForRetirement,
+} from "../../orchestrator/plan";
+
+const STACK = "lab";
+const OLD = "lab-v1";
+const NEW = "lab-v2";
+const HEAD = 50_000n;
+
+// Member ids beyond Number precision: neighbours collapse to the same Number, so any
+// Number() round trip in the planner would confuse members.
+const BASE = 2n ** 60n;
+const idOf = (k: number): string => (BASE + BigInt(k)).toString();
+
+type Health = "ok" | "down" | "errors" | "lagging" | "no-leader";
+
+interface SimNode {
+  entry: NodeEntry;
+  address: string;
+  member?: { id: string; learner: boolean; started: boolean };
+  health: Health;
+  /** This node's endpoint reports this leader instead of the cluster's (split view). */
+  reportsLeader?: string;
+}
+
+interface World {
+  intent: Intent;
+  nodes: SimNode[];
+  strays: Member[];
+  /** Member id every answering member reports as leader; undefined: "0" (no leader). */
+  leader?: string;
+  alarms: Alarm[];
+  expired: string[];
+  etcdError?: string;
+  nextId: number;
+}
+
+function makeIntent(o: { replicas?: number; image?: string; kubernetesVersion?: string; maxSurge?: 0 | 1; onFailure?: "rollback" | "pause"; maxAppliedLag?: number } = {}): Intent {
+  return {
+    provider: "lab",
+    replicas: o.replicas ?? 3,
+    image: o.image ?? NEW,
+    ...(o.kubernetesVersion ? { kubernetesVersion: o.kubernetesVersion } : {}),
+    rollout: { maxSurge: o.maxSurge ?? 1, onFailure: o.onFailure ?? "rollback", maxAppliedLag: o.maxAppliedLag ?? 100 },
+    timeouts: { joinSeconds: 300, settleSeconds: 60 },
+  };
+}
+
+const addressOf = (generation: number): string => `10.77.${Math.floor(generation / 200)}.${(generation % 200) + 10}`;
+
+function memberView(n: SimNode): Member | undefined {
+  if (!n.member) return undefined;
+  return {
+    id: n.member.id,
+    name: n.member.started ? n.entry.name : "",
+    peerURLs: [`https://${n.address}:2380`],
+    clientURLs: n.member.started ? [`https://${n.address}:2379`] : [],
+    isLearner: n.member.learner,
+  };
+}
+
+function statusOf(w: World, n: SimNode): StatusResult {
+  if (!n.member) return { ok: false, error: "dial tcp 127.0.0.1:2379: connection refused" };
+  if (!n.member.started || n.health === "down") return { ok: false, error: "context deadline exceeded" };
+  return {
+    ok: true,
+    status: {
+      memberId: n.member.id,
+      leader: n.health === "no-leader" ? "0" : (n.reportsLeader ?? w.leader ?? "0"),
+      raftIndex: HEAD,
+      raftAppliedIndex: n.health === "lagging" ? HEAD - BigInt(w.intent.rollout.maxAppliedLag) - 1n : HEAD,
+      raftTerm: 7n,
+      dbSize: 1 << 20,
+      isLearner: n.member.learner,
+      version: "3.5.21",
+      errors: n.health === "errors" ? ["etcdserver: mvcc: database space exceeded"] : [],
+    },
+  };
+}
+
+function snapshotOf(w: World): Snapshot {
+  const endpoints: NodeEndpoint[] = w.nodes.map((n) => ({
+    name: n.entry.name,
+    privateAddress: n.address,
+    sshHost: n.address,
+    sshPort: 22,
+    hostPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKey",
+    providerId: `lab/${n.entry.name}`,
+  }));
+  const status: Record<string, StatusResult> = {};
+  for (const n of w.nodes) status[n.entry.name] = statusOf(w, n);
+  const anyAnswers = Object.values(status).some((r) => r.ok);
+  const base = { intent: w.intent, nodes: w.nodes.map((n) => n.entry), endpoints, expired: [...w.expired] };
+  if (w.nodes.length === 0) return base;
+  // Members and alarms are read through some node's tunnel: none answering, nothing observed.
+  if (w.etcdError !== undefined || !anyAnswers) return { ...base, etcdError: w.etcdError ?? "no endpoint answered" };
+  return {
+    ...base,
+    etcd: {
+      members: [...w.nodes.map(memberView).filter((m): m is Member => m !== undefined), ...w.strays],
+      status,
+      alarms: [...w.alarms],
+    },
+  };
+}
+
+interface NodeOpts {
+  kubernetesVersion?: string;
+  learner?: boolean;
+  unstarted?: boolean;
+  noMember?: boolean;
+  health?: Health;
+}
+
+/** Node k: name lab-cp-k, generation k, member id idOf(k). */
+function N(k: number, image = OLD, o: NodeOpts = {}): SimNode {
+  return {
+    entry: { name: `lab-cp-${k}`, image, role: "control-plane", generation: k, init: k === 1, ...(o.kubernetesVersion ? { kubernetesVersion: o.kubernetesVersion } : {}) },
+    address: addressOf(k),
+    member: o.noMember ? undefined : { id: idOf(k), learner: !!o.learner, started: !o.unstarted },
+    health: o.health ?? "ok",
+  };
+}
+
+function stray(k: number, o: { learner?: boolean; unnamed?: boolean } = {}): Member {
+  return {
+    id: idOf(900 + k),
+    name: o.unnamed ? "" : `gone-cp-${k}`,
+    peerURLs: [`https://10.99.0.${k}:2380`],
+    clientURLs: o.unnamed ? [] : [`https://10.99.0.${k}:2379`],
+    isLearner: !!o.learner,
+  };
+}
+
+interface WorldOpts {
+  intent?: Parameters<typeof makeIntent>[0];
+  /** Generation of the leader's node, or a member id; null: no leader. Default: node 1. */
+  leader?: number | string | null;
+  strays?: Member[];
+  alarms?: Alarm[];
+  expired?: string[];
+  etcdError?: string;
+}
+
+function world(nodes: SimNode[], o: WorldOpts = {}): World {
+  const leader = o.leader === null ? undefined : typeof o.leader === "string" ? o.leader : idOf(o.leader ?? 1);
+  return { intent: makeIntent(o.intent), nodes, strays: o.strays ?? [], leader, alarms: o.alarms ?? [], expired: o.expired ?? [], etcdError: o.etcdError, nextId: 100 };
+}
+
+const plan = (nodes: SimNode[], o: WorldOpts = {}): Operation => decide(snapshotOf(world(nodes, o)), STACK);
+
+function expectOp<K extends Operation["kind"]>(op: Operation, kind: K, fields: Partial<Extract<Operation, { kind: K }>> = {}): void {
+  assert.equal(op.kind, kind, `expected ${kind}, got ${op.kind}: ${op.reason}`);
+  for (const [k, v] of Object.entries(fields)) assert.deepEqual((op as unknown as Record<string, unknown>)[k], v, `${kind}.${k}`);
+  assert.ok(op.reason.length > 0, "every operation says why");
+}
+
+describe("planner (orchestrator/plan.ts)", () => {
+  describe("decide: table", () => {
+    it("creates the first node of an empty stack", () => {
+      const op = plan([], { intent: { kubernetesVersion: undefined } });
+      expectOp(op, "create-first");
+      assert.deepEqual(op.kind === "create-first" && op.entry, { name: "lab-cp-1", image: NEW, role: "control-plane", generation: 1, init: true });
+    });
+
+    it("creates the first node with the intended Kubernetes version", () => {
+      const op = plan([], { intent: { kubernetesVersion: "1.34.2" } });
+      expectOp(op, "create-first");
+      assert.equal(op.kind === "create-first" && op.entry.kubernetesVersion, "1.34.2");
+    });
+
+    it("refuses when etcd cannot be observed", () => {
+      const op = plan([N(1, NEW), N(2, NEW), N(3, NEW)], { etcdError: "ssh: handshake failed on every node" });
+      expectOp(op, "refuse", { condition: "EtcdClusterHealthy" });
+      assert.match(op.reason, /handshake failed on every node/);
+    });
+
+    it("refuses when no node's etcd answers (nothing observed)", () => {
+      expectOp(plan([N(1, OLD, { health: "down" }), N(2, OLD, { health: "down" }), N(3, OLD, { health: "down" })]), "refuse", { condition: "EtcdClusterHealthy" });
+    });
+
+    it("refuses on alarms", () => {
+      const op = plan([N(1), N(2), N(3)], { alarms: [{ memberId: idOf(2), alarm: "NOSPACE" }] });
+      expectOp(op, "refuse", { condition: "EtcdClusterHealthy" });
+      assert.match(op.reason, /NOSPACE/);
+      assert.ok(op.reason.includes(idOf(2)), "names the member with the alarm");
+    });
+
+    it("refuses on alarms even when everything is up to date", () => {
+      expectOp(plan([N(1, NEW), N(2, NEW), N(3, NEW)], { alarms: [{ memberId: idOf(1), alarm: "CORRUPT" }] }), "refuse");
+    });
+
+    it("done when every node is up to date and healthy", () => {
+      const op = plan([N(1, NEW), N(2, NEW), N(3, NEW)], { leader: 2 });
+      expectOp(op, "done");
+      assert.match(op.reason, new RegExp(NEW));
+    });
+
+    it("surges first with maxSurge 1", () => {
+      const op = plan([N(1), N(2), N(3)], { intent: { maxSurge: 1 } });
+      expectOp(op, "surge");
+      assert.deepEqual(op.kind === "surge" && op.entry, { name: "lab-cp-4", image: NEW, role: "control-plane", generation: 4, init: false });
+    });
+
+    it("retires first with maxSurge 0 (oldest outdated node, not the leader)", () => {
+      expectOp(plan([N(1), N(2), N(3)], { intent: { maxSurge: 0 }, leader: 3 }), "remove-member", { node: "lab-cp-1", memberId: idOf(1) });
+    });
+
+    it("retires the oldest outdated node, skipping up-to-date older ones", () => {
+      expectOp(plan([N(1, NEW), N(2, OLD), N(3, OLD), N(4, NEW)], { leader: 4 }), "remove-member", { node: "lab-cp-2", memberId: idOf(2) });
+    });
+
+    it("with maxSurge 0, surges back once a retired node is pruned", () => {
+      expectOp(plan([N(2), N(3)], { intent: { maxSurge: 0 }, leader: 3 }), "surge");
+    });
+
+    it("retires the surplus outdated node after a surge", () => {
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW)], { leader: 2 }), "remove-member", { node: "lab-cp-1", memberId: idOf(1) });
+    });
+
+    it("moves leadership before retiring the leader", () => {
+      // Target: an up-to-date node first, the newest of them.
+      expectOp(plan([N(1), N(2), N(3, NEW), N(4, NEW)], { leader: 1 }), "move-leader", { from: "lab-cp-1", to: "lab-cp-4", toId: idOf(4) });
+    });
+
+    it("moves leadership to an outdated node only when no up-to-date node is healthy", () => {
+      expectOp(plan([N(1), N(2), N(3)], { intent: { maxSurge: 0 }, leader: 1 }), "move-leader", { from: "lab-cp-1", to: "lab-cp-3", toId: idOf(3) });
+    });
+
+    it("rolls 1 -> 2 -> 1: moves leadership off the single old node before removing it", () => {
+      expectOp(plan([N(1)], { intent: { replicas: 1 } }), "surge");
+      expectOp(plan([N(1), N(2, NEW)], { intent: { replicas: 1 } }), "move-leader", { from: "lab-cp-1", to: "lab-cp-2" });
+      expectOp(plan([N(1), N(2, NEW)], { intent: { replicas: 1 }, leader: 2 }), "remove-member", { node: "lab-cp-1", memberId: idOf(1) });
+      expectOp(plan([N(1, OLD, { noMember: true }), N(2, NEW)], { intent: { replicas: 1 }, leader: 2 }), "prune", { node: "lab-cp-1" });
+      expectOp(plan([N(2, NEW)], { intent: { replicas: 1 }, leader: 2 }), "done");
+    });
+
+    it("does not confuse member ids that are equal as Numbers", () => {
+      // idOf(1) and idOf(2) are the same double; the leader is node 2, so node 1 goes directly.
+      assert.equal(Number(idOf(1)), Number(idOf(2)));
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW)], { leader: 2 }), "remove-member", { node: "lab-cp-1", memberId: idOf(1) });
+    });
+
+    it("rolls when only the Kubernetes version changed", () => {
+      const nodes = [1, 2, 3].map((k) => N(k, NEW, { kubernetesVersion: "1.33.5" }));
+      const op = plan(nodes, { intent: { kubernetesVersion: "1.34.2" } });
+      expectOp(op, "surge");
+      assert.equal(op.kind === "surge" && op.entry.kubernetesVersion, "1.34.2");
+    });
+
+    it("scales up one node at a time to replicas", () => {
+      expectOp(plan([N(1, NEW)]), "surge", { entry: { name: "lab-cp-2", image: NEW, role: "control-plane", generation: 2, init: false } });
+    });
+
+    it("scales down surplus up-to-date nodes, oldest first", () => {
+      expectOp(plan([1, 2, 3, 4, 5].map((k) => N(k, NEW)), { leader: 5 }), "remove-member", { node: "lab-cp-1" });
+    });
+
+    it("removes a stray member before adding", () => {
+      const op = plan([N(1), N(2), N(3)], { strays: [stray(1)] });
+      expectOp(op, "remove-stray-member", { memberId: idOf(901), name: "gone-cp-1" });
+    });
+
+    it("removes a stray member even when every node is up to date", () => {
+      expectOp(plan([N(1, NEW), N(2, NEW), N(3, NEW)], { strays: [stray(1, { unnamed: true })] }), "remove-stray-member", { memberId: idOf(901), name: "" });
+    });
+
+    it("removes a stray learner although a voter is down (learners do not count for quorum)", () => {
+      expectOp(plan([N(1), N(2, OLD, { health: "down" }), N(3, OLD, { health: "down" })], { strays: [stray(1, { learner: true })] }), "remove-stray-member", { memberId: idOf(901) });
+    });
+
+    it("refuses to remove a stray voter when the rest would lose quorum", () => {
+      // Voters: 1 (healthy), 2 (down), stray. Without the stray: 1 healthy of 2 < quorum 2.
+      const op = plan([N(1), N(2, OLD, { health: "down" })], { strays: [stray(1)] });
+      expectOp(op, "refuse", { condition: "EtcdMembersMatchNodes" });
+    });
+
+    it("removes a dead stray voter when the rest keep quorum", () => {
+      expectOp(plan([N(1), N(2), N(3, OLD, { health: "down" })], { strays: [stray(1)] }), "remove-stray-member", { memberId: idOf(901) });
+    });
+
+    it("prunes a node whose member was removed", () => {
+      expectOp(plan([N(1, OLD, { noMember: true }), N(2), N(3), N(4, NEW)], { leader: 2 }), "prune", { node: "lab-cp-1" });
+    });
+
+    it("prunes a node whose join never happened (crash during surge)", () => {
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { noMember: true })]), "prune", { node: "lab-cp-4" });
+    });
+
+    it("refuses when the only node has no member", () => {
+      const s = snapshotOf(world([N(1, NEW)]));
+      s.etcd!.members = [];
+      expectOp(decide(s, STACK), "refuse", { condition: "EtcdMembersMatchNodes" });
+    });
+
+    it("never adds while a learner exists", () => {
+      const op = plan([N(1), N(2), N(3), N(4, NEW, { learner: true, health: "lagging" })]);
+      expectOp(op, "wait", { key: "join:lab-cp-4", node: "lab-cp-4" });
+    });
+
+    it("waits for an unstarted learner, matched to its node by peer URL", () => {
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true, unstarted: true })]), "wait", { key: "join:lab-cp-4" });
+    });
+
+    it("promotes a learner that has caught up", () => {
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true })]), "promote", { node: "lab-cp-4", memberId: idOf(4) });
+    });
+
+    it("does not promote a learner reporting errors", () => {
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true, health: "errors" })]), "wait", { key: "join:lab-cp-4" });
+    });
+
+    it("does not promote a learner while the leader's progress is unknown", () => {
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true })], { leader: null }), "wait", { key: "join:lab-cp-4" });
+    });
+
+    it("rolls back a new node after its join deadline", () => {
+      const nodes = [N(1), N(2), N(3), N(4, NEW, { learner: true, unstarted: true })];
+      expectOp(plan(nodes, { expired: ["join:lab-cp-4"] }), "rollback", { node: "lab-cp-4", memberId: idOf(4) });
+    });
+
+    it("rolls back a new voter that never became healthy", () => {
+      const nodes = [N(1), N(2), N(3), N(4, NEW, { health: "down" })];
+      expectOp(plan(nodes), "wait", { key: "join:lab-cp-4", node: "lab-cp-4" });
+      expectOp(plan(nodes, { expired: ["join:lab-cp-4"] }), "rollback", { node: "lab-cp-4", memberId: idOf(4) });
+    });
+
+    it("pauses instead with onFailure pause", () => {
+      const nodes = [N(1), N(2), N(3), N(4, NEW, { learner: true, health: "lagging" })];
+      const op = plan(nodes, { intent: { onFailure: "pause" }, expired: ["join:lab-cp-4"] });
+      expectOp(op, "pause", { node: "lab-cp-4" });
+      assert.match(op.reason, /on-failure pause/);
+    });
+
+    it("waits for an unhealthy old node, then refuses after its deadline, removing nothing", () => {
+      const nodes = [N(1), N(2, OLD, { health: "errors" }), N(3), N(4, NEW)];
+      expectOp(plan(nodes), "wait", { key: "health:lab-cp-2", node: "lab-cp-2" });
+      expectOp(plan(nodes, { expired: ["health:lab-cp-2"] }), "refuse", { condition: "EtcdMemberHealthy" });
+    });
+
+    it("treats a voter lagging behind the leader as not healthy", () => {
+      expectOp(plan([N(1), N(2), N(3, OLD, { health: "lagging" })]), "wait", { key: "health:lab-cp-3" });
+    });
+
+    it("does not surge while an old voter reports no leader", () => {
+      expectOp(plan([N(1), N(2, OLD, { health: "no-leader" }), N(3)]), "wait", { key: "health:lab-cp-2" });
+    });
+
+    it("waits for the members to agree on a leader, then refuses", () => {
+      const nodes = [N(1), N(2), N(3)];
+      nodes[2].reportsLeader = idOf(3);
+      expectOp(plan(nodes), "wait", { key: "leader" });
+      expectOp(plan(nodes, { expired: ["leader"] }), "refuse", { condition: "EtcdClusterHealthy" });
+    });
+
+    it("does not retire while a learner is joining, even with surplus nodes", () => {
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW), N(5, NEW, { learner: true, health: "lagging" })], { leader: 2 }), "wait", { key: "join:lab-cp-5" });
+    });
+  });
+
+  describe("helpers", () => {
+    it("quorum is the smallest strict majority", () => {
+      assert.deepEqual([1, 2, 3, 4, 5, 6, 7].map(quorum), [1, 2, 2, 3, 3, 4, 4]);
+    });
+
+    it("refuses to remove the last healthy voter", () => {
+      const m = (k: number) => ({ id: idOf(k), name: `lab-cp-${k}`, peerURLs: [], clientURLs: [], isLearner: false });
+      assert.equal(canSafelyRemoveMember([m(1)], new Set([idOf(1)]), idOf(1)), false);
+      assert.equal(canSafelyRemoveMember([m(1), m(2)], new Set([idOf(1)]), idOf(1)), false);
+      assert.equal(canSafelyRemoveMember([m(1), m(2)], new Set([idOf(1)]), idOf(2)), true);
+      assert.equal(canSafelyRemoveMember([m(1), m(2), m(3)], new Set([idOf(1), idOf(2)]), idOf(1)), false);
+      assert.equal(canSafelyRemoveMember([m(1), m(2), m(3)], new Set([idOf(1), idOf(2)]), idOf(3)), true);
+    });
+
+    it("isOutdated compares image and Kubernetes version", () => {
+      const i = makeIntent({ image: NEW, kubernetesVersion: "1.34.2" });
+      assert.equal(isOutdated(N(1, NEW, { kubernetesVersion: "1.34.2" }).entry, i), false);
+      assert.equal(isOutdated(N(1, OLD, { kubernetesVersion: "1.34.2" }).entry, i), true);
+      assert.equal(isOutdated(N(1, NEW, { kubernetesVersion: "1.33.5" }).entry, i), true);
+      assert.equal(isOutdated(N(1, NEW).entry, i), true);
+      assert.equal(isOutdated(N(1, NEW).entry, makeIntent({ image: NEW })), false);
+      assert.equal(isOutdated(N(1, NEW, { kubernetesVersion: "1.34.2" }).entry, makeIntent({ image: NEW })), true);
+    });
+
+    it("memberOfNode matches by name, or an unstarted member by its exact peer address", () => {
+      const n1 = N(1, NEW, { unstarted: true });
+      const unstarted = memberView(n1)!;
+      assert.equal(memberOfNode([unstarted], n1.entry, n1.address), unstarted);
+      assert.equal(memberOfNode([unstarted], n1.entry, undefined), undefined);
+      // 10.77.0.11 must not match a member at 10.77.0.110.
+      const other = { ...unstarted, peerURLs: ["https://10.77.0.110:2380"] };
+      assert.equal(memberOfNode([other], n1.entry, "10.77.0.11"), undefined);
+      const named = memberView(N(1))!;
+      assert.equal(memberOfNode([unstarted, named], N(1).entry, "10.77.9.9"), named);
+    });
+
+    it("agreedLeader needs one leader reported by every voter, and it must be a voting member", () => {
+      const w = world([N(1), N(2), N(3)], { leader: 2 });
+      assert.equal(agreedLeader(snapshotOf(w)), idOf(2));
+      w.nodes[0].reportsLeader = idOf(3);
+      assert.equal(agreedLeader(snapshotOf(w)), undefined);
+      assert.equal(agreedLeader(snapshotOf(world([N(1), N(2)], { leader: idOf(77) }))), undefined);
+      assert.equal(agreedLeader(snapshotOf(world([N(1), N(2, NEW, { learner: true })], { leader: 2 }))), undefined);
+    });
+
+    it("isHealthyVoter: answers, no errors, a voter, knows a leader, caught up", () => {
+      const w = world([N(1), N(2, OLD, { health: "lagging" }), N(3, OLD, { health: "errors" }), N(4, OLD, { health: "down" }), N(5, OLD, { learner: true }), N(6, OLD, { health: "no-leader" })]);
+      const s = snapshotOf(w);
+      const l = agreedLeader(s);
+      assert.deepEqual(
+        [1, 2, 3, 4, 5, 6].map((k) => isHealthyVoter(s, `lab-cp-${k}`, l)),
+        [true, false, false, false, false, false],
+      );
+    });
+
+    it("selectNodeForRetirement picks the oldest outdated node, else the oldest", () => {
+      const i = makeIntent({ image: NEW });
+      assert.equal(selectNodeForRetirement([N(3, OLD), N(1, NEW), N(2, OLD)].map((n) => n.entry), i)?.name, "lab-cp-2");
+      assert.equal(selectNodeForRetirement([N(3, NEW), N(2, NEW)].map((n) => n.entry), i)?.name, "lab-cp-2");
+      assert.equal(selectNodeForRetirement([], i), undefined);
+    });
+  });
+
+  describe("properties", () => {
+    it("canSafelyRemoveMember matches a brute-force majority count", () => {
+      fc.assert(
+        fc.property(fc.array(fc.boolean(), { minLength: 1, maxLength: 9 }), fc.nat(), (healthy, pick) => {
+          const voters = healthy.map((_, i) => ({ id: idOf(i), name: `n${i}`, peerURLs: [], clientURLs: [], isLearner: false }));
+          const ids = new Set(voters.filter((_, i) => healthy[i]).map((m) => m.id));
+          const victim = pick % (voters.length + 1); // voters.length: a member that is not a voter
+          const id = victim < voters.length ? voters[victim].id : idOf(999);
+          const rest = healthy.filter((_, i) => i !== victim);
+          const expected = rest.length > 0 && 2 * rest.filter(Boolean).length > rest.length;
+          assert.equal(canSafelyRemoveMember(voters, ids, id), expected);
+        }),
+        { numRuns: 2000 },
+      );
+    });
+
+    it("quorum(n) is a strict majority and no smaller number is", () => {
+      fc.assert(fc.property(fc.integer({ min: 1, max: 1000 }), (n) => 2 * quorum(n) > n && 2 * (quorum(n) - 1) <= n));
+    });
+
+    it("newEntry never reuses a current node's name and is always newer", () => {
+      fc.assert(
+        fc.property(fc.uniqueArray(fc.integer({ min: 1, max: 30 }), { maxLength: 8 }), fc.boolean(), (gens, init) => {
+          const nodes = gens.map((g) => N(g, OLD));
+          // A name taken by an entry of another generation (e.g. from an older naming scheme).
+          if (gens.length > 0) nodes.push({ ...N(99), entry: { ...N(99).entry, name: `lab-cp-${Math.max(...gens) + 1}`, generation: 0 } });
+          const e = newEntry(snapshotOf(world(nodes)), STACK, init);
+          assert.ok(!nodes.some((n) => n.entry.name === e.name), e.name);
+          assert.ok(nodes.every((n) => n.entry.generation < e.generation));
+          assert.equal(e.init, init);
+          assert.equal(e.image, NEW);
+        }),
+      );
+    });
+
+    describe("simulated rollouts", () => {
+      const simArb = fc
+        .record({
+          replicas: fc.constantFrom(1, 3, 5),
+          maxSurge: fc.constantFrom<0 | 1>(0, 1),
+          kubernetesVersion: fc.constantFrom<string | undefined>(undefined, "1.34.2"),
+          exact: fc.boolean(),
+          leader: fc.nat(),
+          learnerJoins: fc.array(fc.boolean(), { minLength: 8, maxLength: 8 }),
+        })
+        .chain((b) =>
+          fc.record({
+            b: fc.constant(b),
+            start: fc.array(fc.record({ image: fc.constantFrom(OLD, NEW, "lab-v0"), kubernetesVersion: fc.constantFrom<string | undefined>(undefined, "1.33.5", "1.34.2") }), {
+              minLength: b.exact ? b.replicas : 1,
+              maxLength: b.exact ? b.replicas : 6,
+            }),
+          }),
+        )
+        .map(({ b, start }) => ({ ...b, maxSurge: b.replicas < 3 ? (1 as const) : b.maxSurge, start }));
+
+      type Fault = { kind: "none" } | { kind: "down" | "lagging" | "errors" | "no-leader" | "split"; node: number } | { kind: "alarm" } | { kind: "join-fails" };
+      const faultArb: fc.Arbitrary<Fault> = fc.oneof(
+        { weight: 6, arbitrary: fc.constant({ kind: "none" as const }) },
+        { weight: 3, arbitrary: fc.record({ kind: fc.constantFrom("down" as const, "lagging" as const, "errors" as const, "no-leader" as const, "split" as const), node: fc.nat() }) },
+        { weight: 1, arbitrary: fc.constant({ kind: "alarm" as const }) },
+        { weight: 2, arbitrary: fc.constant({ kind: "join-fails" as const }) },
+      );
+
+      function startWorld(c: { replicas: number; maxSurge: 0 | 1; kubernetesVersion?: string; leader: number; start: Array<{ image: string; kubernetesVersion?: string }> }, onFailure: "rollback" | "pause" = "rollback"): World {
+        const nodes = c.start.map((s, i) => N(i + 1, s.image, { kubernetesVersion: s.kubernetesVersion }));
+        return world(nodes, {
+          intent: { replicas: c.replicas, maxSurge: c.maxSurge, kubernetesVersion: c.kubernetesVersion, onFailure },
+          leader: (c.leader % nodes.length) + 1,
+        });
+      }
+
+      /** Quorum-health from the world's own labels (not from plan.ts): answers, no errors, knows a leader. */
+      const votesHealthy = (n: SimNode, w: World): boolean =>
+        !!n.member && n.member.started && !n.member.learner && (n.health === "ok" || n.health === "lagging") && (n.reportsLeader ?? w.leader) !== undefined;
+
+      function voterMembers(w: World): Member[] {
+        return [...w.nodes.map(memberView).filter((m): m is Member => !!m && !m.isLearner), ...w.strays.filter((m) => !m.isLearner)];
+      }
+      function healthyVoterIds(w: World): Set<string> {
+        return new Set(w.nodes.filter((n) => votesHealthy(n, w)).map((n) => n.member!.id));
+      }
+
+      /** Applies one operation the way the real edges would; asserts the world's invariants around it. */
+      function apply(w: World, op: Operation, joinAsLearner: boolean, joinFails: boolean): void {
+        const node = (name: string) => {
+          const n = w.nodes.find((x) => x.entry.name === name);
+          assert.ok(n, `${op.kind} names unknown node ${name}`);
+          return n;
+        };
+        const assertSafeRemoval = (id: string) => {
+          const voters = voterMembers(w);
+          if (!voters.some((m) => m.id === id)) return; // a learner: never counts for quorum
+          assert.ok(canSafelyRemoveMember(voters, healthyVoterIds(w), id), `${op.kind} of ${id} loses quorum`);
+          assert.notEqual(id, w.leader, `${op.kind} removes the leader's member`);
+        };
+        switch (op.kind) {
+          case "create-first":
+          case "surge": {
+            assert.equal(w.alarms.length, 0, `${op.kind} with an alarm`);
+            assert.ok(
+              w.nodes.every((n) => n.member && n.member.started && !n.member.learner && n.health === "ok" && (n.reportsLeader ?? w.leader) === w.leader),
+              `${op.kind} while a member is unhealthy or a learner`,
+            );
+            assert.equal(w.strays.length, 0, `${op.kind} with a stray member`);
+            assert.equal(op.kind === "create-first", w.nodes.length === 0);
+            assert.equal(op.entry.init, op.kind === "create-first");
+            const id = idOf(w.nextId++);
+            const first = op.kind === "create-first";
+            const learner = !first && joinAsLearner;
+            w.nodes.push({
+              entry: op.entry,
+              address: addressOf(op.entry.generation),
+              member: { id, learner, started: !(joinFails && learner) },
+              health: joinFails ? "down" : "ok",
+            });
+            if (first) w.leader = id;
+            break;
+          }
+          case "promote": {
+            const n = node(op.node);
+            // (A learner reporting no leader is still promoted: see the report on plan.ts.)
+            assert.ok(n.member?.learner && n.member.id === op.memberId && n.member.started && (n.health === "ok" || n.health === "no-leader"), "promotes a started, caught-up learner");
+            n.member.learner = false;
+            break;
+          }
+          case "move-leader": {
+            const from = node(op.from);
+            const to = node(op.to);
+            assert.equal(from.member?.id, w.leader, "moves leadership from the leader");
+            assert.equal(to.member?.id, op.toId);
+            assert.ok(votesHealthy(to, w) && to.health === "ok", "moves leadership to a healthy voter");
+            w.leader = op.toId;
+            break;
+          }
+          case "remove-member": {
+            const n = node(op.node);
+            assert.equal(n.member?.id, op.memberId);
+            assertSafeRemoval(op.memberId);
+            n.member = undefined;
+            break;
+          }
+          case "remove-stray-member": {
+            assertSafeRemoval(op.memberId);
+            w.strays = w.strays.filter((m) => m.id !== op.memberId);
+            break;
+          }
+          case "prune": {
+            const n = node(op.node);
+            assert.equal(n.member, undefined, "prunes only a node without a member");
+            w.nodes = w.nodes.filter((x) => x !== n);
+            break;
+          }
+          case "rollback": {
+            const n = node(op.node);
+            assert.equal(n.entry.generation, Math.max(...w.nodes.map((x) => x.entry.generation)), "rolls back only the newest node");
+            assert.ok(w.expired.includes(`join:${op.node}`), "rolls back only after the join deadline");
+            if (n.member) {
+              assert.equal(op.memberId, n.member.id);
+              assertSafeRemoval(n.member.id);
+            }
+            w.nodes = w.nodes.filter((x) => x !== n);
+            break;
+          }
+          case "pause": {
+            // The operator inspects and repairs the paused node, then reruns.
+            const n = node(op.node);
+            assert.ok(w.expired.includes(`join:${op.node}`));
+            n.health = "ok";
+            if (n.member) n.member.started = true;
+            break;
+          }
+          case "wait":
+          case "refuse":
+          case "done":
+            break;
+        }
+      }
+
+      function checkWorld(w: World, c: { replicas: number; maxSurge: 0 | 1 }, startCount: number): void {
+        const learners = [...w.nodes.filter((n) => n.member?.learner), ...w.strays.filter((m) => m.isLearner)];
+        assert.ok(learners.length <= 1, "more than one learner");
+        assert.ok(w.nodes.length <= Math.max(startCount, c.replicas + c.maxSurge), `${w.nodes.length} nodes exceed the surge bound`);
+        const voters = voterMembers(w);
+        if (voters.length > 0) assert.ok(voters.some((m) => m.id === w.leader), "the leader is no longer a voting member");
+      }
+
+      function expectConverged(w: World, replicas: number): void {
+        assert.equal(w.nodes.length, replicas);
+        assert.ok(w.nodes.every((n) => !isOutdated(n.entry, w.intent)), "a node is still outdated");
+        assert.ok(w.nodes.every((n) => n.member && !n.member.learner && n.member.started), "every node is a voting member");
+        assert.equal(w.strays.length, 0);
+        assert.equal(new Set(w.nodes.map((n) => n.entry.name)).size, replicas, "node names are unique");
+      }
+
+      it("converges to replicas up-to-date voters, keeping quorum, the leader and the surge bound at every step", () => {
+        fc.assert(
+          fc.property(simArb, (c) => {
+            const w = startWorld(c);
+            const startCount = w.nodes.length;
+            const floor = Math.min(startCount, c.replicas) - (c.maxSurge === 0 ? 1 : 0);
+            const bound = 5 * (startCount + c.replicas) + 1;
+            let joins = 0;
+            for (let step = 0; step <= bound; step++) {
+              assert.ok(step < bound, `no convergence within ${bound} steps`);
+              const s = snapshotOf(w);
+              const before = structuredClone(s);
+              const op = decide(s, STACK);
+              assert.deepEqual(s, before, "decide must not mutate the snapshot");
+              assert.ok(!["wait", "refuse", "rollback", "pause"].includes(op.kind), `healthy cluster got ${op.kind}: ${op.reason}`);
+              if (op.kind === "done") break;
+              apply(w, op, c.learnerJoins[joins++ % c.learnerJoins.length], false);
+              checkWorld(w, c, startCount);
+              // maxUnavailable 0: with maxSurge 1 healthy voters never drop below where they started.
+              assert.ok(healthyVoterIds(w).size >= floor, `healthy voters ${healthyVoterIds(w).size} < ${floor} after ${op.kind}`);
+              assert.ok(healthyVoterIds(w).size >= quorum(voterMembers(w).length), "lost quorum");
+            }
+            expectConverged(w, c.replicas);
+          }),
+          { numRuns: 400 },
+        );
+      });
+
+      it("converges despite transient faults and failed joins, never removing unsafely or adding while unhealthy", () => {
+        fc.assert(
+          fc.property(simArb, fc.array(faultArb, { maxLength: 30 }), fc.constantFrom<"rollback" | "pause">("rollback", "pause"), (c, faults, onFailure) => {
+            const w = startWorld(c, onFailure);
+            const startCount = w.nodes.length;
+            const bound = 5 * (startCount + c.replicas) + 8 * faults.length + 10;
+            const waits = new Map<string, number>();
+            let joins = 0;
+            let joinFails = false;
+            let done = false;
+            for (let step = 0; step < bound && !done; step++) {
+              const fault: Fault = faults[step] ?? { kind: "none" };
+              // Transient faults last this one pass; a failed join lasts until rollback or pause.
+              let faulted: { node: SimNode; health: Health; reportsLeader?: string } | undefined;
+              const savedAlarms = w.alarms;
+              if (fault.kind === "join-fails") joinFails = true;
+              else if (fault.kind === "alarm") w.alarms = [{ memberId: w.leader ?? "0", alarm: "NOSPACE" }];
+              else if (fault.kind !== "none" && w.nodes.length > 0) {
+                const n = w.nodes[fault.node % w.nodes.length];
+                faulted = { node: n, health: n.health, reportsLeader: n.reportsLeader };
+                // The leader cannot lag behind itself.
+                if (fault.kind === "split") n.reportsLeader = n.member?.id;
+                else if (n.health === "ok" && !(fault.kind === "lagging" && n.member?.id === w.leader)) n.health = fault.kind;
+              }
+              const op = decide(snapshotOf(w), STACK);
+              if (op.kind === "wait") {
+                const count = (waits.get(op.key) ?? 0) + 1;
+                waits.set(op.key, count);
+                if (count >= 3 && !w.expired.includes(op.key)) w.expired.push(op.key);
+              }
+              const learner = c.learnerJoins[joins % c.learnerJoins.length];
+              const failThisJoin = joinFails && op.kind === "surge";
+              apply(w, op, learner, failThisJoin);
+              if (op.kind === "surge" || op.kind === "create-first") joins++;
+              if (failThisJoin) joinFails = false;
+              if (faulted) {
+                faulted.node.health = faulted.health;
+                faulted.node.reportsLeader = faulted.reportsLeader;
+              }
+              w.alarms = savedAlarms;
+              if (!["wait", "refuse"].includes(op.kind)) {
+                waits.clear();
+                w.expired = [];
+              }
+              checkWorld(w, c, startCount);
+              done = op.kind === "done";
+            }
+            assert.ok(done, `no convergence within ${bound} steps`);
+            expectConverged(w, c.replicas);
+          }),
+          { numRuns: 400 },
+        );
+      });
+    });
+
+    describe("random broken clusters", () => {
+      type MemberKind = "voter" | "learner" | "unstarted" | "none";
+      const nodeArb = fc.record({
+        image: fc.constantFrom(OLD, NEW),
+        member: fc.constantFrom<MemberKind>("voter", "voter", "voter", "voter", "learner", "unstarted", "none"),
+        health: fc.constantFrom<Health>("ok", "ok", "ok", "ok", "down", "errors", "lagging", "no-leader"),
+        split: fc.boolean(),
+      });
+      const arb = fc.record({
+        replicas: fc.constantFrom(1, 3, 5),
+        maxSurge: fc.constantFrom<0 | 1>(0, 1),
+        onFailure: fc.constantFrom<"rollback" | "pause">("rollback", "pause"),
+        nodes: fc.array(nodeArb, { minLength: 1, maxLength: 6 }),
+        strays: fc.array(fc.record({ learner: fc.boolean(), unnamed: fc.boolean() }), { maxLength: 2 }),
+        leader: fc.integer({ min: -1, max: 8 }),
+        splitSome: fc.boolean(),
+        alarm: fc.boolean(),
+        expired: fc.array(fc.boolean(), { minLength: 13, maxLength: 13 }),
+      });
+
+      type Generated = typeof arb extends fc.Arbitrary<infer T> ? T : never;
+      function build(r: Generated): World {
+        const nodes = r.nodes.map((n, i) =>
+          N(i + 1, n.image, { noMember: n.member === "none", learner: n.member === "learner" || n.member === "unstarted", unstarted: n.member === "unstarted", health: n.health }),
+        );
+        const strays = r.strays.map((s, i) => stray(i + 1, s));
+        const memberIds = [...nodes.filter((n) => n.member).map((n) => n.member!.id), ...strays.map((m) => m.id)];
+        const leader = r.leader < 0 || memberIds.length === 0 ? null : memberIds[r.leader % memberIds.length];
+        const w = world(nodes, {
+          intent: { replicas: r.replicas, maxSurge: r.replicas < 3 ? 1 : r.maxSurge, onFailure: r.onFailure },
+          leader,
+          strays,
+          alarms: r.alarm ? [{ memberId: memberIds[0] ?? "1", alarm: "NOSPACE" }] : [],
+        });
+        if (r.splitSome) r.nodes.forEach((n, i) => n.split && nodes[i].member && (nodes[i].reportsLeader = nodes[i].member!.id));
+        // The leader cannot lag behind itself.
+        const agreed = agreedLeader(snapshotOf(w));
+        for (const n of nodes) if (n.health === "lagging" && n.member?.id === agreed) n.health = "ok";
+        const keys = ["leader", ...nodes.flatMap((n) => [`join:${n.entry.name}`, `health:${n.entry.name}`])];
+        w.expired = keys.filter((_, i) => r.expired[i % r.expired.length]);
+        return w;
+      }
+
+      /** Quorum-health from the generator's labels: answers, no errors, knows a leader (lag does not cost a vote). */
+      const votes = (w: World, n: SimNode) =>
+        !!n.member && n.member.started && !n.member.learner && (n.health === "ok" || n.health === "lagging") && (n.reportsLeader ?? w.leader) !== undefined;
+
+      it("decide never removes a member unsafely, never adds into an unhealthy cluster, and only acts on what it names", () => {
+        fc.assert(
+          fc.property(arb, (r) => {
+            const w = build(r);
+            const s = snapshotOf(w);
+            const op = decide(s, STACK);
+            const members = s.etcd?.members ?? [];
+            const voters = members.filter((m) => !m.isLearner);
+            const healthy = new Set(w.nodes.filter((n) => votes(w, n)).map((n) => n.member!.id));
+            const nodeByName = (name: string) => w.nodes.find((n) => n.entry.name === name);
+            const safe = (id: string) => !voters.some((m) => m.id === id) || canSafelyRemoveMember(voters, healthy, id);
+            const reported = new Set(w.nodes.map((n) => n.reportsLeader ?? w.leader));
+            const leader = reported.size === 1 ? [...reported][0] : undefined;
+            const allHealthy =
+              !!s.etcd &&
+              s.etcd.alarms.length === 0 &&
+              w.strays.length === 0 &&
+              leader !== undefined &&
+              w.nodes.every((n) => n.member && n.member.started && !n.member.learner && n.health === "ok");
+
+            switch (op.kind) {
+              case "create-first":
+                assert.fail("create-first with nodes in the stack");
+                break;
+              case "surge":
+                assert.ok(allHealthy, `surge into an unhealthy cluster: ${op.reason}`);
+                assert.ok(w.nodes.length < r.replicas || (w.nodes.some((n) => isOutdated(n.entry, w.intent)) && w.nodes.length === r.replicas));
+                break;
+              case "done":
+                assert.ok(allHealthy, "done while unhealthy");
+                assert.equal(w.nodes.length, r.replicas);
+                assert.ok(w.nodes.every((n) => !isOutdated(n.entry, w.intent)));
+                break;
+              case "remove-member": {
+                assert.ok(allHealthy, "retires a node while the cluster is unhealthy");
+                assert.ok(safe(op.memberId), `remove-member loses quorum: ${op.reason}`);
+                assert.notEqual(op.memberId, leader, "removes the leader");
+                assert.equal(nodeByName(op.node)?.member?.id, op.memberId);
+                break;
+              }
+              case "remove-stray-member":
+                assert.ok(w.strays.some((m) => m.id === op.memberId), "only a member without a node is stray");
+                assert.ok(safe(op.memberId), `remove-stray-member loses quorum: ${op.reason}`);
+                break;
+              case "rollback":
+              case "pause": {
+                const n = nodeByName(op.node);
+                assert.ok(n && w.expired.includes(`join:${op.node}`), "fails a node only after its join deadline");
+                // A learner is always a node being added; a voter only counts as new when newest.
+                if (!n.member?.learner) assert.equal(n.entry.generation, Math.max(...w.nodes.map((x) => x.entry.generation)), "fails only the newest node");
+                assert.equal(op.kind, r.onFailure);
+                if (op.kind === "rollback" && n.member) {
+                  assert.equal(op.memberId, n.member.id);
+                  assert.ok(safe(n.member.id), "rollback loses quorum");
+                }
+                break;
+              }
+              case "prune":
+                assert.equal(nodeByName(op.node)?.member, undefined, "prunes a node that still has a member");
+                assert.ok(w.nodes.length > 1, "prunes the only node");
+                break;
+              case "promote": {
+                const n = nodeByName(op.node);
+                assert.ok(n?.member?.learner && n.member.started && n.member.id === op.memberId && (n.health === "ok" || n.health === "no-leader"), "promotes a learner that is not caught up");
+                break;
+              }
+              case "move-leader": {
+                assert.ok(allHealthy);
+                assert.equal(nodeByName(op.from)?.member?.id, leader);
+                const to = nodeByName(op.to);
+                assert.ok(to && to.member?.id === op.toId && votes(w, to) && op.to !== op.from);
+                break;
+              }
+              case "wait":
+                assert.ok(!w.expired.includes(op.key), `waits on an expired key ${op.key}`);
+                break;
+              case "refuse":
+                assert.ok(op.condition.length > 0);
+                break;
+            }
+          }),
+          { numRuns: 3000 },
+        );
+      });
+    });
+  });
+});
