@@ -236,6 +236,10 @@ describe("planner (orchestrator/plan.ts)", () => {
       expectOp(plan([N(1), N(2), N(3, NEW), N(4, NEW)], { leader: 1 }), "move-leader", { from: "lab-cp-1", to: "lab-cp-4", toId: idOf(4) });
     });
 
+    it("moves leadership to an up-to-date node rather than a newer outdated one", () => {
+      expectOp(plan([N(1), N(2, NEW), N(3), N(4)], { leader: 1 }), "move-leader", { from: "lab-cp-1", to: "lab-cp-2", toId: idOf(2) });
+    });
+
     it("moves leadership to an outdated node only when no up-to-date node is healthy", () => {
       expectOp(plan([N(1), N(2), N(3)], { intent: { maxSurge: 0 }, leader: 1 }), "move-leader", { from: "lab-cp-1", to: "lab-cp-3", toId: idOf(3) });
     });
@@ -317,6 +321,12 @@ describe("planner (orchestrator/plan.ts)", () => {
 
     it("promotes a learner that has caught up", () => {
       expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true })]), "promote", { node: "lab-cp-4", memberId: idOf(4) });
+    });
+
+    it("does not promote a learner that has not published its name yet", () => {
+      const s = snapshotOf(world([N(1), N(2), N(3), N(4, NEW, { learner: true })]));
+      s.etcd!.members = s.etcd!.members.map((m) => (m.id === idOf(4) ? { ...m, name: "" } : m));
+      expectOp(decide(s, STACK), "wait", { key: "join:lab-cp-4" });
     });
 
     it("does not promote a learner reporting errors", () => {

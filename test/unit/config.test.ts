@@ -1,0 +1,201 @@
+// Stack configuration (stacks/Pulumi.<stack>.yaml): defaults, and every bad value reported
+// with its key before anything runs.
+import * as assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { InvalidConfigError, loadStackConfig, stackConfigPath, type StackConfig } from "../../orchestrator/config";
+
+describe("stack configuration (orchestrator/config.ts)", () => {
+  let dir: string;
+  let savedLabRoot: string | undefined;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "molt-config-"));
+    mkdirSync(join(dir, "stacks"));
+    savedLabRoot = process.env.MOLT_LAB_ROOT;
+    delete process.env.MOLT_LAB_ROOT;
+  });
+  afterEach(() => {
+    rmSync(dir, { recursive: true, force: true });
+    if (savedLabRoot === undefined) delete process.env.MOLT_LAB_ROOT;
+    else process.env.MOLT_LAB_ROOT = savedLabRoot;
+  });
+
+  const write = (stack: string, text: string): string => {
+    const file = stackConfigPath(dir, stack);
+    writeFileSync(file, text);
+    return file;
+  };
+  const load = (text: string, stack = "lab"): StackConfig => {
+    write(stack, text);
+    return loadStackConfig(dir, stack);
+  };
+  /** Loads and expects an InvalidConfigError; returns its problems. */
+  const problemsOf = (text: string | undefined, stack = "lab"): string[] => {
+    if (text !== undefined) write(stack, text);
+    let err: unknown;
+    try {
+      loadStackConfig(dir, stack);
+    } catch (e) {
+      err = e;
+    }
+    assert.ok(err instanceof InvalidConfigError, `expected InvalidConfigError, got ${err === undefined ? "a valid config" : String(err)}`);
+    assert.ok(err.problems.length > 0);
+    assert.match(err.message, /nothing was changed/);
+    for (const p of err.problems) assert.ok(err.message.includes(p), "the message lists every problem");
+    return err.problems;
+  };
+  const stackYaml = (lines: string[]): string => ["config:", ...lines.map((l) => `  ${l}`)].join("\n") + "\n";
+  const labLines = ["molt:provider: lab", "molt:replicas: 3", "molt:image: lab-v1"];
+  const awsLines = ["aws:region: eu-central-1", "molt:provider: aws", "molt:replicas: 3", "molt:image: ami-0123456789abcdef0", "molt:kubernetesVersion: 1.34.2"];
+
+  describe("valid stacks", () => {
+    it("parses a minimal lab stack with defaults", () => {
+      const file = write("lab", stackYaml(labLines));
+      assert.deepEqual(loadStackConfig(dir, "lab"), {
+        file,
+        sshUser: "root",
+        intent: {
+          provider: "lab",
+          replicas: 3,
+          image: "lab-v1",
+          rollout: { maxSurge: 1, onFailure: "rollback", maxAppliedLag: 1000 },
+          timeouts: { joinSeconds: 300, settleSeconds: 60 },
+        },
+        lab: { lab: "lab", labRoot: "/var/lib/molt-lab", bridge: "moltbr0", subnet: "10.77.0.0/24", lbPort: 6443 },
+      });
+    });
+
+    it("takes every setting from the file", () => {
+      const c = load(
+        stackYaml([
+          ...labLines,
+          "molt:rollout: { maxSurge: 0, maxUnavailable: 0, onFailure: pause, maxAppliedLag: 50 }",
+          "molt:timeouts: { joinSeconds: 120, settleSeconds: 30 }",
+          "molt:ssh: { user: molt }",
+          "molt:lab: { name: lab-a, root: /srv/lab, bridge: br-lab, subnet: 10.88.1.0/24, lbPort: 7443 }",
+        ]),
+      );
+      assert.deepEqual(c.intent.rollout, { maxSurge: 0, onFailure: "pause", maxAppliedLag: 50 });
+      assert.deepEqual(c.intent.timeouts, { joinSeconds: 120, settleSeconds: 30 });
+      assert.equal(c.sshUser, "molt");
+      assert.deepEqual(c.lab, { lab: "lab-a", labRoot: "/srv/lab", bridge: "br-lab", subnet: "10.88.1.0/24", lbPort: 7443 });
+    });
+
+    it("takes the lab root from MOLT_LAB_ROOT when the file has none", () => {
+      process.env.MOLT_LAB_ROOT = "/tmp/some-lab-root";
+      assert.equal(load(stackYaml(labLines)).lab?.labRoot, "/tmp/some-lab-root");
+    });
+
+    it("derives the lab name from the stack name", () => {
+      assert.equal(load(stackYaml(labLines), "Dev_Lab").lab?.lab, "dev-lab");
+    });
+
+    it("accepts replicas as Pulumi rewrites them (a string of digits)", () => {
+      assert.equal(load(stackYaml(["molt:provider: lab", 'molt:replicas: "5"', "molt:image: lab-v1"])).intent.replicas, 5);
+    });
+
+    it("parses a cloud stack: Kubernetes version without the v, no lab settings, other keys passed through", () => {
+      const c = load(stackYaml([...awsLines.filter((l) => !l.startsWith("molt:kubernetesVersion")), "molt:kubernetesVersion: v1.34.2", "molt:aws: { instanceType: m6i.large }"]), "prod");
+      assert.equal(c.intent.provider, "aws");
+      assert.equal(c.intent.kubernetesVersion, "1.34.2");
+      assert.equal(c.lab, undefined);
+    });
+
+    it("allows maxSurge 0 with 3 replicas", () => {
+      assert.equal(load(stackYaml([...labLines, "molt:rollout: { maxSurge: 0 }"])).intent.rollout.maxSurge, 0);
+    });
+  });
+
+  describe("invalid values name their key", () => {
+    const table: Array<[string, string[], string, RegExp]> = [
+      ["even replicas", ["molt:provider: lab", "molt:replicas: 2", "molt:image: lab-v1"], "molt:replicas", /odd/],
+      ["0 replicas", ["molt:provider: lab", "molt:replicas: 0", "molt:image: lab-v1"], "molt:replicas", /at least 1/],
+      ["11 replicas", ["molt:provider: lab", "molt:replicas: 11", "molt:image: lab-v1"], "molt:replicas", /at most 9/],
+      ["fractional replicas", ["molt:provider: lab", "molt:replicas: 2.5", "molt:image: lab-v1"], "molt:replicas", /whole number/],
+      ["replicas as words", ["molt:provider: lab", "molt:replicas: three", "molt:image: lab-v1"], "molt:replicas", /number/],
+      ["maxSurge 0 with 1 replica", ["molt:provider: lab", "molt:replicas: 1", "molt:image: lab-v1", "molt:rollout: { maxSurge: 0 }"], "molt:rollout.maxSurge", /at least 3 replicas/],
+      ["maxSurge 2", [...labLines, "molt:rollout: { maxSurge: 2 }"], "molt:rollout.maxSurge", /0 or 1/],
+      ["maxUnavailable 1", [...labLines, "molt:rollout: { maxUnavailable: 1 }"], "molt:rollout.maxUnavailable", /never takes a member away/],
+      ["unknown onFailure", [...labLines, "molt:rollout: { onFailure: ignore }"], "molt:rollout.onFailure", /rollback|pause/],
+      ["negative maxAppliedLag", [...labLines, "molt:rollout: { maxAppliedLag: -1 }"], "molt:rollout.maxAppliedLag", /./],
+      ["unknown key inside molt:rollout", [...labLines, "molt:rollout: { maxSurg: 1 }"], "molt:rollout", /maxSurg/],
+      ["unknown provider", ["molt:provider: gcp", "molt:replicas: 3", "molt:image: lab-v1"], "molt:provider", /lab, aws, azure, vsphere/],
+      ["missing provider", ["molt:replicas: 3", "molt:image: lab-v1"], "molt:provider", /./],
+      ["missing image", ["molt:provider: lab", "molt:replicas: 3"], "molt:image", /./],
+      ["empty image", ["molt:provider: lab", "molt:replicas: 3", 'molt:image: ""'], "molt:image", /base image/],
+      ["invalid kubernetesVersion", [...awsLines.slice(0, 4), 'molt:kubernetesVersion: "1.34"'], "molt:kubernetesVersion", /full version/],
+      ["kubernetesVersion on the lab", [...labLines, "molt:kubernetesVersion: 1.34.2"], "molt:kubernetesVersion", /lab/],
+      ["joinSeconds below 10", [...labLines, "molt:timeouts: { joinSeconds: 5 }"], "molt:timeouts.joinSeconds", /./],
+      ["unknown key inside molt:timeouts", [...labLines, "molt:timeouts: { join: 60 }"], "molt:timeouts", /join/],
+      ["bad ssh user", [...labLines, 'molt:ssh: { user: "Root!" }'], "molt:ssh.user", /Unix user name/],
+      ["bad lab subnet", [...labLines, "molt:lab: { subnet: 10.77.0.0/16 }"], "molt:lab.subnet", /\/24/],
+      ["bad bridge name (too long)", [...labLines, "molt:lab: { bridge: molt-bridge-0123 }"], "molt:lab.bridge", /15 characters/],
+      ["bad lab name", [...labLines, "molt:lab: { name: Lab_A }"], "molt:lab.name", /DNS label/],
+      ["relative lab root", [...labLines, "molt:lab: { root: lab }"], "molt:lab.root", /absolute/],
+      ["lab lbPort out of range", [...labLines, "molt:lab: { lbPort: 70000 }"], "molt:lab.lbPort", /./],
+      ["unknown key inside molt:lab", [...labLines, "molt:lab: { subnett: 10.77.0.0/24 }"], "molt:lab", /subnett/],
+    ];
+    for (const [title, lines, key, why] of table) {
+      it(`rejects ${title}`, () => {
+        const problems = problemsOf(stackYaml(lines));
+        const hit = problems.find((p) => p.startsWith(`${key}:`));
+        assert.ok(hit, `no problem names ${key}: ${JSON.stringify(problems)}`);
+        assert.match(hit, why);
+      });
+    }
+  });
+
+  describe("files that cannot be read as a stack", () => {
+    it("reports a missing file, naming it", () => {
+      const problems = problemsOf(undefined, "nope");
+      assert.match(problems[0], /no such file/);
+      assert.ok(problems[0].includes(stackConfigPath(dir, "nope")));
+    });
+
+    it("reports invalid YAML", () => {
+      assert.match(problemsOf("config:\n  molt:provider: [lab\n")[0], /not valid YAML/);
+    });
+
+    it("reports a file without a config map", () => {
+      assert.match(problemsOf("encryptionsalt: abc\n")[0], /no `config:` map/);
+      assert.match(problemsOf("")[0], /no `config:` map/);
+      assert.match(problemsOf("config: lab\n")[0], /no `config:` map/);
+    });
+
+    it("refuses a stack name that could leave stacks/", () => {
+      writeFileSync(join(dir, "x.yaml"), stackYaml(labLines));
+      for (const stack of ["../x", "a/b", "", "lab yaml"]) {
+        let err: unknown;
+        try {
+          loadStackConfig(dir, stack);
+        } catch (e) {
+          err = e;
+        }
+        assert.ok(err instanceof InvalidConfigError, `stack ${JSON.stringify(stack)} accepted`);
+        assert.equal(err.file, `--stack ${stack}`);
+        assert.match(err.problems[0], /may only contain/);
+      }
+    });
+  });
+
+  describe("several problems at once", () => {
+    it("reports every schema problem together", () => {
+      const problems = problemsOf(stackYaml(["molt:provider: gcp", "molt:replicas: 2", "molt:rollout: { maxSurge: 2, maxUnavailable: 1 }", "molt:lab: { bridge: a-very-long-bridge-name }"]));
+      for (const key of ["molt:provider", "molt:replicas", "molt:image", "molt:rollout.maxSurge", "molt:rollout.maxUnavailable", "molt:lab.bridge"]) {
+        assert.ok(
+          problems.some((p) => p.startsWith(`${key}:`)),
+          `${key} missing from ${JSON.stringify(problems)}`,
+        );
+      }
+    });
+
+    it("reports every cross-field problem together", () => {
+      const problems = problemsOf(stackYaml(["molt:provider: lab", "molt:replicas: 1", "molt:image: lab-v1", "molt:rollout: { maxSurge: 0 }", "molt:kubernetesVersion: 1.34.2"]));
+      assert.equal(problems.length, 2);
+      assert.ok(problems.some((p) => p.startsWith("molt:rollout.maxSurge:")));
+      assert.ok(problems.some((p) => p.startsWith("molt:kubernetesVersion:")));
+    });
+  });
+});
