@@ -29,7 +29,7 @@ export interface Inspection {
 }
 
 export async function inspect(o: { stack: string; workDir?: string; env?: Record<string, string> }): Promise<Inspection> {
-  const workDir = o.workDir ?? repoRoot;
+  const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg = loadStackConfig(workDir, o.stack);
   const intent = cfg.intent;
   let stored = { nodes: [] as Snapshot["nodes"], endpoints: [] as Snapshot["endpoints"], sshUser: cfg.sshUser } as Awaited<ReturnType<typeof readStoredState>>;

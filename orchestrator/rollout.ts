@@ -88,7 +88,7 @@ export function assertListTransition(prev: NodeEntry[], next: NodeEntry[], op: O
 export async function rollout(o: RolloutOptions): Promise<Summary> {
   const t0 = Date.now();
   const emit = (e: RolloutEvent) => o.onEvent?.(e);
-  const workDir = o.workDir ?? repoRoot;
+  const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg: StackConfig = loadStackConfig(workDir, o.stack);
   const intent: Intent = { ...cfg.intent, rollout: { ...cfg.intent.rollout, ...(o.onFailure ? { onFailure: o.onFailure } : {}) } };
   emit({ type: "start", stack: o.stack, command: "rollout", provider: intent.provider, replicas: intent.replicas, image: intent.image, ...(intent.kubernetesVersion ? { kubernetesVersion: intent.kubernetesVersion } : {}), time: new Date().toISOString() });
@@ -136,7 +136,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
 
   try {
     stack = await openStack({ stackName: o.stack, workDir, env: o.env, program: buildProgram({ provider: "lab", nodes: [], sshUser: cfg.sshUser, lab, joinDeadlineSeconds: intent.timeouts.joinSeconds }) });
-    if (lock.recoveredFrom) clearDeadEngineLock(backend, o.stack);
+    await settleEngineLock(backend, o.stack, intent.timeouts.joinSeconds + 120);
     const theStack = stack;
 
     const up = async (prev: NodeEntry[], next: NodeEntry[], op: Operation, node: string) => {
@@ -296,15 +296,39 @@ async function takeSnapshot(
 }
 
 /**
- * After taking over the lock of a run that provably died, the engine's lock for the
- * stack (file backend) is that dead run's too: remove it so the stack can be updated.
+ * The engine's own lock on the stack (file backend). Holding molt's lock, any engine lock
+ * left is a dead or orphaned run's: an engine process still alive on this host (its
+ * molt was killed) is waited for, with a deadline; a lock whose process is gone is
+ * removed. A lock from another host is never touched.
  */
-function clearDeadEngineLock(backend: string, stack: string): void {
+async function settleEngineLock(backend: string, stack: string, deadlineSeconds: number): Promise<void> {
   if (!backend.startsWith("file://")) return;
   const dir = join(fileURLToPath(backend), ".pulumi", "locks", "organization", "molt", stack);
-  try {
-    for (const f of readdirSync(dir)) rmSync(join(dir, f), { force: true });
-  } catch {
-    /* no engine lock left */
+  const { existsSync, readFileSync } = await import("node:fs");
+  const { hostname } = await import("node:os");
+  if (!existsSync(dir)) return;
+  const until = Date.now() + deadlineSeconds * 1000;
+  for (const f of readdirSync(dir)) {
+    const path = join(dir, f);
+    let lock: { pid?: number; hostname?: string };
+    try {
+      lock = JSON.parse(readFileSync(path, "utf8")) as { pid?: number; hostname?: string };
+    } catch {
+      continue;
+    }
+    if (lock.hostname !== hostname() || !lock.pid) continue;
+    const alive = () => {
+      try {
+        process.kill(lock.pid!, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    while (alive() && existsSync(path)) {
+      if (Date.now() > until) throw new Error(`an orphaned Pulumi engine (pid ${lock.pid}) still updates stack ${stack}; wait for it or stop it, then run again`);
+      await pollInterval(250);
+    }
+    rmSync(path, { force: true });
   }
 }

@@ -23,7 +23,7 @@ export function assertRoot(): void {
 export function sh(cmd: string, args: string[], opts: { allowFail?: boolean; input?: string } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = execFile(cmd, args, { maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      if (err && !opts.allowFail) reject(new LabHostError(`${cmd} ${args.join(" ")} failed: ${stderr.trim() || err.message}`));
+      if (err && !opts.allowFail) reject(new LabHostError(`${cmd} ${args.join(" ")} failed: ${(stderr + stdout).trim() || err.message}`));
       else resolve(stdout);
     });
     if (opts.input !== undefined) child.stdin?.end(opts.input);

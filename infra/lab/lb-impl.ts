@@ -108,7 +108,7 @@ async function withLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
 
 async function apply(dir: string, i: LabLbInputs): Promise<void> {
   writeFileSync(join(dir, "haproxy.cfg"), render(dir, i));
-  await sh("haproxy", ["-c", "-q", "-f", join(dir, "haproxy.cfg")]);
+  await sh("haproxy", ["-c", "-f", join(dir, "haproxy.cfg")]);
   const pid = masterPid(dir);
   if (pid) process.kill(pid, "SIGUSR2");
   else await sh("haproxy", ["-W", "-D", "-f", join(dir, "haproxy.cfg"), "-p", join(dir, "haproxy.pid")]);

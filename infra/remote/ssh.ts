@@ -108,7 +108,7 @@ export class SshSession {
       // Environment is passed as a prefix of exported variables read from stdin-free
       // assignments, because sshd drops most client-sent variables (AcceptEnv).
       const prefix = opts.env ? envPrefix(opts.env) : "";
-      this.client.exec(prefix + command, (err, stream: ClientChannel) => {
+      const onExec = (err: Error | undefined, stream: ClientChannel) => {
         if (err) return reject(err);
         let stdout = "";
         let stderr = "";
@@ -126,7 +126,13 @@ export class SshSession {
         });
         if (opts.stdin !== undefined) stream.end(opts.stdin);
         else stream.end();
-      });
+      };
+      try {
+        // ssh2 throws synchronously once the connection is gone.
+        this.client.exec(prefix + command, onExec);
+      } catch (e) {
+        reject(e);
+      }
     });
   }
 
@@ -146,7 +152,7 @@ export class SshSession {
     const server: Server = createServer((sock) => {
       open.add(sock);
       sock.on("close", () => open.delete(sock));
-      this.client.forwardOut("127.0.0.1", 0, remoteHost, remotePort, (err, channel) => {
+      const onChannel = (err: Error | undefined, channel: ClientChannel) => {
         if (err) {
           sock.destroy();
           return;
@@ -154,7 +160,14 @@ export class SshSession {
         sock.pipe(channel).pipe(sock);
         sock.on("error", () => channel.close());
         channel.on("error", () => sock.destroy());
-      });
+      };
+      sock.on("error", () => sock.destroy());
+      try {
+        // ssh2 throws synchronously once the connection is gone: the client sees a reset.
+        this.client.forwardOut("127.0.0.1", 0, remoteHost, remotePort, onChannel);
+      } catch {
+        sock.destroy();
+      }
     });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);

@@ -197,10 +197,21 @@ export class EtcdAccess {
     await this.endpoint(leaderNode).maintenance.moveLeader({ targetID: targetId });
   }
 
-  /** hashKV of one member at a revision (consistency checks). */
-  async hashKV(node: string, revision: string): Promise<{ hash: number; compactRevision: string }> {
-    const r = await this.endpoint(node).maintenance.hashKV({ revision });
-    return { hash: Number(r.hash), compactRevision: r.compact_revision };
+  /**
+   * hashKV of one member at a revision (consistency checks). The etcd3 client's gRPC
+   * service lacks HashKV, so this asks the member's own etcdctl over SSH.
+   */
+  async hashKV(node: string, revision: string): Promise<{ hash: string; compactRevision: string }> {
+    const ssh = this.session(node);
+    if (!ssh) throw new EtcdUnreachableError(`no session to ${node}`);
+    if (!/^\d+$/.test(revision)) throw new Error(`invalid revision ${revision}`);
+    const pki = "/etc/kubernetes/pki/etcd";
+    const out = await ssh.run(
+      `ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert=${pki}/ca.crt --cert=${pki}/healthcheck-client.crt --key=${pki}/healthcheck-client.key endpoint hashkv --rev=${revision} -w json`,
+      `hashKV on ${node}`,
+    );
+    const parsed = JSON.parse(out) as { HashKV: { hash: number; compact_revision: number } }[];
+    return { hash: String(parsed[0].HashKV.hash), compactRevision: String(parsed[0].HashKV.compact_revision ?? 0) };
   }
 
   /** Saves a snapshot of one member's database to a local file. */

@@ -95,7 +95,9 @@ describe("the lab (e2e)", function () {
   });
 
   it("adds a fourth machine and removes the first by hand through the stack, keeping quorum throughout", async () => {
-    const probe = startProbe(() => etcd!, () => ["n2", "n3"]);
+    // The probe has its own tunnels to the two nodes that stay throughout.
+    const { access: probeAccess } = await access();
+    const probe = startProbe(() => probeAccess, () => ["n2", "n3"]);
     const four = await upWith([entry("n1", 1, true), entry("n2", 2), entry("n3", 3), entry("n4", 4)]);
     timings.joinOneMemberUpMs = four.ms;
     const previous = etcd!;
@@ -114,6 +116,7 @@ describe("the lab (e2e)", function () {
     const pruned = await upWith([entry("n2", 2), entry("n3", 3), entry("n4", 4)]);
     timings.pruneOneUpMs = pruned.ms;
     const report = await probe.stop();
+    await probeAccess.close();
     timings.probeOk = report.ok;
     timings.probeFailed = report.failed;
     timings.probeLongestGapMs = report.longestGapMs;

@@ -1,7 +1,7 @@
 // Stack configuration (stacks/Pulumi.<stack>.yaml): defaults, and every bad value reported
 // with its key before anything runs.
 import * as assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InvalidConfigError, loadStackConfig, stackConfigPath, type StackConfig } from "../../orchestrator/config";
@@ -101,6 +101,19 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       assert.equal(c.intent.provider, "aws");
       assert.equal(c.intent.kubernetesVersion, "1.34.2");
       assert.equal(c.lab, undefined);
+    });
+
+    it("accepts the repository's example stacks", () => {
+      // Compiled tests run from dist/test/unit (or another outDir): find the repository root.
+      const root = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) => existsSync(join(r, "stacks", "Pulumi.lab.yaml")));
+      assert.ok(root, "stacks/Pulumi.lab.yaml not found");
+      for (const provider of ["lab", "aws", "azure", "vsphere"] as const) {
+        const c = load(readFileSync(join(root, "stacks", `Pulumi.${provider}.yaml`), "utf8"), provider);
+        assert.equal(c.intent.provider, provider);
+        assert.equal(c.intent.replicas, 3);
+        assert.equal(c.lab !== undefined, provider === "lab");
+        assert.equal(c.intent.kubernetesVersion, provider === "lab" ? undefined : "1.34.2");
+      }
     });
 
     it("allows maxSurge 0 with 3 replicas", () => {

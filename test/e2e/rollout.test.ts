@@ -1,0 +1,217 @@
+// molt's promise, end to end on the lab, through the CLI a user runs: add-first rollouts
+// that keep quorum and every acknowledged write, a no-op rerun, retire-first with
+// maxSurge 0, rollback of a node that cannot join, and convergence after SIGKILL.
+import * as assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { buildProgram } from "../../infra/program";
+import { EtcdAccess } from "../../orchestrator/edges/etcd";
+import { inspect } from "../../orchestrator/inspect";
+import { readStoredState, type StoredState } from "../../orchestrator/observe";
+import { openStack } from "../../orchestrator/stack/driver";
+import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
+import { labLeftovers, testLab } from "../support/lab";
+import { labEndpoints, startClusterProbe, type ProbeReport } from "../support/probe";
+import { makeWorkDir, type TestWorkDir } from "../support/workdir";
+
+const lab = testLab(2);
+const STACK = "roll";
+
+function stackYaml(image: string, extra: { maxSurge?: number; joinSeconds?: number } = {}): string {
+  return [
+    "config:",
+    "  molt:provider: lab",
+    "  molt:replicas: 3",
+    `  molt:image: ${image}`,
+    "  molt:rollout:",
+    `    maxSurge: ${extra.maxSurge ?? 1}`,
+    "  molt:timeouts:",
+    `    joinSeconds: ${extra.joinSeconds ?? 120}`,
+    "    settleSeconds: 30",
+    "  molt:lab:",
+    `    name: ${lab.lab}`,
+    `    bridge: ${lab.bridge}`,
+    `    subnet: ${lab.subnet}`,
+    "",
+  ].join("\n");
+}
+
+describe("rollout on the lab (e2e)", function () {
+  let wd: TestWorkDir;
+  let env: Record<string, string>;
+  const figures: Record<string, unknown> = {};
+
+  const stored = async (): Promise<StoredState> => {
+    const stack = await openStack({ stackName: STACK, workDir: wd.dir, env, create: false, program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab, joinDeadlineSeconds: 60 }) });
+    return readStoredState(stack);
+  };
+
+  const rollout = (...extra: string[]) => runCli(["rollout", "--stack", STACK, "--yes", "--json", ...extra], env);
+
+  /** Everything that must hold after any converged run. */
+  async function assertConverged(image: string, probe?: ProbeReport): Promise<void> {
+    const i = await inspect({ stack: STACK, workDir: wd.dir, env });
+    assert.equal(i.nodes.length, 3, `3 nodes: ${JSON.stringify(i.nodes)}`);
+    assert.ok(i.nodes.every((n) => n.image === image), `all on ${image}`);
+    assert.ok(i.nodes.every((n) => n.member && !n.member.learner && n.member.healthy), `3 healthy voters: ${JSON.stringify(i.nodes)}`);
+    assert.deepEqual(i.members.map((m) => m.name).sort(), i.nodes.map((n) => n.name).sort(), "member names match nodes");
+    assert.ok(i.members.every((m) => !m.learner), "no learner left behind");
+    assert.equal(i.next.kind, "done");
+    // No orphans either way: lab machines and namespaces == nodes in the stack.
+    assert.deepEqual(labEndpoints(lab).map((e) => e.name).sort(), i.nodes.map((n) => n.name).sort(), "lab machines match the stack's nodes");
+    const left = labLeftovers(lab);
+    assert.deepEqual(left.netns.map((n) => n.replace(`molt-${lab.lab}-`, "")).sort(), i.nodes.map((n) => n.name).sort(), "no namespace of a retired node is left");
+    assert.equal(left.ports.length, 3, "one bridge port per machine");
+    // One consistent keyspace: hashKV equal on every member at one revision.
+    const st = await stored();
+    const access = await EtcdAccess.open(st.endpoints, { user: st.sshUser, privateKey: st.sshPrivateKey! });
+    try {
+      const client = access.voters(access.nodes());
+      const put = await client.put("molt-e2e/revision-marker").value(String(Date.now())).exec();
+      const rev = put.header.revision;
+      const hashes = await Promise.all(access.nodes().map((n) => access.hashKV(n, rev)));
+      assert.equal(new Set(hashes.map((h) => h.hash)).size, 1, `hashKV differs across members at revision ${rev}: ${JSON.stringify(hashes)}`);
+      if (probe) {
+        let lost = 0;
+        for (const [k, v] of probe.acknowledged) if ((await client.get(k).string()) !== v) lost++;
+        assert.equal(lost, 0, `${lost} acknowledged writes lost`);
+      }
+    } finally {
+      await access.close();
+    }
+  }
+
+  async function withProbe(fn: () => Promise<CliRun>): Promise<{ run: CliRun; probe: ProbeReport }> {
+    const st = await stored();
+    const p = startClusterProbe(lab, st.sshPrivateKey!);
+    const run = await fn();
+    return { run, probe: await p.stop() };
+  }
+
+  before(() => {
+    wd = makeWorkDir("molt-rollout-");
+    mkdirSync(join(wd.dir, "home"));
+    env = { ...wd.env, MOLT_PROJECT_DIR: wd.dir, MOLT_HOME: join(wd.dir, "home") };
+  });
+  after(async function () {
+    this.timeout(300_000);
+    console.log("    rollout figures:", JSON.stringify(figures));
+    try {
+      const stack = await openStack({ stackName: STACK, workDir: wd.dir, env, create: false, program: async () => ({}) });
+      await stack.destroy();
+    } catch (e) {
+      console.log("    cleanup:", (e as Error).message.split("\n")[0]);
+    }
+    wd.cleanup();
+  });
+
+  it("creates a 3-node cluster on lab-v1 from an empty stack", async () => {
+    wd.writeStackConfig(STACK, stackYaml("lab-v1"));
+    const run = await rollout();
+    const s = summaryOf(run);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(s.result, "succeeded");
+    figures.createWallMs = s.wallMs;
+    await assertConverged("lab-v1");
+  });
+
+  it("rolls 3 nodes from lab-v1 to lab-v2 add-first, losing no acknowledged write", async () => {
+    wd.writeStackConfig(STACK, stackYaml("lab-v2"));
+    const before = (await stored()).nodes.map((n) => n.name);
+    const { run, probe } = await withProbe(rollout);
+    const s = summaryOf(run);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(s.result, "succeeded");
+    figures.rollWallMs = s.wallMs;
+    figures.rollPhases = s.phases;
+    figures.rollProbe = { ok: probe.ok, failed: probe.failed, longestGapMs: probe.longestGapMs, errors: probe.errors.slice(0, 3) };
+    assert.ok(probe.ok > 50, "the background writer really ran");
+    // Add-first: the node count never dropped below 3 and never exceeded 4.
+    const counts = run.events.filter((e) => e.type === "observed").map((e) => (e.nodes as unknown[]).length);
+    assert.ok(Math.min(...counts) >= 3 && Math.max(...counts) <= 4, `node counts during the roll: ${counts}`);
+    const kinds = run.events.filter((e) => e.type === "decision").map((e) => (e.operation as { kind: string }).kind);
+    assert.equal(kinds[0], "surge", "the first change adds a node");
+    assert.ok(run.events.some((e) => e.type === "snapshot"), "an etcd snapshot was saved before the first membership change");
+    const after = (await stored()).nodes.map((n) => n.name);
+    assert.equal(after.filter((n) => before.includes(n)).length, 0, "every old node was replaced, none updated in place");
+    await assertConverged("lab-v2", probe);
+  });
+
+  it("a second run of the same command is a no-op", async () => {
+    const run = await rollout();
+    const s = summaryOf(run);
+    assert.equal(run.code, 0);
+    assert.equal(s.result, "noop");
+    assert.equal(s.operations, 0);
+    figures.noopWallMs = s.wallMs;
+  });
+
+  it("rolls back to lab-v1 with maxSurge 0 (retire first), never exceeding 3 nodes", async () => {
+    wd.writeStackConfig(STACK, stackYaml("lab-v1", { maxSurge: 0 }));
+    const { run, probe } = await withProbe(rollout);
+    const s = summaryOf(run);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(s.result, "succeeded");
+    figures.maxSurge0WallMs = s.wallMs;
+    figures.maxSurge0Probe = { ok: probe.ok, failed: probe.failed, longestGapMs: probe.longestGapMs };
+    const counts = run.events.filter((e) => e.type === "observed").map((e) => (e.nodes as unknown[]).length);
+    assert.ok(Math.max(...counts) <= 3 && Math.min(...counts) >= 2, `node counts: ${counts}`);
+    const kinds = run.events.filter((e) => e.type === "decision").map((e) => (e.operation as { kind: string }).kind);
+    assert.ok(["remove-member", "move-leader"].includes(kinds[0]), `retire first, got ${kinds[0]}`);
+    await assertConverged("lab-v1", probe);
+  });
+
+  it("rolls back a new node whose etcd cannot start, leaving the old cluster intact", async () => {
+    const before = (await stored()).nodes.map((n) => n.name).sort();
+    wd.writeStackConfig(STACK, stackYaml("lab-broken", { joinSeconds: 30 }));
+    const run = await rollout();
+    const s = summaryOf(run);
+    assert.equal(s.result, "rolled-back", s.reason);
+    assert.equal(run.code, 4, "exit code 4: rolled back");
+    assert.match(s.reason, /etcd|join|create script/i);
+    figures.rollbackWallMs = s.wallMs;
+    assert.deepEqual((await stored()).nodes.map((n) => n.name).sort(), before, "old nodes untouched");
+    await assertConverged("lab-v1");
+    wd.writeStackConfig(STACK, stackYaml("lab-v1"));
+  });
+
+  for (const point of ["surge", "promote-or-verify", "remove-member", "prune"] as const) {
+    it(`converges after SIGKILL during ${point}`, async () => {
+      const target = (await stored()).nodes[0].image === "lab-v1" ? "lab-v2" : "lab-v1";
+      wd.writeStackConfig(STACK, stackYaml(target));
+      let killedAt = "";
+      const handle = startCli(["rollout", "--stack", STACK, "--yes", "--json"], env, (e) => {
+        if (killedAt) return;
+        const op = e.type === "decision" ? (e.operation as { kind: string }).kind : "";
+        const hit =
+          (point === "surge" && op === "surge") ||
+          (point === "promote-or-verify" && e.type === "phase" && e.operation === "surge") ||
+          (point === "remove-member" && op === "remove-member") ||
+          (point === "prune" && op === "prune");
+        if (hit) {
+          killedAt = `${e.type}:${op || String(e.operation)}`;
+          // Inside the operation: give it a moment to be under way, then kill everything.
+          setTimeout(() => handle.kill9(), point === "surge" || point === "prune" ? 2500 : 0);
+        }
+      });
+      const killed = await handle.done;
+      assert.ok(killedAt, `the kill point was reached (exit ${killed.code})`);
+      assert.equal(killed.signal, "SIGKILL");
+      let reruns = 0;
+      let last: CliRun | undefined;
+      for (; reruns < 3; reruns++) {
+        last = await rollout();
+        if (summaryOf(last).result === "succeeded" || summaryOf(last).result === "noop") break;
+      }
+      figures[`kill-${point}`] = { killedAt, reruns: reruns + 1, result: summaryOf(last!).result };
+      assert.equal(last!.code, 0, `${summaryOf(last!).result}: ${summaryOf(last!).reason}`);
+      await assertConverged(target);
+    });
+  }
+
+  it("leaves no engine lock and no molt lock behind", () => {
+    const locks = execFileSync("find", [join(wd.dir, "state"), join(wd.dir, "home"), "-path", "*locks*", "-type", "f", "-name", "*.json"], { encoding: "utf8" }).trim();
+    assert.equal(locks, "");
+  });
+});

@@ -1,0 +1,80 @@
+// A client that keeps writing and reading keys through the etcd endpoints of whatever
+// machines the lab has (found like a cloud console would: from the lab's own records),
+// across a whole rollout, recording every result. Its tunnels are its own.
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import type { LabSettings } from "../../infra/lab/node";
+import type { NodeEndpoint } from "../../infra/node";
+import { EtcdAccess } from "../../orchestrator/edges/etcd";
+
+export interface ProbeReport {
+  ok: number;
+  failed: number;
+  errors: string[];
+  acknowledged: Map<string, string>;
+  /** Longest time between two successful write+read round trips. */
+  longestGapMs: number;
+}
+
+export function labEndpoints(lab: LabSettings): NodeEndpoint[] {
+  const dir = join(lab.labRoot, "labs", lab.lab);
+  const addrDir = join(dir, "addresses");
+  if (!existsSync(addrDir)) return [];
+  return readdirSync(addrDir).flatMap((ip) => {
+    const name = readFileSync(join(addrDir, ip), "utf8").trim();
+    const pub = join(dir, "machines", name, "root/etc/ssh/ssh_host_ed25519_key.pub");
+    if (!existsSync(pub)) return [];
+    return [{ name, privateAddress: ip, sshHost: ip, sshPort: 22, hostPublicKey: readFileSync(pub, "utf8").trim(), providerId: name }];
+  });
+}
+
+export function startClusterProbe(lab: LabSettings, sshPrivateKey: string, intervalMs = 50): { stop: () => Promise<ProbeReport> } {
+  const report: ProbeReport = { ok: 0, failed: 0, errors: [], acknowledged: new Map(), longestGapMs: 0 };
+  let running = true;
+  let access: EtcdAccess | undefined;
+  let known = "";
+  let lastOk = Date.now();
+  let i = 0;
+  const loop = (async () => {
+    while (running) {
+      try {
+        const eps = labEndpoints(lab);
+        const sig = eps.map((e) => e.name).sort().join(",");
+        if (sig !== known || !access) {
+          const next = await EtcdAccess.open(eps, { user: "root", privateKey: sshPrivateKey }).catch(() => undefined);
+          if (next) {
+            await access?.close();
+            access = next;
+            known = sig;
+          }
+        }
+        if (!access) throw new Error("no tunnel");
+        const client = access.voters(access.nodes());
+        const key = `molt-probe/${i++}`;
+        const value = `${Date.now()}`;
+        await client.put(key).value(value);
+        report.acknowledged.set(key, value);
+        const got = await client.get(key).string();
+        if (got !== value) throw new Error(`read ${got} after writing ${value}`);
+        report.ok++;
+        const now = Date.now();
+        report.longestGapMs = Math.max(report.longestGapMs, now - lastOk);
+        lastOk = now;
+      } catch (e) {
+        report.failed++;
+        if (report.errors.length < 20) report.errors.push((e as Error).message.split("\n")[0]);
+        known = ""; // re-open tunnels: a node may have gone
+      }
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      await access?.close();
+      report.longestGapMs = Math.max(report.longestGapMs, Date.now() - lastOk);
+      return report;
+    },
+  };
+}
