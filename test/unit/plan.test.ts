@@ -663,7 +663,7 @@ describe("planner (orchestrator/plan.ts)", () => {
             }
             expectConverged(w, c.replicas);
           }),
-          { numRuns: 400 },
+          { numRuns: 1000 },
         );
       });
 
@@ -717,7 +717,7 @@ describe("planner (orchestrator/plan.ts)", () => {
             assert.ok(done, `no convergence within ${bound} steps`);
             expectConverged(w, c.replicas);
           }),
-          { numRuns: 400 },
+          { numRuns: 1000 },
         );
       });
     });
@@ -850,7 +850,7 @@ describe("planner (orchestrator/plan.ts)", () => {
                 break;
             }
           }),
-          { numRuns: 3000 },
+          { numRuns: 10000 },
         );
       });
     });
