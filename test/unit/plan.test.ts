@@ -565,7 +565,7 @@ describe("planner (orchestrator/plan.ts)", () => {
           }
           case "promote": {
             const n = node(op.node);
-            // (A learner reporting no leader is still promoted: see the report on plan.ts.)
+            // Known gap: plan.ts promotes a caught-up learner even while it reports no leader ("0").
             assert.ok(n.member?.learner && n.member.id === op.memberId && n.member.started && (n.health === "ok" || n.health === "no-leader"), "promotes a started, caught-up learner");
             n.member.learner = false;
             break;

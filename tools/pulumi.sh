@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the Pulumi engine molt uses (see tools/setup-engine.sh) with molt's settings:
+# e.g. `npm run pulumi -- stack ls`, `npm run pulumi -- stack export --stack lab`.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$("$here/setup-engine.sh" | tail -n1)
+export PATH="$bin:$PATH" PULUMI_SKIP_UPDATE_CHECK=true PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+export PULUMI_BACKEND_URL=${PULUMI_BACKEND_URL:-file://${MOLT_HOME:-$HOME/.molt}/state}
+export MOLT_DIST="$here/../dist"
+if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ] && [ -f "${MOLT_HOME:-$HOME/.molt}/passphrase" ]; then
+  export PULUMI_CONFIG_PASSPHRASE_FILE="${MOLT_HOME:-$HOME/.molt}/passphrase"
+fi
+cd "$here/.."
+exec pulumi "$@"
