@@ -99,3 +99,33 @@ export function selectNodeForRetirement(
 function oldest<T extends PlacedNode>(nodes: readonly T[]): T {
   return nodes.reduce((a, b) => (b.generation < a.generation ? b : a));
 }
+
+/**
+ * The entry with its failure domain chosen, for a node about to be appended to `nodes`:
+ * selectFailureDomainForNewNode, where "up to date" means the same image and Kubernetes
+ * version as the new entry (which is what the intent asks for). An entry that already
+ * has a domain keeps it, and nothing else in `nodes` is looked at again: a node's domain
+ * is decided once, when its entry is created, and is stored with it.
+ */
+export function assignFailureDomain<E extends PlacedEntry>(entry: E, nodes: readonly PlacedEntry[], domains: readonly string[]): E {
+  if (entry.failureDomain !== undefined) return entry;
+  const failureDomain = selectFailureDomainForNewNode(
+    domains,
+    nodes.map((n) => ({
+      name: n.name,
+      failureDomain: n.failureDomain,
+      generation: n.generation,
+      upToDate: n.image === entry.image && n.kubernetesVersion === entry.kubernetesVersion,
+    })),
+  );
+  return failureDomain === undefined ? entry : { ...entry, failureDomain };
+}
+
+/** The fields of a node entry (infra/node.ts NodeEntry) placement reads. */
+export interface PlacedEntry {
+  name: string;
+  image: string;
+  kubernetesVersion?: string;
+  failureDomain?: string;
+  generation: number;
+}

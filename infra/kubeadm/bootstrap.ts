@@ -30,6 +30,11 @@ export interface KubeadmBootstrapArgs {
    */
   joinMaterial?: pulumi.Input<JoinMaterial>;
   seed?: pulumi.Input<ConnectionArgs>;
+  /**
+   * The node joined long ago and no other node is left to name as seed (the survivor of
+   * a 1-replica roll): its bootstrap exists and is never re-run, so it needs no join input.
+   */
+  joinedAlready?: boolean;
   /** Token lifetime for material obtained from the seed (default 15m). */
   joinTokenTtl?: string;
 }
@@ -44,7 +49,7 @@ export function kubeadmBootstrapCommand(name: string, args: KubeadmBootstrapArgs
     const k = { name: node.name, kubernetesVersion: version, advertiseAddress };
     return node.init ? renderInitScript(k, settings) : renderJoinScript(k, settings);
   });
-  const stdin = node.init ? undefined : pulumi.secret(pulumi.output(joinMaterial(name, args, opts)).apply((m) => joinMaterialStdin(m)));
+  const stdin = node.init || args.joinedAlready ? undefined : pulumi.secret(pulumi.output(joinMaterial(name, args, opts)).apply((m) => joinMaterialStdin(m)));
   return new RemoteCommand(
     name,
     {

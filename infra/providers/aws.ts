@@ -7,7 +7,8 @@ import * as aws from "@pulumi/aws";
 import * as pulumi from "@pulumi/pulumi";
 import type { ControlPlaneNodeOutputs } from "../node";
 import { kubeadmBootstrapCommand } from "../kubeadm/bootstrap";
-import { cloudInitUserData, nodeTags, settingForDomain, type CloudControlPlaneNodeArgs } from "./cloud-common";
+import type { ConnectionArgs, RemoteCommand } from "../remote/command";
+import { cloudInitUserData, connectionOf, keepFirstBootData, nodeTags, settingForDomain, type CloudControlPlaneNodeArgs } from "./cloud-common";
 
 export interface AwsRootVolume {
   /** GiB (etcd wants fast, not big: 50-100 is typical). */
@@ -54,6 +55,10 @@ export class AwsControlPlaneNode extends pulumi.ComponentResource implements Con
   readonly hostPublicKey: pulumi.Output<string>;
   readonly providerId: pulumi.Output<string>;
   readonly instance: aws.ec2.Instance;
+  /** kubeadm init/join on create, reset on delete. */
+  readonly bootstrap: RemoteCommand;
+  /** How molt (and a joining node's join material) reaches this node. */
+  readonly connection: pulumi.Output<ConnectionArgs>;
 
   constructor(name: string, args: AwsControlPlaneNodeArgs, opts?: pulumi.ComponentResourceOptions) {
     super("molt:aws:ControlPlaneNode", name, {}, opts);
@@ -79,7 +84,6 @@ export class AwsControlPlaneNode extends pulumi.ComponentResource implements Con
         associatePublicIpAddress: s.associatePublicIpAddress ?? false,
         iamInstanceProfile: s.iamInstanceProfile,
         userData: cloudInitUserData(node, args.ssh, args.hostKey),
-        userDataReplaceOnChange: true,
         metadataOptions: {
           httpEndpoint: "enabled",
           httpTokens: "required",
@@ -97,8 +101,9 @@ export class AwsControlPlaneNode extends pulumi.ComponentResource implements Con
         },
         tags,
       },
-      // The AMI and user data (host key) make the machine: change means a new machine.
-      { parent: this, replaceOnChanges: ["ami", "userData"], deleteBeforeReplace: false },
+      // The AMI makes the machine: a change means a new machine. Its user data (host key,
+      // login) stays as it was at creation.
+      { parent: this, replaceOnChanges: ["ami"], deleteBeforeReplace: false, ...keepFirstBootData(["userData"]) },
     );
 
     const attachment = new aws.lb.TargetGroupAttachment(
@@ -115,8 +120,10 @@ export class AwsControlPlaneNode extends pulumi.ComponentResource implements Con
     // The form the AWS cloud provider gives Node.spec.providerID.
     this.providerId = pulumi.interpolate`aws:///${this.instance.availabilityZone}/${this.instance.id}`;
 
+    this.connection = connectionOf(this, args);
+
     // After the LB attachment: kubeadm reaches the API through controlPlaneEndpoint.
-    kubeadmBootstrapCommand(
+    this.bootstrap = kubeadmBootstrapCommand(
       `${node.name}-kubeadm`,
       {
         node,
@@ -128,8 +135,9 @@ export class AwsControlPlaneNode extends pulumi.ComponentResource implements Con
         machineId: this.instance.id,
         joinMaterial: args.joinMaterial,
         seed: args.seed,
+        joinedAlready: args.joinedAlready,
       },
-      { parent: this, dependsOn: [this.instance, attachment] },
+      { parent: this, dependsOn: [this.instance, attachment, ...(args.after ? [args.after] : [])] },
     );
 
     this.registerOutputs({

@@ -7,7 +7,8 @@ import * as azure from "@pulumi/azure-native";
 import * as pulumi from "@pulumi/pulumi";
 import type { ControlPlaneNodeOutputs, NodeEntry } from "../node";
 import { kubeadmBootstrapCommand } from "../kubeadm/bootstrap";
-import { cloudInitUserData, nodeTags, type CloudControlPlaneNodeArgs } from "./cloud-common";
+import type { ConnectionArgs, RemoteCommand } from "../remote/command";
+import { cloudInitUserData, connectionOf, keepFirstBootData, nodeTags, type CloudControlPlaneNodeArgs } from "./cloud-common";
 
 export interface AzureNodeSettings {
   resourceGroupName: pulumi.Input<string>;
@@ -69,6 +70,10 @@ export class AzureControlPlaneNode extends pulumi.ComponentResource implements C
   readonly providerId: pulumi.Output<string>;
   readonly vm: azure.compute.VirtualMachine;
   readonly nic: azure.network.NetworkInterface;
+  /** kubeadm init/join on create, reset on delete. */
+  readonly bootstrap: RemoteCommand;
+  /** How molt (and a joining node's join material) reaches this node. */
+  readonly connection: pulumi.Output<ConnectionArgs>;
 
   constructor(name: string, args: AzureControlPlaneNodeArgs, opts?: pulumi.ComponentResourceOptions) {
     super("molt:azure:ControlPlaneNode", name, {}, opts);
@@ -129,8 +134,9 @@ export class AzureControlPlaneNode extends pulumi.ComponentResource implements C
         networkProfile: { networkInterfaces: [{ id: this.nic.id, primary: true, deleteOption: "Delete" }] },
         tags,
       },
-      // The image and custom data (host key) make the machine: change means a new machine.
-      { parent: this, replaceOnChanges: ["storageProfile.imageReference", "osProfile.customData"], deleteBeforeReplace: false },
+      // The image makes the machine: a change means a new machine. Its OS profile (custom
+      // data with the host key, login user and key) stays as it was at creation.
+      { parent: this, replaceOnChanges: ["storageProfile.imageReference"], deleteBeforeReplace: false, ...keepFirstBootData(["osProfile"]) },
     );
 
     this.privateAddress = this.nic.ipConfigurations.apply((c) => {
@@ -144,7 +150,9 @@ export class AzureControlPlaneNode extends pulumi.ComponentResource implements C
     // The form the Azure cloud provider gives Node.spec.providerID ("azure://" + ARM id).
     this.providerId = pulumi.interpolate`azure://${this.vm.id}`;
 
-    kubeadmBootstrapCommand(
+    this.connection = connectionOf(this, args);
+
+    this.bootstrap = kubeadmBootstrapCommand(
       `${node.name}-kubeadm`,
       {
         node,
@@ -156,8 +164,9 @@ export class AzureControlPlaneNode extends pulumi.ComponentResource implements C
         machineId: this.vm.vmId,
         joinMaterial: args.joinMaterial,
         seed: args.seed,
+        joinedAlready: args.joinedAlready,
       },
-      { parent: this, dependsOn: [this.vm] },
+      { parent: this, dependsOn: [this.vm, ...(args.after ? [args.after] : [])] },
     );
 
     this.registerOutputs({

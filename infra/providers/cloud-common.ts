@@ -2,8 +2,9 @@
 // data that installs the pre-generated SSH host key (so the very first connection is
 // already pinned), and failure-domain lookups that fail with a useful message.
 import * as pulumi from "@pulumi/pulumi";
+import { utils } from "ssh2";
 import { stringify } from "yaml";
-import type { HostKeyPair, NodeEntry, SshSettings } from "../node";
+import type { ControlPlaneNodeOutputs, HostKeyPair, NodeEntry, SshSettings } from "../node";
 import type { JoinMaterial } from "../kubeadm/join-material";
 import type { ConnectionArgs } from "../remote/command";
 import type { KubeadmBootstrapSettings } from "../kubeadm/settings";
@@ -18,7 +19,22 @@ export interface CloudControlPlaneNodeArgs<Settings> {
   joinMaterial?: pulumi.Input<JoinMaterial>;
   /** Or a healthy control-plane node the join material is obtained from, at creation. */
   seed?: pulumi.Input<ConnectionArgs>;
+  /** See KubeadmBootstrapArgs.joinedAlready (infra/kubeadm/bootstrap.ts). */
+  joinedAlready?: boolean;
+  /** Bootstrapped only after this (the previous node's bootstrap): joins happen one at a time. */
+  after?: pulumi.Resource;
   settings: Settings;
+}
+
+/**
+ * Options of a node's machine resource that keep its first-boot data (cloud-init: login
+ * user, authorized key, host key) as it was at creation. cloud-init reads it once, so a
+ * changed molt:ssh or a newer molt's cloud-init could not reach the node anyway; without
+ * this, the next `up` would replace (or stop and restart) every existing machine at once.
+ * New settings reach new nodes, through a rollout.
+ */
+export function keepFirstBootData(paths: string[]): pulumi.CustomResourceOptions {
+  return { ignoreChanges: paths };
 }
 
 export interface CloudInitArgs {
@@ -74,6 +90,17 @@ export function renderCloudInit(a: CloudInitArgs): string {
   return `#cloud-config\n${stringify(config, { lineWidth: 0 })}`;
 }
 
+/** The SSH connection to a built node, pinned to its host key (a seed for joining nodes). */
+export function connectionOf(node: ControlPlaneNodeOutputs, args: { ssh: SshSettings }): pulumi.Output<ConnectionArgs> {
+  return pulumi.output({
+    host: node.sshHost,
+    port: node.sshPort,
+    user: args.ssh.user,
+    privateKey: pulumi.secret(args.ssh.privateKey),
+    hostKey: node.hostPublicKey,
+  });
+}
+
 /** The node's user data as a secret (it holds the host private key). */
 export function cloudInitUserData(node: NodeEntry, ssh: SshSettings, hostKey: HostKeyPair): pulumi.Output<string> {
   return pulumi.secret(
@@ -81,6 +108,20 @@ export function cloudInitUserData(node: NodeEntry, ssh: SshSettings, hostKey: Ho
       renderCloudInit({ hostname: node.name, user: ssh.user, authorizedKey, hostKey: { privateKey, publicKey } }),
     ),
   );
+}
+
+/**
+ * The authorized_keys line of an OpenSSH private key (the public half is not secret).
+ * Refuses keys molt cannot use unattended (passphrase-protected, or not a private key).
+ */
+export function publicKeyOfPrivateKey(privateKey: string): string {
+  const parsed = utils.parseKey(privateKey.trim());
+  if (parsed instanceof Error) {
+    throw new Error(`molt:ssh.privateKey is not a usable SSH private key (${parsed.message}); molt needs an unencrypted OpenSSH private key, kept encrypted as a Pulumi secret`);
+  }
+  const key = Array.isArray(parsed) ? parsed[0] : parsed;
+  if (!key.isPrivateKey()) throw new Error("molt:ssh.privateKey holds a public key; set the private key (as a Pulumi secret)");
+  return `${key.type} ${key.getPublicSSH().toString("base64")}`;
 }
 
 /** The per-domain setting of a node, or a message naming the domains that exist. */

@@ -13,7 +13,8 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { ControlPlaneNodeOutputs } from "../node";
 import { kubeadmBootstrapCommand } from "../kubeadm/bootstrap";
-import { cloudInitUserData, nodeTags, settingForDomain, type CloudControlPlaneNodeArgs } from "./cloud-common";
+import type { ConnectionArgs, RemoteCommand } from "../remote/command";
+import { cloudInitUserData, connectionOf, keepFirstBootData, nodeTags, settingForDomain, type CloudControlPlaneNodeArgs } from "./cloud-common";
 import { stringify } from "yaml";
 
 /** The pulumi-vsphere provider plugin version whose schema these bindings follow. */
@@ -151,6 +152,10 @@ export class VsphereControlPlaneNode extends pulumi.ComponentResource implements
   /** Managed object id of the node's compute cluster (for the anti-affinity rule). */
   readonly computeClusterId: pulumi.Output<string>;
   readonly computeClusterName: string;
+  /** kubeadm init/join on create, reset on delete. */
+  readonly bootstrap: RemoteCommand;
+  /** How molt (and a joining node's join material) reaches this node. */
+  readonly connection: pulumi.Output<ConnectionArgs>;
 
   constructor(name: string, args: VsphereControlPlaneNodeArgs, opts?: pulumi.ComponentResourceOptions) {
     super("molt:vsphere:ControlPlaneNode", name, {}, opts);
@@ -204,8 +209,9 @@ export class VsphereControlPlaneNode extends pulumi.ComponentResource implements
         waitForGuestNetTimeout: s.guestNetTimeoutMinutes ?? 10,
         waitForGuestNetRoutable: true,
       },
-      // The template and guestinfo (host key) make the machine: change means a new machine.
-      { parent: this, replaceOnChanges: ["clone", "extraConfig"], deleteBeforeReplace: false },
+      // The template makes the machine: a change means a new machine. Its guestinfo
+      // (cloud-init with the host key and login) stays as it was at creation.
+      { parent: this, replaceOnChanges: ["clone"], deleteBeforeReplace: false, ...keepFirstBootData(["extraConfig"]) },
     );
 
     this.privateAddress = this.vm.defaultIpAddress;
@@ -215,7 +221,9 @@ export class VsphereControlPlaneNode extends pulumi.ComponentResource implements
     // The form the vSphere cloud provider gives Node.spec.providerID.
     this.providerId = pulumi.interpolate`vsphere://${this.vm.uuid}`;
 
-    kubeadmBootstrapCommand(
+    this.connection = connectionOf(this, args);
+
+    this.bootstrap = kubeadmBootstrapCommand(
       `${node.name}-kubeadm`,
       {
         node,
@@ -227,8 +235,9 @@ export class VsphereControlPlaneNode extends pulumi.ComponentResource implements
         machineId: this.vm.uuid,
         joinMaterial: args.joinMaterial,
         seed: args.seed,
+        joinedAlready: args.joinedAlready,
       },
-      { parent: this, dependsOn: [this.vm] },
+      { parent: this, dependsOn: [this.vm, ...(args.after ? [args.after] : [])] },
     );
 
     this.registerOutputs({

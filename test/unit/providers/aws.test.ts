@@ -112,10 +112,10 @@ describe("AWS control-plane node", () => {
     assert.equal(await value(node.providerId), "aws:///eu-central-1b/cp-g2-a-id");
   });
 
-  it("replaces the machine rather than updating it when its AMI or user data would change", () => {
+  it("replaces the machine rather than updating it when its AMI would change, and keeps its user data as created", () => {
     const opts = rec.transformed.find((t) => t.type === "aws:ec2/instance:Instance")?.opts;
-    assert.deepEqual(opts?.replaceOnChanges, ["ami", "userData"]);
-    assert.equal(one(rec, "aws:ec2/instance:Instance").inputs.userDataReplaceOnChange, true);
+    assert.deepEqual(opts?.replaceOnChanges, ["ami"]);
+    assert.deepEqual(opts?.ignoreChanges, ["userData"]);
   });
 
   it("bootstraps again (reset, then join) only when the machine, image or version changes", () => {

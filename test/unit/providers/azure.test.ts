@@ -87,9 +87,10 @@ describe("Azure control-plane node", () => {
     assert.equal(await value(node.providerId), "azure://cp-g2-a-id");
   });
 
-  it("replaces the VM rather than updating it when its image or custom data would change", () => {
+  it("replaces the VM rather than updating it when its image would change, and keeps its OS profile as created", () => {
     const opts = rec.transformed.find((t) => t.type === VM)?.opts;
-    assert.deepEqual(opts?.replaceOnChanges, ["storageProfile.imageReference", "osProfile.customData"]);
+    assert.deepEqual(opts?.replaceOnChanges, ["storageProfile.imageReference"]);
+    assert.deepEqual(opts?.ignoreChanges, ["osProfile"]);
     assert.deepEqual(bootstrapOf(rec, "cp-g2-a").inputs.triggers, ["cp-g2-a-vmid", IMAGE, "1.34.2"]);
   });
 

@@ -44,7 +44,7 @@ function entries(c: Record<string, unknown>): NodeEntry[] {
 function common(c: Record<string, unknown>, node: NodeEntry) {
   return {
     node,
-    ssh: { user: String(c["molt:sshUser"]), privateKey: pulumi.secret(clientKey.privateKey), publicKey: clientKey.publicKey },
+    ssh: { user: (c["molt:ssh"] as { user: string }).user, privateKey: pulumi.secret(clientKey.privateKey), publicKey: clientKey.publicKey },
     hostKey: { privateKey: pulumi.secret(hostKeyA.privateKey), publicKey: hostKeyA.publicKey },
     bootstrap: c["molt:bootstrap"] as KubeadmBootstrapSettings,
     ...(node.init ? {} : { joinMaterial: pulumi.secret(JOIN) }),

@@ -85,7 +85,8 @@ describe("vSphere control-plane node", () => {
   it("asks the engine for the pinned pulumi-vsphere plugin version", () => {
     const opts = rec.transformed.find((t) => t.type === VSPHERE_TOKENS.virtualMachine)?.opts;
     assert.equal(opts?.version, VSPHERE_PROVIDER_VERSION);
-    assert.deepEqual(opts?.replaceOnChanges, ["clone", "extraConfig"]);
+    assert.deepEqual(opts?.replaceOnChanges, ["clone"]);
+    assert.deepEqual(opts?.ignoreChanges, ["extraConfig"], "guestinfo stays as it was at creation");
   });
 
   it("looks up the template and placement in the configured datacenter", () => {

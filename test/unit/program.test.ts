@@ -1,0 +1,226 @@
+// The stack program (infra/program.ts) under Pulumi mocks, fed the way molt feeds it: the
+// repository's example stacks loaded by orchestrator/config.ts, turned into program input
+// by orchestrator/program-input.ts, node entries made by the planner and placed in
+// failure domains. The lab branch is compared with a snapshot taken from the code before
+// the clouds were wired in, so existing lab stacks see no diff.
+import * as assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import type { Stack } from "@pulumi/pulumi/automation";
+import type { NodeEntry } from "../../infra/node";
+import { buildProgram, type MoltOutputs } from "../../infra/program";
+import { VSPHERE_TOKENS } from "../../infra/providers/vsphere";
+import { generateSshKeyPair } from "../../infra/remote/ssh";
+import { loadStackConfig, type StackConfig } from "../../orchestrator/config";
+import { readStoredState } from "../../orchestrator/observe";
+import { newEntry } from "../../orchestrator/plan";
+import { placeNewNode, programInputFor } from "../../orchestrator/program-input";
+import { DYNAMIC, clientKey, installMocks, reveal, settle, type Recorder } from "./providers/harness";
+import { LAB_NODES, LAB_SETTINGS, labTree } from "./program-tree";
+
+// Compiled tests run from <outDir>/test/unit: find the repository root.
+const repo = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) => existsSync(join(r, "stacks", "Pulumi.lab.yaml")))!;
+
+/** Taken with test/unit/program-tree.ts from infra/program.ts as of 73ebeeb (lab only). */
+const LAB_SNAPSHOT: Record<string, string> = {
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabJoinMaterial::lab-cp-2-join": "454b4853c4c695f2",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabJoinMaterial::lab-cp-3-join": "454b4853c4c695f2",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabLbAttachment::lab-cp-1-lb": "4a6fc033210794e2",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabLbAttachment::lab-cp-2-lb": "edf5c9c4dadbfd47",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabLbAttachment::lab-cp-3-lb": "3705d4f4499aec5c",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabMachine::lab-cp-1-machine": "0193a085c6bc875b",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabMachine::lab-cp-2-machine": "cfc268d303384ff8",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabMachine::lab-cp-3-machine": "14f4d89bbe43f292",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:RemoteCommand::lab-cp-1-etcd": "0ee50f4b5a2269b6",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:RemoteCommand::lab-cp-2-etcd": "d4a8af2d2a535f8a",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:RemoteCommand::lab-cp-3-etcd": "bb62748911331f42",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:SshKeyPair::lab-cp-1-hostkey": "13f94b43d04453d1",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:SshKeyPair::lab-cp-2-hostkey": "0b4a158bc664634e",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:SshKeyPair::lab-cp-3-hostkey": "ffe555f7bed6f5df",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode::lab-cp-1": "44136fa355b3678a",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode::lab-cp-2": "44136fa355b3678a",
+    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode::lab-cp-3": "44136fa355b3678a",
+    "urn:pulumi:lab::molt::pulumi-nodejs:dynamic/molt:LabLoadBalancer::api-lb": "933b4df103a42379",
+    "urn:pulumi:lab::molt::pulumi-nodejs:dynamic/molt:SshKeyPair::ssh-client-key": "3ad1a4d8dd8e9fbd",
+};
+
+const JOIN_MATERIAL = "pulumi-nodejs:dynamic/molt:KubeadmJoinMaterial";
+const HOST_KEY = "pulumi-nodejs:dynamic/molt:SshKeyPair";
+
+const hostKeys = new Map<string, { privateKey: string; publicKey: string }>();
+function hostKeyOf(name: string) {
+  if (!hostKeys.has(name)) hostKeys.set(name, generateSshKeyPair(name));
+  return hostKeys.get(name)!;
+}
+const addressOf = (name: string) => `10.0.0.${Number(/-(\d+)(-nic)?$/.exec(name)?.[1] ?? 99) + 10}`;
+
+const cloudState = (type: string, name: string, inputs: Record<string, unknown>): Record<string, unknown> => {
+  if (type === HOST_KEY) return hostKeyOf(name);
+  if (type === "aws:ec2/instance:Instance") return { privateIp: addressOf(name), availabilityZone: inputs.availabilityZone };
+  if (type === "azure-native:network:NetworkInterface") return { ipConfigurations: [{ privateIPAddress: addressOf(name) }] };
+  if (type === "azure-native:compute:VirtualMachine") return { vmId: `${name}-vmid` };
+  if (type === VSPHERE_TOKENS.virtualMachine) return { uuid: `${name}-uuid`, defaultIpAddress: addressOf(name) };
+  return {};
+};
+const lookups = (token: string, inputs: Record<string, unknown>): Record<string, unknown> =>
+  token === VSPHERE_TOKENS.getVirtualMachine
+    ? { id: "tmpl", guestId: "ubuntu64Guest", scsiType: "pvscsi", firmware: "efi", disks: [{ label: "d", size: 20, thinProvisioned: true, eagerlyScrub: false }], networkInterfaceTypes: ["vmxnet3"] }
+    : { id: `${token}:${String(inputs.name)}` };
+
+/** Node entries as a rollout makes them: the planner's newEntry, then placeNewNode. */
+function rolloutEntries(cfg: StackConfig, stack: string, count: number): NodeEntry[] {
+  const nodes: NodeEntry[] = [];
+  for (let i = 0; i < count; i++) {
+    const entry = newEntry({ intent: cfg.intent, nodes, endpoints: [], expired: [] }, stack, i === 0);
+    nodes.push(placeNewNode(cfg, entry, nodes));
+  }
+  return nodes;
+}
+
+interface Run {
+  rec: Recorder;
+  molt: MoltOutputs;
+  outputs: Record<string, unknown>;
+}
+
+/** Runs the program as the engine would, with molt:ssh (the client key) as secret config. */
+async function run(cfg: StackConfig, nodes: NodeEntry[]): Promise<Run> {
+  const rec = installMocks(cloudState, lookups);
+  pulumi.runtime.setAllConfig({ "molt:ssh": JSON.stringify({ user: cfg.sshUser, privateKey: clientKey.privateKey }) }, ["molt:ssh"]);
+  const outputs = await buildProgram(programInputFor(cfg, nodes))();
+  const molt = await new Promise<MoltOutputs>((resolve) => (outputs.molt as pulumi.Output<MoltOutputs>).apply(resolve));
+  await settle();
+  return { rec, molt, outputs };
+}
+
+/** The molt output through orchestrator/observe.ts's own validation of stored state. */
+async function storedStateOf(stack: string, r: Run) {
+  const key = r.outputs.sshPrivateKey as pulumi.Output<string>;
+  const value = await new Promise<string>((resolve) => key.apply(resolve));
+  const fake = { name: stack, outputs: async () => ({ molt: { value: r.molt, secret: false }, sshPrivateKey: { value, secret: true } }) };
+  return readStoredState(fake as unknown as Stack);
+}
+
+const machineType = { aws: "aws:ec2/instance:Instance", azure: "azure-native:compute:VirtualMachine", vsphere: VSPHERE_TOKENS.virtualMachine } as const;
+const domains = { aws: ["eu-central-1a", "eu-central-1b", "eu-central-1c"], azure: ["1", "2", "3"], vsphere: ["rack-a", "rack-b", "rack-c"] } as const;
+
+describe("the stack program (infra/program.ts)", () => {
+  describe("lab", () => {
+    it("builds exactly the resources, URNs and inputs it built before the clouds were wired in", async () => {
+      const tree = await labTree(buildProgram);
+      assert.deepEqual(tree.resources, LAB_SNAPSHOT);
+    });
+
+    it("gets the same input from programInputFor as rollout and inspect built inline", () => {
+      const saved = process.env.MOLT_LAB_ROOT;
+      delete process.env.MOLT_LAB_ROOT;
+      try {
+        const cfg = loadStackConfig(repo, "lab");
+        assert.deepEqual(programInputFor(cfg, LAB_NODES), { provider: "lab", nodes: LAB_NODES, sshUser: "root", lab: LAB_SETTINGS, joinDeadlineSeconds: 300 });
+      } finally {
+        if (saved !== undefined) process.env.MOLT_LAB_ROOT = saved;
+      }
+    });
+  });
+
+  for (const provider of ["aws", "azure", "vsphere"] as const) {
+    describe(`stacks/Pulumi.${provider}.yaml`, () => {
+      const cfg = loadStackConfig(repo, provider);
+      const nodes = rolloutEntries(cfg, provider, 3);
+      const names = nodes.map((n) => n.name);
+      let r: Run;
+      before(async () => {
+        r = await run(cfg, nodes);
+      });
+
+      it("places the three nodes in three different failure domains, stored in their entries", () => {
+        assert.deepEqual(nodes.map((n) => n.failureDomain), domains[provider]);
+        assert.deepEqual(r.molt.nodes, nodes);
+      });
+
+      it("builds one control-plane node, machine, pinned host key and kubeadm command per node", () => {
+        const of = (type: string) => r.rec.resources.filter((x) => x.type === type).map((x) => x.name).sort();
+        assert.deepEqual(of(`molt:${provider}:ControlPlaneNode`), names);
+        assert.deepEqual(of(machineType[provider]), names);
+        assert.deepEqual(of(HOST_KEY), names.map((n) => `${n}-hostkey`), "one host key per node, and no generated client key");
+        assert.deepEqual(of(DYNAMIC), names.map((n) => `${n}-kubeadm`));
+      });
+
+      it("initialises the first node and joins the others through the oldest node, each bootstrap pinned to its own host key", () => {
+        const bootstrap = (n: string) => reveal(r.rec.resources.find((x) => x.type === DYNAMIC && x.name === `${n}-kubeadm`)!.inputs) as { create: string; stdin?: string; connection: { hostKey: string; user: string; privateKey: string } };
+        const [first, ...joining] = names;
+        assert.match(bootstrap(first).create, /kubeadm init/);
+        assert.equal(bootstrap(first).stdin, undefined);
+        for (const n of joining) {
+          assert.match(bootstrap(n).create, /kubeadm join/);
+          assert.ok(bootstrap(n).stdin, `${n} gets join material on stdin`);
+        }
+        for (const n of names) {
+          assert.equal(bootstrap(n).connection.hostKey, hostKeyOf(`${n}-hostkey`).publicKey);
+          assert.equal(bootstrap(n).connection.user, cfg.sshUser);
+          assert.equal(bootstrap(n).connection.privateKey, clientKey.privateKey);
+        }
+        const material = r.rec.resources.filter((x) => x.type === JOIN_MATERIAL);
+        assert.deepEqual(material.map((m) => m.name).sort(), joining.map((n) => `${n}-kubeadm-join-material`));
+        for (const m of material) {
+          const seed = (reveal(m.inputs) as { seed: { host: string; hostKey: string } }).seed;
+          assert.deepEqual([seed.host, seed.hostKey], [addressOf(first), hostKeyOf(`${first}-hostkey`).publicKey], `${m.name} is obtained from ${first}`);
+        }
+      });
+
+      it(provider === "vsphere" ? "adds one DRS anti-affinity rule, over all nodes" : "adds no DRS anti-affinity rule (vSphere only)", () => {
+        const rules = r.rec.resources.filter((x) => x.type === VSPHERE_TOKENS.antiAffinityRule);
+        const groups = r.rec.resources.filter((x) => x.type === "molt:vsphere:ControlPlaneAntiAffinity");
+        assert.equal(rules.length, provider === "vsphere" ? 1 : 0);
+        assert.equal(groups.length, provider === "vsphere" ? 1 : 0);
+        if (provider === "vsphere") assert.deepEqual(rules[0].inputs.virtualMachineIds, names.map((n) => `${n}-uuid`));
+      });
+
+      it("exports the molt output that observe.ts reads back: nodes, endpoints, the SSH user and key, the API endpoint", async () => {
+        const stored = await storedStateOf(provider, r);
+        assert.deepEqual(stored.nodes, nodes);
+        assert.deepEqual(
+          stored.endpoints.map((e) => [e.name, e.privateAddress, e.sshHost, e.sshPort, e.hostPublicKey]),
+          names.map((n) => [n, addressOf(n), addressOf(n), 22, hostKeyOf(`${n}-hostkey`).publicKey]),
+        );
+        for (const e of stored.endpoints) assert.match(e.providerId, new RegExp(`^${provider}://`));
+        assert.equal(stored.sshUser, cfg.sshUser);
+        assert.equal(stored.sshPrivateKey, clientKey.privateKey);
+        assert.equal(stored.apiEndpoint, cfg.cloud!.bootstrap.controlPlaneEndpoint);
+        assert.ok(await (r.outputs.sshPrivateKey as unknown as { isSecret: Promise<boolean> }).isSecret, "the client key is exported as a secret");
+      });
+    });
+  }
+
+  describe("node lists a rollout goes through", () => {
+    const cfg = loadStackConfig(repo, "aws");
+
+    it("places a surge node where the fewest up-to-date nodes are, and never moves an existing node", () => {
+      const old = rolloutEntries(cfg, "aws", 3);
+      const v2: StackConfig = { ...cfg, intent: { ...cfg.intent, image: "ami-0fedcba9876543210" } };
+      const first = placeNewNode(v2, newEntry({ intent: v2.intent, nodes: old, endpoints: [], expired: [] }, "aws", false), old);
+      assert.equal(first.failureDomain, "eu-central-1a");
+      // The oldest node (1a) retired; the next new node goes to a zone without a new one.
+      const after = [...old.slice(1), first];
+      const second = placeNewNode(v2, newEntry({ intent: v2.intent, nodes: after, endpoints: [], expired: [] }, "aws", false), after);
+      assert.equal(second.failureDomain, "eu-central-1b");
+      assert.deepEqual(placeNewNode(v2, first, after), first, "an entry that has a domain keeps it");
+    });
+
+    it("keeps a lone survivor of a 1-replica roll without asking for join material", async () => {
+      const [, survivor] = rolloutEntries(cfg, "aws", 2);
+      const r = await run(cfg, [survivor]);
+      assert.equal(r.rec.resources.filter((x) => x.type === JOIN_MATERIAL).length, 0);
+      assert.equal((reveal(r.rec.resources.find((x) => x.type === DYNAMIC)!.inputs) as { stdin?: string }).stdin, undefined);
+    });
+
+    it("refuses a node without a failure domain when several are configured", async () => {
+      const [entry] = rolloutEntries(cfg, "aws", 1);
+      const { failureDomain: _, ...unplaced } = entry;
+      installMocks(cloudState, lookups);
+      pulumi.runtime.setAllConfig({ "molt:ssh": JSON.stringify({ user: "ubuntu", privateKey: clientKey.privateKey }) }, ["molt:ssh"]);
+      await assert.rejects(buildProgram(programInputFor(cfg, [unplaced]))(), /has no failureDomain, but subnet is configured for several/);
+    });
+  });
+});
