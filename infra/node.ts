@@ -5,7 +5,11 @@ import type * as pulumi from "@pulumi/pulumi";
 
 /** One entry of the per-node desired-state list (owned by molt, kept in the stack state). */
 export interface NodeEntry {
-  /** Unique, never reused: also the hostname, the etcd member name and the Node name. */
+  /**
+   * Unique among the stack's nodes: also the hostname, the etcd member name and the Node
+   * name. It is derived from the generation, so a node that was rolled back (member
+   * removed, machine destroyed, data wiped) may see its name used again by the next surge.
+   */
   name: string;
   /** Base image: a lab image name, an AMI id, an Azure image reference or a vSphere template. */
   image: string;

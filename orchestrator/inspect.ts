@@ -8,6 +8,7 @@ import type { Operation, Snapshot } from "./model";
 import { plannedReplacements, type PlannedReplacement } from "./rollout";
 import { openStack, StackNotFoundError } from "./stack/driver";
 import { repoRoot } from "./stack/engine";
+import { programInputFor } from "./program-input";
 
 export interface Condition {
   type: "EtcdClusterHealthy" | "EtcdMembersMatchNodes" | "MachinesUpToDate" | "Available";
@@ -35,7 +36,7 @@ export async function inspect(o: { stack: string; workDir?: string; env?: Record
   let stored = { nodes: [] as Snapshot["nodes"], endpoints: [] as Snapshot["endpoints"], sshUser: cfg.sshUser } as Awaited<ReturnType<typeof readStoredState>>;
   let exists = true;
   try {
-    const stack = await openStack({ stackName: o.stack, workDir, env: o.env, create: false, program: buildProgram({ provider: "lab", nodes: [], sshUser: cfg.sshUser, lab: cfg.lab!, joinDeadlineSeconds: intent.timeouts.joinSeconds }) });
+    const stack = await openStack({ stackName: o.stack, workDir, env: o.env, create: false, program: buildProgram(programInputFor(cfg, [])) });
     stored = await readStoredState(stack);
   } catch (e) {
     if (!(e instanceof StackNotFoundError)) throw e;

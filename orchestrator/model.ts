@@ -45,6 +45,11 @@ export interface Snapshot {
   etcdError?: string;
   /** Keys of waits whose deadline has passed (kept by the loop, across passes). */
   expired: string[];
+  /**
+   * The node this run added and has not yet seen healthy. Only such a node can be rolled
+   * back; any other unhealthy member stops the rollout instead (it may be an old node).
+   */
+  joining?: string;
 }
 
 export type Operation =

@@ -143,7 +143,7 @@ export function decide(s: Snapshot, stack: string): Operation {
     const st = statusOf(s, node.name);
     const la = leaderApplied(s, leaderId);
     const key = `join:${node.name}`;
-    if (st && st.errors.length === 0 && la !== undefined && st.raftAppliedIndex >= la - BigInt(intent.rollout.maxAppliedLag) && l.name !== "") {
+    if (st && st.errors.length === 0 && st.leader !== "0" && st.leader === leaderId && la !== undefined && st.raftAppliedIndex >= la - BigInt(intent.rollout.maxAppliedLag) && l.name !== "") {
       return { kind: "promote", node: node.name, memberId: l.id, reason: `learner ${node.name} has caught up with the leader` };
     }
     if (s.expired.includes(key)) return failNewNode(s, node.name, l.id, `learner ${node.name} did not start or catch up within the join deadline (${statusError(s, node.name)})`);
@@ -155,7 +155,7 @@ export function decide(s: Snapshot, stack: string): Operation {
   for (const m of voters) {
     if (healthyIds.has(m.id)) continue;
     const node = nodeOfMember(m)!;
-    if (node.name === newest.name && !isOutdated(node, intent) && s.nodes.length > 1) {
+    if (node.name === s.joining && node.name === newest.name && s.nodes.length > 1) {
       const key = `join:${node.name}`;
       if (s.expired.includes(key)) return failNewNode(s, node.name, m.id, `new node ${node.name} did not become a healthy, caught-up voter within the join deadline (${statusError(s, node.name)})`);
       return { kind: "wait", key, node: node.name, reason: `waiting for ${node.name} to become a healthy, caught-up voter (${statusError(s, node.name)})` };
@@ -195,7 +195,7 @@ export function decide(s: Snapshot, stack: string): Operation {
     if (!canSafelyRemoveMember(voters, healthyIds, member.id)) {
       return { kind: "refuse", condition: "EtcdClusterHealthy", reason: `removing ${victim.name} would leave fewer healthy voters than quorum` };
     }
-    const why = tooMany ? (isOutdated(victim, intent) ? "outdated" : "surplus") : "outdated (maxSurge 0: retire first)";
+    const why = tooMany ? (isOutdated(victim, intent) ? "outdated" : "surplus") : "outdated; maxSurge 0: retire first";
     return { kind: "remove-member", node: victim.name, memberId: member.id, reason: `retire ${victim.name} (${why}): remove its etcd member, then destroy it` };
   }
 

@@ -14,6 +14,7 @@ import { acquireLock, type HeldLock } from "./lock";
 import type { Intent, Operation, Snapshot } from "./model";
 import { ensureAccess, nodeViews, observeEtcd, readStoredState, type StoredState } from "./observe";
 import { decide, isOutdated } from "./plan";
+import { placeNewNode, programInputFor } from "./program-input";
 import { openStack } from "./stack/driver";
 import { backendUrl, moltHome, repoRoot } from "./stack/engine";
 
@@ -36,6 +37,11 @@ export interface RolloutOptions {
   maxOperations?: number;
   /** Poll interval while waiting on a condition (ms). */
   pollMs?: number;
+  /**
+   * Called before each change (not before waits): an extension point for approval gates
+   * or external pacing. A rejection stops the run at that boundary.
+   */
+  beforeOperation?: (op: Operation, snapshot: Snapshot) => Promise<void>;
 }
 
 export interface PlannedReplacement {
@@ -66,6 +72,9 @@ export function plannedReplacements(nodes: NodeEntry[], intent: Intent): Planned
 }
 
 const MUTATING = new Set<Operation["kind"]>(["create-first", "surge", "promote", "move-leader", "remove-member", "remove-stray-member", "prune", "rollback"]);
+/** etcd errors that mean "not now" rather than "no". */
+const RETRYABLE_ETCD = /unhealthy cluster|not in sync|too many learner|leader changed|no leader|timed out|deadline exceeded|UNAVAILABLE|request timed out/i;
+
 const MEMBERSHIP = new Set<Operation["kind"]>(["promote", "move-leader", "remove-member", "remove-stray-member", "rollback"]);
 
 /** Only two shapes of change to the node list exist: append one new node, or drop one node. */
@@ -92,10 +101,6 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const cfg: StackConfig = loadStackConfig(workDir, o.stack);
   const intent: Intent = { ...cfg.intent, rollout: { ...cfg.intent.rollout, ...(o.onFailure ? { onFailure: o.onFailure } : {}) } };
   emit({ type: "start", stack: o.stack, command: "rollout", provider: intent.provider, replicas: intent.replicas, image: intent.image, ...(intent.kubernetesVersion ? { kubernetesVersion: intent.kubernetesVersion } : {}), time: new Date().toISOString() });
-  if (intent.provider !== "lab" || !cfg.lab) {
-    throw new RefusedError(`provider "${intent.provider}" is not wired into molt's stack program yet (its components live in infra/providers/); nothing was changed`);
-  }
-  const lab = cfg.lab;
 
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
   const lock: HeldLock = acquireLock(backend, o.stack, "rollout");
@@ -125,6 +130,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const waits = new Map<string, number>();
   const expired = new Set<string>();
   let rollingBack: string | undefined;
+  /** The node this run surged and has not yet seen as a healthy voter. */
+  let joining: string | undefined;
 
   const finish = (result: RolloutResultKind, reason: string): Summary => {
     const wallMs = Date.now() - t0;
@@ -135,7 +142,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   };
 
   try {
-    stack = await openStack({ stackName: o.stack, workDir, env: o.env, program: buildProgram({ provider: "lab", nodes: [], sshUser: cfg.sshUser, lab, joinDeadlineSeconds: intent.timeouts.joinSeconds }) });
+    stack = await openStack({ stackName: o.stack, workDir, env: o.env, program: buildProgram(programInputFor(cfg, [])) });
     await settleEngineLock(backend, o.stack, intent.timeouts.joinSeconds + 120);
     const theStack = stack;
 
@@ -144,7 +151,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       // The list is re-read under our lock right before the change: it must be the one we decided on.
       const now = await readStoredState(theStack);
       if (JSON.stringify(now.nodes) !== JSON.stringify(prev)) throw new Error("the stored node list changed under this run; stopping without changes");
-      theStack.workspace.program = buildProgram({ provider: "lab", nodes: next, sshUser: cfg.sshUser, lab, joinDeadlineSeconds: intent.timeouts.joinSeconds });
+      theStack.workspace.program = buildProgram(programInputFor(cfg, next));
       await timed("provision", op.kind, node, () =>
         theStack.up({ ...(o.engineOutput ? { onOutput: (line: string) => emit({ type: "engine", line: line.trimEnd() }) } : {}) }),
       );
@@ -170,19 +177,22 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
           access = undefined;
         }
       }
-      const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, ...(etcd ? { etcd } : {}), ...(etcdError ? { etcdError } : {}), expired: [...expired] };
+      const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, ...(etcd ? { etcd } : {}), ...(etcdError ? { etcdError } : {}), expired: [...expired], ...(joining ? { joining } : {}) };
       lastViews = nodeViews(snapshot);
+      if (joining && lastViews.some((v) => v.name === joining && v.member?.healthy && !v.member.learner)) joining = undefined;
       emit({ type: "observed", pass, nodes: lastViews, ms: Date.now() - tObs });
 
       // Decide.
       const op = decide(snapshot, o.stack);
       emit({ type: "decision", pass, operation: op });
-      if (op.kind !== "wait") waits.clear();
+      // A decision other than waiting ends every wait except etcd refusals being retried.
+      if (op.kind !== "wait") for (const k of [...waits.keys()]) if (!k.startsWith("retry:")) waits.delete(k);
 
       if (!confirmed && MUTATING.has(op.kind)) {
         confirmed = await o.confirm!(plannedReplacements(stored.nodes, intent));
         if (!confirmed) return finish("cancelled", "not confirmed; nothing was changed");
       }
+      if (MUTATING.has(op.kind) && o.beforeOperation) await o.beforeOperation(op, snapshot);
       if (MEMBERSHIP.has(op.kind) && !snapshotPath && access && etcd) {
         snapshotPath = await takeSnapshot(access, snapshot, o.stack, emit, timed);
       }
@@ -210,8 +220,9 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
         case "surge": {
           operations++;
           waits.set(`join:${op.entry.name}`, Date.now());
+          joining = op.entry.name;
           try {
-            await up(stored.nodes, [...stored.nodes, op.entry], op, op.entry.name);
+            await up(stored.nodes, [...stored.nodes, placeNewNode(cfg, op.entry, stored.nodes)], op, op.entry.name);
           } catch (e) {
             // The next pass finds the half-made node and rolls it back (or pauses).
             emit({ type: "phase", phase: "provision", operation: op.kind, node: op.entry.name, ms: 0, ok: false, detail: firstLines((e as Error).message) });
@@ -247,12 +258,30 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
           const leaderNode = lastViews.find((v) => v.member?.leader)?.name;
           const via = (exclude?: string) => lastViews.find((v) => v.member && !v.member.learner && v.member.healthy && v.name !== exclude)?.name ?? leaderNode!;
           const subject = op.kind === "move-leader" ? op.from : op.kind === "remove-stray-member" ? op.name : op.node;
-          await timed("etcd", op.kind, subject, async () => {
-            if (op.kind === "promote") await a.memberPromote(via(op.node), op.memberId);
-            else if (op.kind === "move-leader") await a.moveLeader(op.from, op.toId);
-            else if (op.kind === "remove-member") await a.memberRemove(via(op.node), op.memberId);
-            else await a.memberRemove(via(), op.memberId);
-          });
+          try {
+            await timed("etcd", op.kind, subject, async () => {
+              if (op.kind === "promote") await a.memberPromote(via(op.node), op.memberId);
+              else if (op.kind === "move-leader") await a.moveLeader(op.from, op.toId);
+              else if (op.kind === "remove-member") await a.memberRemove(via(op.node), op.memberId);
+              else await a.memberRemove(via(), op.memberId);
+            });
+            waits.delete(`retry:${op.kind}:${subject}`);
+          } catch (e) {
+            // etcd's own guards (a member connected for less than 5 s does not count as
+            // active; a learner not yet in sync; a leader election) refuse for a moment:
+            // observe again and retry, within the settle deadline. Anything else stops.
+            const message = (e as Error).message;
+            if (!RETRYABLE_ETCD.test(message)) throw e;
+            const key = `retry:${op.kind}:${subject}`;
+            const started = waits.get(key) ?? Date.now();
+            waits.set(key, started);
+            if (Date.now() - started > intent.timeouts.settleSeconds * 1000) {
+              return finish("failed", `etcd kept refusing ${op.kind} of ${subject} for ${intent.timeouts.settleSeconds}s: ${message.split("\n")[0]}`);
+            }
+            emit({ type: "phase", phase: "etcd", operation: op.kind, node: subject, ms: 0, ok: false, detail: `etcd refused for now, will retry: ${message.split("\n")[0]}` });
+            await timed("wait", "wait", subject, () => pollInterval(o.pollMs ?? 500, o.signal));
+            operations--;
+          }
           continue;
         }
       }

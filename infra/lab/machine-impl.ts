@@ -52,6 +52,11 @@ function releaseAddress(i: LabMachineInputs): void {
   }
 }
 
+/** A locally administered unicast MAC derived from the IPv4 address. */
+export function macFor(address: string): string {
+  return ["02", "6d", ...address.split(".").map((o) => Number(o).toString(16).padStart(2, "0"))].join(":");
+}
+
 function sshdConfig(address: string): string {
   return [
     `ListenAddress ${address}`,
@@ -148,6 +153,9 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
   await sh("ip", ["link", "set", peerIf, "netns", ns]);
   await sh("ip", ["link", "set", hostIf, "master", i.bridge, "up"]);
   await sh("ip", ["-n", ns, "link", "set", peerIf, "name", "eth0"]);
+  // The MAC follows the address: when an address is used again by a later machine, the
+  // neighbour caches of the host and the other machines are still right (no 30 s of ARP staleness).
+  await sh("ip", ["-n", ns, "link", "set", "eth0", "address", macFor(address)]);
   await sh("ip", ["-n", ns, "addr", "add", `${address}/${subnet.bits}`, "dev", "eth0"]);
   await sh("ip", ["-n", ns, "link", "set", "eth0", "up"]);
   await sh("ip", ["-n", ns, "link", "set", "lo", "up"]);

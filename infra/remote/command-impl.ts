@@ -25,22 +25,24 @@ async function connectWithDeadline(c: RemoteCommandInputs["connection"]): Promis
   throw new Error(`could not reach ${c.host}:${c.port ?? 22} over SSH within ${CONNECT_DEADLINE_MS / 1000}s: ${String(last)}`);
 }
 
-async function runScript(inputs: RemoteCommandInputs, script: string, what: string, stdin?: string): Promise<string> {
+async function runScript(inputs: RemoteCommandInputs, script: string, what: string, stdin?: string): Promise<{ stdout: string; stderr: string }> {
   const ssh = await connectWithDeadline(inputs.connection);
   try {
     const env = envPrefix(inputs.environment ?? {});
     const cmd = `${env}exec bash -euo pipefail -c ${shellQuote(script)}`;
     const r = await ssh.exec(cmd, { stdin: stdin ?? "" });
     if (r.code !== 0) throw new RemoteCommandError(inputs.connection.host, what, r.code, r.stderr);
-    return r.stdout;
+    return { stdout: r.stdout, stderr: r.stderr };
   } finally {
     ssh.close();
   }
 }
 
 export async function create(inputs: RemoteCommandInputs): Promise<{ id: string; outs: RemoteCommandInputs & RemoteCommandOutputs }> {
-  const stdout = await runScript(inputs, inputs.create, "create script", inputs.stdin);
-  return { id: randomUUID(), outs: { ...inputs, stdout: stdout.slice(-4096) } };
+  const t0 = Date.now();
+  const { stdout, stderr } = await runScript(inputs, inputs.create, "create script", inputs.stdin);
+  // Scripts log progress on stderr (never secrets); the tail is kept for diagnosis.
+  return { id: randomUUID(), outs: { ...inputs, stdout: stdout.slice(-4096), stderr: stderr.slice(-4096), createMs: Date.now() - t0 } };
 }
 
 export function diff(olds: RemoteCommandInputs, news: RemoteCommandInputs) {

@@ -43,6 +43,9 @@ export interface RemoteCommandInputs {
 
 export interface RemoteCommandOutputs {
   stdout: string;
+  stderr: string;
+  /** How long the create script ran. */
+  createMs: number;
 }
 
 const provider: pulumi.dynamic.ResourceProvider = {
@@ -59,11 +62,13 @@ const provider: pulumi.dynamic.ResourceProvider = {
 
 export class RemoteCommand extends pulumi.dynamic.Resource {
   declare readonly stdout: pulumi.Output<string>;
+  declare readonly stderr: pulumi.Output<string>;
+  declare readonly createMs: pulumi.Output<number>;
 
   constructor(name: string, args: RemoteCommandArgs, opts?: pulumi.CustomResourceOptions) {
     // The connection (private key) and stdin are kept in the outputs because delete needs
     // them; they stay encrypted in the state.
     const secrets = { additionalSecretOutputs: ["connection", "stdin"] };
-    super(provider, name, { ...args, stdout: undefined }, pulumi.mergeOptions(opts, secrets), "molt", "RemoteCommand");
+    super(provider, name, { ...args, stdout: undefined, stderr: undefined, createMs: undefined }, pulumi.mergeOptions(opts, secrets), "molt", "RemoteCommand");
   }
 }

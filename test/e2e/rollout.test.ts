@@ -172,8 +172,8 @@ describe("rollout on the lab (e2e)", function () {
     assert.match(s.reason, /etcd|join|create script/i);
     figures.rollbackWallMs = s.wallMs;
     assert.deepEqual((await stored()).nodes.map((n) => n.name).sort(), before, "old nodes untouched");
-    await assertConverged("lab-v1");
     wd.writeStackConfig(STACK, stackYaml("lab-v1"));
+    await assertConverged("lab-v1");
   });
 
   for (const point of ["surge", "promote-or-verify", "remove-member", "prune"] as const) {

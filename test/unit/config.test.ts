@@ -96,11 +96,15 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       assert.equal(load(stackYaml(["molt:provider: lab", 'molt:replicas: "5"', "molt:image: lab-v1"])).intent.replicas, 5);
     });
 
-    it("parses a cloud stack: Kubernetes version without the v, no lab settings, other keys passed through", () => {
-      const c = load(stackYaml([...awsLines.filter((l) => !l.startsWith("molt:kubernetesVersion")), "molt:kubernetesVersion: v1.34.2", "molt:aws: { instanceType: m6i.large }"]), "prod");
+    it("parses a cloud stack: Kubernetes version without the v, no lab settings, typed cloud settings", () => {
+      const root = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) => existsSync(join(r, "stacks", "Pulumi.aws.yaml")));
+      assert.ok(root, "stacks/Pulumi.aws.yaml not found");
+      const text = readFileSync(join(root, "stacks", "Pulumi.aws.yaml"), "utf8").replace(/^(\s*molt:kubernetesVersion:\s*)\S+/m, "$1v1.34.2");
+      const c = load(text, "prod");
       assert.equal(c.intent.provider, "aws");
       assert.equal(c.intent.kubernetesVersion, "1.34.2");
       assert.equal(c.lab, undefined);
+      assert.equal(c.cloud?.provider, "aws");
     });
 
     it("accepts the repository's example stacks", () => {

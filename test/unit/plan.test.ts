@@ -46,6 +46,8 @@ interface World {
   expired: string[];
   etcdError?: string;
   nextId: number;
+  /** The node the simulated run surged and has not yet seen healthy (Snapshot.joining). */
+  joining?: string;
 }
 
 function makeIntent(o: { replicas?: number; image?: string; kubernetesVersion?: string; maxSurge?: 0 | 1; onFailure?: "rollback" | "pause"; maxAppliedLag?: number } = {}): Intent {
@@ -102,8 +104,11 @@ function snapshotOf(w: World): Snapshot {
   }));
   const status: Record<string, StatusResult> = {};
   for (const n of w.nodes) status[n.entry.name] = statusOf(w, n);
+  // Like the loop: the node a run added stops being "joining" once seen as a healthy voter.
+  const j = w.nodes.find((n) => n.entry.name === w.joining);
+  if (!j || (j.member && j.member.started && !j.member.learner && j.health === "ok")) w.joining = undefined;
   const anyAnswers = Object.values(status).some((r) => r.ok);
-  const base = { intent: w.intent, nodes: w.nodes.map((n) => n.entry), endpoints, expired: [...w.expired] };
+  const base = { intent: w.intent, nodes: w.nodes.map((n) => n.entry), endpoints, expired: [...w.expired], ...(w.joining ? { joining: w.joining } : {}) };
   if (w.nodes.length === 0) return base;
   // Members and alarms are read through some node's tunnel: none answering, nothing observed.
   if (w.etcdError !== undefined || !anyAnswers) return { ...base, etcdError: w.etcdError ?? "no endpoint answered" };
@@ -153,11 +158,12 @@ interface WorldOpts {
   alarms?: Alarm[];
   expired?: string[];
   etcdError?: string;
+  joining?: string;
 }
 
 function world(nodes: SimNode[], o: WorldOpts = {}): World {
   const leader = o.leader === null ? undefined : typeof o.leader === "string" ? o.leader : idOf(o.leader ?? 1);
-  return { intent: makeIntent(o.intent), nodes, strays: o.strays ?? [], leader, alarms: o.alarms ?? [], expired: o.expired ?? [], etcdError: o.etcdError, nextId: 100 };
+  return { intent: makeIntent(o.intent), nodes, strays: o.strays ?? [], leader, alarms: o.alarms ?? [], expired: o.expired ?? [], etcdError: o.etcdError, nextId: 100, ...(o.joining ? { joining: o.joining } : {}) };
 }
 
 const plan = (nodes: SimNode[], o: WorldOpts = {}): Operation => decide(snapshotOf(world(nodes, o)), STACK);
@@ -344,8 +350,19 @@ describe("planner (orchestrator/plan.ts)", () => {
 
     it("rolls back a new voter that never became healthy", () => {
       const nodes = [N(1), N(2), N(3), N(4, NEW, { health: "down" })];
-      expectOp(plan(nodes), "wait", { key: "join:lab-cp-4", node: "lab-cp-4" });
-      expectOp(plan(nodes, { expired: ["join:lab-cp-4"] }), "rollback", { node: "lab-cp-4", memberId: idOf(4) });
+      expectOp(plan(nodes, { joining: "lab-cp-4" }), "wait", { key: "join:lab-cp-4", node: "lab-cp-4" });
+      expectOp(plan(nodes, { joining: "lab-cp-4", expired: ["join:lab-cp-4"] }), "rollback", { node: "lab-cp-4", memberId: idOf(4) });
+    });
+
+    it("never rolls back an unhealthy up-to-date node this run did not add: it refuses instead", () => {
+      const nodes = [N(1, NEW), N(2, NEW), N(3, NEW, { health: "down" })];
+      expectOp(plan(nodes), "wait", { key: "health:lab-cp-3", node: "lab-cp-3" });
+      expectOp(plan(nodes, { expired: ["health:lab-cp-3", "join:lab-cp-3"] }), "refuse", { condition: "EtcdMemberHealthy" });
+    });
+
+    it("does not promote a caught-up learner that sees no leader", () => {
+      const nodes = [N(1), N(2, NEW, { learner: true, health: "no-leader" })];
+      expectOp(plan(nodes, { intent: { replicas: 1 } }), "wait", { key: "join:lab-cp-2" });
     });
 
     it("pauses instead with onFailure pause", () => {
@@ -553,6 +570,7 @@ describe("planner (orchestrator/plan.ts)", () => {
             assert.equal(op.entry.init, op.kind === "create-first");
             const id = idOf(w.nextId++);
             const first = op.kind === "create-first";
+            w.joining = first ? undefined : op.entry.name;
             const learner = !first && joinAsLearner;
             w.nodes.push({
               entry: op.entry,
@@ -565,8 +583,7 @@ describe("planner (orchestrator/plan.ts)", () => {
           }
           case "promote": {
             const n = node(op.node);
-            // Known gap: plan.ts promotes a caught-up learner even while it reports no leader ("0").
-            assert.ok(n.member?.learner && n.member.id === op.memberId && n.member.started && (n.health === "ok" || n.health === "no-leader"), "promotes a started, caught-up learner");
+            assert.ok(n.member?.learner && n.member.id === op.memberId && n.member.started && n.health === "ok", "promotes a started, caught-up learner that follows the leader");
             n.member.learner = false;
             break;
           }

@@ -11,7 +11,7 @@ ETCDCTL=/usr/local/bin/etcdctl
 export ETCDCTL_API=3
 deadline=$(( $(date +%s) + ${DEADLINE_SECONDS:-300} ))
 
-log() { printf '[%s] %s\n' "$NODE_NAME" "$*" >&2; }
+log() { printf '%s [%s] %s\n' "$(date +%T.%3N)" "$NODE_NAME" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 expired() { [ "$(date +%s)" -ge "$deadline" ]; }
 

@@ -4,6 +4,7 @@
 # Extra inputs: JOIN_ENDPOINTS (client URLs of healthy voters); stdin: the etcd CA
 # certificate followed by its key (PEM), fetched from a healthy node.
 [ -n "${JOIN_ENDPOINTS:-}" ] || die "JOIN_ENDPOINTS is empty"
+log "joining through $JOIN_ENDPOINTS"
 if [ ! -f "$PKI/ca.key" ]; then
   material=$(cat)
   printf '%s\n' "$material" | awk '/BEGIN CERTIFICATE/,/END CERTIFICATE/' > "$PKI/ca.crt"
@@ -37,9 +38,11 @@ if [ ! -d "$DATA/member" ]; then
     $3 != "" && $4 != url { printf "%s%s=%s", sep, $3, $4; sep = "," }
     END { printf "%s%s=%s", sep, me, url }')
   write_config "$cluster" existing
+  log "member added; initial cluster $cluster"
 fi
 start_etcd
 wait_for "etcd to serve on $NODE_NAME" local_status_ok
+log "etcd serving"
 
 member_id=$(member_line | cut -d, -f1)
 [ -n "$member_id" ] || die "this node is not a member of the cluster"
@@ -49,6 +52,7 @@ if [ "$is_learner" = "true" ]; then
   leader_applied=$(ctl "$JOIN_ENDPOINTS" endpoint status -w fields | awk '/"RaftAppliedIndex"/ { if ($3 > m) m = $3 } END { print m + 0 }')
   caught_up() { etcd_alive_or_die; [ "$(local_ctl endpoint status -w fields | awk '/"RaftAppliedIndex"/ { print $3 }')" -ge "$leader_applied" ]; }
   wait_for "the learner to catch up to applied index $leader_applied" caught_up
+  log "caught up to $leader_applied"
   until out=$(ctl "$JOIN_ENDPOINTS" member promote "$member_id" 2>&1); do
     case "$out" in
       *"not a learner"*) break ;;
