@@ -29,7 +29,11 @@ const labSchema = z
     name: z.string().regex(nameRe, "a lowercase DNS label of at most 32 characters").optional(),
     root: z.string().startsWith("/", "an absolute path").optional(),
     bridge: z.string().regex(/^[a-zA-Z0-9_-]{1,15}$/, "a Linux interface name of at most 15 characters").optional(),
-    subnet: z.string().regex(/^\d+\.\d+\.\d+\.0\/24$/, "an IPv4 /24 such as 10.77.0.0/24").optional(),
+    subnet: z
+      .string()
+      .regex(/^\d+\.\d+\.\d+\.0\/24$/, "an IPv4 /24 such as 10.77.0.0/24")
+      .refine((v) => v.split("/")[0].split(".").every((o) => Number(o) <= 255), "an IPv4 /24 such as 10.77.0.0/24 (octets 0-255)")
+      .optional(),
     lbPort: z.number().int().min(1).max(65535).optional(),
   })
   .strict();
@@ -121,33 +125,26 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
   }
   const config = (doc as { config?: unknown } | null)?.config;
   if (!config || typeof config !== "object") throw new InvalidConfigError(file, ["it has no `config:` map"]);
-  const r = configSchema.safeParse(config);
+  // reportInput: errors quote the value that was given.
+  const r = configSchema.safeParse(config, { reportInput: true });
   const raw = config as Record<string, unknown>;
+  // Rules across keys are checked on the raw values too, so every problem is reported at once.
+  const crossProblems = crossFieldProblems(raw, stack);
   const cloudSections = isCloudKind(raw["molt:provider"]) ? parseCloudSections(raw["molt:provider"], config) : undefined;
   if (!r.success || cloudSections?.ok === false) {
     const issues = r.success ? [] : r.error.issues;
     // A key both schemas refuse is reported once, with the general schema's message.
     const reported = new Set(issues.map((i) => i.path.join(".")));
     const cloudIssues = cloudSections?.ok === false ? cloudSections.issues.filter((i) => !reported.has(i.path.join("."))) : [];
-    throw new InvalidConfigError(file, [...issues, ...cloudIssues].map(describeIssue));
+    throw new InvalidConfigError(file, [...[...issues, ...cloudIssues].map(describeIssue), ...crossProblems]);
   }
   const c = r.data;
-  const problems: string[] = [];
-  const maxSurge = c["molt:rollout"]?.maxSurge ?? 1;
-  if (maxSurge === 0 && c["molt:replicas"] < 3) {
-    problems.push(`molt:rollout.maxSurge: 0 (retire first) needs at least 3 replicas, or the cluster would lose quorum; use maxSurge 1`);
-  }
-  if (c["molt:provider"] === "lab" && c["molt:kubernetesVersion"] !== undefined) {
-    problems.push("molt:kubernetesVersion: the lab runs etcd-only clusters in this version of molt; remove the key");
-  }
-  if (c["molt:provider"] === "lab" && (c["molt:ssh"]?.privateKey !== undefined || c["molt:ssh"]?.port !== undefined)) {
-    problems.push("molt:ssh: the lab makes its own client key and knows its machines' ports; only user applies there");
-  }
+  const problems: string[] = [...crossProblems];
   const cloud = cloudSections?.ok ? cloudConfig(cloudSections.value, raw, problems) : undefined;
   if (problems.length) throw new InvalidConfigError(file, problems);
 
   const lab = c["molt:lab"];
-  const labName = lab?.name ?? stack.toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 32);
+  const labName = lab?.name ?? derivedLabName(stack);
   return {
     file,
     sshUser: cloud?.ssh.user ?? c["molt:ssh"]?.user ?? "root",
@@ -157,7 +154,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
       image: c["molt:image"],
       ...(c["molt:kubernetesVersion"] ? { kubernetesVersion: c["molt:kubernetesVersion"].replace(/^v/, "") } : {}),
       rollout: {
-        maxSurge,
+        maxSurge: c["molt:rollout"]?.maxSurge ?? 1,
         onFailure: c["molt:rollout"]?.onFailure ?? "rollback",
         maxAppliedLag: c["molt:rollout"]?.maxAppliedLag ?? 1000,
       },
@@ -178,6 +175,53 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
         : undefined,
     ...(cloud ? { cloud } : {}),
   };
+}
+
+const KNOWN_KEYS = [
+  "molt:provider",
+  "molt:replicas",
+  "molt:image",
+  "molt:kubernetesVersion",
+  "molt:rollout",
+  "molt:timeouts",
+  "molt:ssh",
+  "molt:lab",
+  "molt:failureDomains",
+  "molt:bootstrap",
+  "molt:aws",
+  "molt:azure",
+  "molt:vsphere",
+  "molt:vsphereAntiAffinity",
+];
+
+function derivedLabName(stack: string): string {
+  return stack.toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 32);
+}
+
+/** Rules that span keys, on raw values (so they are reported even when other keys are invalid). */
+function crossFieldProblems(raw: Record<string, unknown>, stack: string): string[] {
+  const problems: string[] = [];
+  const replicas = typeof raw["molt:replicas"] === "string" ? Number(raw["molt:replicas"]) : raw["molt:replicas"];
+  const rolloutRaw = raw["molt:rollout"] as { maxSurge?: unknown } | undefined;
+  if (rolloutRaw?.maxSurge === 0 && typeof replicas === "number" && replicas < 3) {
+    problems.push(`molt:rollout.maxSurge: 0 (retire first) needs at least 3 replicas, or the cluster would lose quorum; use maxSurge 1`);
+  }
+  if (raw["molt:provider"] === "lab") {
+    if (raw["molt:kubernetesVersion"] !== undefined) problems.push("molt:kubernetesVersion: the lab runs etcd-only clusters in this version of molt; remove the key");
+    const ssh = raw["molt:ssh"] as { privateKey?: unknown; port?: unknown } | undefined;
+    if (ssh && (ssh.privateKey !== undefined || ssh.port !== undefined)) problems.push("molt:ssh: the lab makes its own client key and knows its machines' ports; only user applies there");
+    const lab = raw["molt:lab"] as { name?: unknown } | undefined;
+    if (lab?.name === undefined && !nameRe.test(derivedLabName(stack))) {
+      problems.push(`molt:lab.name: the stack name "${stack}" does not make a valid lab name (a lowercase DNS label); set molt:lab.name`);
+    }
+  }
+  // A misspelt molt: key would otherwise be ignored silently.
+  for (const key of Object.keys(raw)) {
+    if (key.startsWith("molt:") && !KNOWN_KEYS.includes(key) && key !== "molt:sshUser") {
+      problems.push(`${key}: not a molt setting (known: ${KNOWN_KEYS.join(", ")})`);
+    }
+  }
+  return problems;
 }
 
 function describeIssue(i: z.core.$ZodIssue): string {

@@ -208,6 +208,32 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       }
     });
 
+    it("reports schema and cross-field problems in one go", () => {
+      const problems = problemsOf(stackYaml(["molt:provider: lab", "molt:replicas: 1", "molt:image: ''", "molt:rollout: { maxSurge: 0 }"]));
+      assert.ok(problems.some((p) => p.startsWith("molt:image:")), JSON.stringify(problems));
+      assert.ok(problems.some((p) => p.startsWith("molt:rollout.maxSurge:")), JSON.stringify(problems));
+    });
+
+    it("quotes the value that was given", () => {
+      const problems = problemsOf(stackYaml(["molt:provider: lab", "molt:replicas: 4", "molt:image: lab-v1"]));
+      assert.ok(problems.some((p) => p.startsWith("molt:replicas:") && p.includes("(got 4)")), JSON.stringify(problems));
+    });
+
+    it("refuses a subnet with an impossible octet", () => {
+      const problems = problemsOf(stackYaml([...labLines, "molt:lab: { subnet: 300.77.0.0/24 }"]));
+      assert.ok(problems.some((p) => p.startsWith("molt:lab.subnet:")), JSON.stringify(problems));
+    });
+
+    it("refuses a stack name that makes no valid lab name unless molt:lab.name is set", () => {
+      assert.ok(problemsOf(stackYaml(labLines), "_lab.").some((p) => p.startsWith("molt:lab.name:")));
+      assert.equal(load(stackYaml([...labLines, "molt:lab: { name: ok }"]), "_lab.").lab?.lab, "ok");
+    });
+
+    it("refuses a misspelt molt: section instead of ignoring it", () => {
+      const problems = problemsOf(stackYaml([...labLines, "molt:rolout: { maxSurge: 0 }"]));
+      assert.ok(problems.some((p) => p.startsWith("molt:rolout:") && p.includes("not a molt setting")), JSON.stringify(problems));
+    });
+
     it("reports every cross-field problem together", () => {
       const problems = problemsOf(stackYaml(["molt:provider: lab", "molt:replicas: 1", "molt:image: lab-v1", "molt:rollout: { maxSurge: 0 }", "molt:kubernetesVersion: 1.34.2"]));
       assert.equal(problems.length, 2);
