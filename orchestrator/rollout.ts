@@ -300,8 +300,8 @@ function firstLines(s: string, n = 6): string {
 function pollInterval(ms: number, signal?: AbortSignal): Promise<void> {
   // The interval between observations while a condition (with its own deadline) is awaited.
   return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+    const poll = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => (clearTimeout(poll), resolve()), { once: true });
   });
 }
 

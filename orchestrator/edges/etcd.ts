@@ -98,7 +98,9 @@ export class EtcdAccess {
           tunnels.set(n.name, { node: n.name, ssh: session, port: fwd.port, close: fwd.close });
           if (!credentials) {
             const pki = "/etc/kubernetes/pki/etcd";
-            const r = await session.exec(`cat ${pki}/ca.crt; echo '--molt--'; cat ${pki}/healthcheck-client.crt; echo '--molt--'; cat ${pki}/healthcheck-client.key`);
+            // kubeadm's PKI is root-only; cloud images log in as a sudo-capable user.
+            const cat = ssh.user === "root" ? "cat" : "sudo -n cat";
+            const r = await session.exec(`${cat} ${pki}/ca.crt; echo '--molt--'; ${cat} ${pki}/healthcheck-client.crt; echo '--molt--'; ${cat} ${pki}/healthcheck-client.key`);
             const parts = r.stdout.split("--molt--\n");
             if (r.code === 0 && parts.length === 3 && !credentials) credentials = { ca: parts[0], cert: parts[1], key: parts[2] };
           }
@@ -206,8 +208,9 @@ export class EtcdAccess {
     if (!ssh) throw new EtcdUnreachableError(`no session to ${node}`);
     if (!/^\d+$/.test(revision)) throw new Error(`invalid revision ${revision}`);
     const pki = "/etc/kubernetes/pki/etcd";
+    const sudo = ssh.target.user === "root" ? "" : "sudo -n ";
     const out = await ssh.run(
-      `ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert=${pki}/ca.crt --cert=${pki}/healthcheck-client.crt --key=${pki}/healthcheck-client.key endpoint hashkv --rev=${revision} -w json`,
+      `${sudo}env ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert=${pki}/ca.crt --cert=${pki}/healthcheck-client.crt --key=${pki}/healthcheck-client.key endpoint hashkv --rev=${revision} -w json`,
       `hashKV on ${node}`,
     );
     const parsed = JSON.parse(out) as { HashKV: { hash: number; compact_revision: number } }[];
