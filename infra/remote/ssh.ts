@@ -2,6 +2,7 @@
 // path that accepts an unknown key, so a node that answers with another key is refused.
 import { Client, type ClientChannel, type ConnectConfig, utils } from "ssh2";
 import { createServer, type AddressInfo, type Server } from "node:net";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
 
 export interface SshTarget {
   host: string;
@@ -203,8 +204,36 @@ export function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
-/** Generates an ed25519 key pair in OpenSSH format. */
+/**
+ * Generates an ed25519 key pair in OpenSSH format from node:crypto. (ssh2's own generator
+ * drops leading zero bytes of the key material, so about one key in 128 is one OpenSSH
+ * refuses to load: "error in libcrypto".)
+ */
 export function generateSshKeyPair(comment: string): { privateKey: string; publicKey: string } {
-  const k = utils.generateKeyPairSync("ed25519", { comment });
-  return { privateKey: k.private, publicKey: k.public };
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const pub = Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url");
+  const seed = Buffer.from(privateKey.export({ format: "jwk" }).d!, "base64url");
+  if (pub.length !== 32 || seed.length !== 32) throw new Error("unexpected ed25519 key length");
+  const str = (b: Buffer | string) => {
+    const buf = typeof b === "string" ? Buffer.from(b) : b;
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(buf.length);
+    return Buffer.concat([len, buf]);
+  };
+  const u32 = (n: number) => {
+    const b = Buffer.alloc(4);
+    b.writeUInt32BE(n);
+    return b;
+  };
+  const pubBlob = Buffer.concat([str("ssh-ed25519"), str(pub)]);
+  const check = randomBytes(4).readUInt32BE(0);
+  let section = Buffer.concat([u32(check), u32(check), str("ssh-ed25519"), str(pub), str(Buffer.concat([seed, pub])), str(comment)]);
+  const pad = (8 - (section.length % 8)) % 8;
+  section = Buffer.concat([section, Buffer.from(Array.from({ length: pad }, (_, i) => i + 1))]);
+  const body = Buffer.concat([Buffer.from("openssh-key-v1\0"), str("none"), str("none"), str(""), u32(1), str(pubBlob), str(section)]).toString("base64");
+  const wrapped = body.match(/.{1,70}/g)!.join("\n");
+  return {
+    privateKey: `-----BEGIN OPENSSH PRIVATE KEY-----\n${wrapped}\n-----END OPENSSH PRIVATE KEY-----\n`,
+    publicKey: `ssh-ed25519 ${pubBlob.toString("base64")} ${comment}`,
+  };
 }

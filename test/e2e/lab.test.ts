@@ -9,7 +9,8 @@ import { generateSshKeyPair, HostKeyMismatchError, SshSession } from "../../infr
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { openStack } from "../../orchestrator/stack/driver";
 import { makeWorkDir, type TestWorkDir } from "../support/workdir";
-import { labLeftovers, startProbe, testLab } from "../support/lab";
+import { labLeftovers, testLab } from "../support/lab";
+import { startClusterProbe } from "../support/probe";
 
 const lab = testLab(1);
 const entry = (name: string, generation: number, init = false): NodeEntry => ({ name, image: "lab-v1", role: "control-plane", generation, init });
@@ -95,9 +96,8 @@ describe("the lab (e2e)", function () {
   });
 
   it("adds a fourth machine and removes the first by hand through the stack, keeping quorum throughout", async () => {
-    // The probe has its own tunnels to the two nodes that stay throughout.
-    const { access: probeAccess } = await access();
-    const probe = startProbe(() => probeAccess, () => ["n2", "n3"]);
+    // The probe has its own tunnels, following the lab's machines as they come and go.
+    const probe = startClusterProbe(lab, (await stack.outputs()).sshPrivateKey.value as string);
     const four = await upWith([entry("n1", 1, true), entry("n2", 2), entry("n3", 3), entry("n4", 4)]);
     timings.joinOneMemberUpMs = four.ms;
     const previous = etcd!;
@@ -116,7 +116,6 @@ describe("the lab (e2e)", function () {
     const pruned = await upWith([entry("n2", 2), entry("n3", 3), entry("n4", 4)]);
     timings.pruneOneUpMs = pruned.ms;
     const report = await probe.stop();
-    await probeAccess.close();
     timings.probeOk = report.ok;
     timings.probeFailed = report.failed;
     timings.probeLongestGapMs = report.longestGapMs;

@@ -3,9 +3,10 @@
 // maxSurge 0, rollback of a node that cannot join, and convergence after SIGKILL.
 import * as assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildProgram } from "../../infra/program";
+import { SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { inspect } from "../../orchestrator/inspect";
 import { readStoredState, type StoredState } from "../../orchestrator/observe";
@@ -47,7 +48,12 @@ describe("rollout on the lab (e2e)", function () {
     return readStoredState(stack);
   };
 
-  const rollout = (...extra: string[]) => runCli(["rollout", "--stack", STACK, "--yes", "--json", ...extra], env);
+  const outputs: string[] = [];
+  const rollout = async (...extra: string[]) => {
+    const run = await runCli(["rollout", "--stack", STACK, "--yes", "--json", ...extra], env);
+    outputs.push(run.stdout, run.stderr);
+    return run;
+  };
 
   /** Everything that must hold after any converged run. */
   async function assertConverged(image: string, probe?: ProbeReport): Promise<void> {
@@ -209,6 +215,28 @@ describe("rollout on the lab (e2e)", function () {
       await assertConverged(target);
     });
   }
+
+  it("never shows a secret in its output, events or state in the clear", async () => {
+    const st = await stored();
+    const keyBody = (pem: string) => pem.split("\n").filter((l) => l && !l.startsWith("-----")).join("");
+    const node = st.endpoints[0];
+    const ssh = await SshSession.connect({ host: node.sshHost, port: node.sshPort, user: st.sshUser, privateKey: st.sshPrivateKey!, hostKey: node.hostPublicKey });
+    const caKey = await ssh.run("cat /etc/kubernetes/pki/etcd/ca.key", "read CA key");
+    const hostKey = await ssh.run("cat /etc/ssh/ssh_host_ed25519_key", "read host key");
+    ssh.close();
+    const secrets = { "SSH client key": keyBody(st.sshPrivateKey!), "etcd CA key": keyBody(caKey), "host key": keyBody(hostKey) };
+    const stateDir = join(wd.dir, "state", ".pulumi", "stacks", "molt");
+    const state = readdirSync(stateDir).map((f) => readFileSync(join(stateDir, f), "utf8")).join("\n");
+    const haystack = outputs.join("\n");
+    assert.ok(outputs.length >= 10, "the CLI's output of every run was collected");
+    for (const [what, body] of Object.entries(secrets)) {
+      assert.ok(body.length > 40, `${what} read`);
+      // Compare on a long slice of the base64 body (line-wrapping differs between places).
+      const probe = body.slice(8, 48);
+      assert.ok(!haystack.includes(probe), `${what} appears in the CLI's output`);
+      assert.ok(!state.replace(/\\n|\s/g, "").includes(probe), `${what} is in the stack state unencrypted`);
+    }
+  });
 
   it("leaves no engine lock and no molt lock behind", () => {
     const locks = execFileSync("find", [join(wd.dir, "state"), join(wd.dir, "home"), "-path", "*locks*", "-type", "f", "-name", "*.json"], { encoding: "utf8" }).trim();

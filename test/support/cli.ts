@@ -1,5 +1,6 @@
 // Runs molt's CLI as a user would (a child process), collecting its --json events.
 import { spawn, type ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { distDir } from "../../orchestrator/stack/engine";
 
@@ -55,6 +56,17 @@ export function startCli(args: string[], env: Record<string, string>, onEvent?: 
         process.kill(-child.pid!, "SIGKILL");
       } catch {
         /* already gone */
+      }
+      // The engine starts its plugins in process groups of their own: a killed job's
+      // cgroup would take them too, so do the same for plugins working in this project.
+      const project = env.MOLT_PROJECT_DIR;
+      if (!project) return;
+      for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+        try {
+          if (readlinkSync(`/proc/${pid}/cwd`) === project && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("dynamic-provider")) process.kill(Number(pid), "SIGKILL");
+        } catch {
+          /* gone, or not ours to read */
+        }
       }
     },
   };
