@@ -177,6 +177,11 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
           access = undefined;
         }
       }
+      // A failed surge whose node never reached the stored list (its machine did not come
+      // up) has nothing left to undo: stop here rather than surge again.
+      if (rollingBack && !stored.nodes.some((n) => n.name === rollingBack)) {
+        return finish("rolled-back", `new node ${rollingBack} could not be created (its machine did not come up); the existing nodes were left untouched, and what little of it the stack still holds goes with the next run`);
+      }
       const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, ...(etcd ? { etcd } : {}), ...(etcdError ? { etcdError } : {}), expired: [...expired], ...(joining ? { joining } : {}) };
       lastViews = nodeViews(snapshot);
       if (joining && lastViews.some((v) => v.name === joining && v.member?.healthy && !v.member.learner)) joining = undefined;
