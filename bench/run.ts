@@ -109,9 +109,12 @@ async function main(): Promise<void> {
   mkdirSync(outDir, { recursive: true });
   const result: Record<string, unknown> = { date: new Date().toISOString(), quick, machine: { cpus: require("node:os").cpus().length } };
   const rows: [string, string][] = [];
+  // The JSON is rewritten after every figure, so a run stopped part-way keeps what it measured.
+  const save = () => writeFileSync(join(outDir, "latest.json"), JSON.stringify({ ...result, table: rows }, null, 2));
   const say = (k: string, v: string) => {
     rows.push([k, v]);
     console.log(`${k.padEnd(52)} ${v}`);
+    save();
   };
 
   // 1 + 3 + 6: a 3-node rollout, phase by phase; gate latency; the orchestrator's cost.
@@ -237,7 +240,7 @@ async function main(): Promise<void> {
     }
   }
 
-  writeFileSync(join(outDir, "latest.json"), JSON.stringify({ ...result, table: rows }, null, 2));
+  save();
   console.log(`\nwrote ${join(outDir, "latest.json")} and ${join(outDir, "timeline.svg")}`);
 }
 

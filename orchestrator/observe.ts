@@ -1,5 +1,5 @@
 // Observation: everything the planner needs, read once per pass into a Snapshot.
-import type { Stack } from "@pulumi/pulumi/automation";
+import type { OutputMap, Stack } from "@pulumi/pulumi/automation";
 import { z } from "zod";
 import { NODE_LIST_SCHEMA, type MoltOutputs } from "../infra/program";
 import { EtcdAccess, type Member } from "./edges/etcd";
@@ -54,7 +54,11 @@ export interface StoredState {
 
 /** The node list as the stack state holds it (empty for a new stack). */
 export async function readStoredState(stack: Stack): Promise<StoredState> {
-  const out = await stack.outputs();
+  return parseStoredState(stack, await stack.outputs());
+}
+
+/** Validates stack outputs (from `stack.outputs()` or an `up` result) into the stored state. */
+export async function parseStoredState(stack: Stack, out: OutputMap): Promise<StoredState> {
   if (!out.molt) {
     // A stack with resources but no molt output is not one molt created.
     const resources = (await stack.exportStack()).deployment?.resources ?? [];

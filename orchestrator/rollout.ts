@@ -12,7 +12,7 @@ import type { EtcdAccess } from "./edges/etcd";
 import type { NodeView, Phase, RolloutEvent, RolloutResultKind } from "./events";
 import { acquireLock, type HeldLock } from "./lock";
 import type { Intent, Operation, Snapshot } from "./model";
-import { ensureAccess, nodeViews, observeEtcd, readStoredState, type StoredState } from "./observe";
+import { ensureAccess, nodeViews, observeEtcd, parseStoredState, readStoredState, type StoredState } from "./observe";
 import { decide, isOutdated } from "./plan";
 import { placeNewNode, programInputFor } from "./program-input";
 import { openStack } from "./stack/driver";
@@ -130,6 +130,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const waits = new Map<string, number>();
   const expired = new Set<string>();
   let rollingBack: string | undefined;
+  /** The stored state as this run last read or wrote it (undefined: read it from the backend). */
+  let known: StoredState | undefined;
   /** The node this run surged and has not yet seen as a healthy voter. */
   let joining: string | undefined;
 
@@ -152,9 +154,13 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       const now = await readStoredState(theStack);
       if (JSON.stringify(now.nodes) !== JSON.stringify(prev)) throw new Error("the stored node list changed under this run; stopping without changes");
       theStack.workspace.program = buildProgram(programInputFor(cfg, next));
-      await timed("provision", op.kind, node, () =>
+      // The state is read from the backend again only after a failed up: while this run
+      // holds the stack's lock, the list it last wrote is the list in the backend.
+      known = undefined;
+      const result = await timed("provision", op.kind, node, () =>
         theStack.up({ ...(o.engineOutput ? { onOutput: (line: string) => emit({ type: "engine", line: line.trimEnd() }) } : {}) }),
       );
+      known = await parseStoredState(theStack, result.outputs);
     };
 
     for (let pass = 1; ; pass++) {
@@ -163,7 +169,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
 
       // Observe.
       const tObs = Date.now();
-      const stored: StoredState = await timed("observe", "wait", undefined, () => readStoredState(theStack));
+      const stored: StoredState = known ?? (await timed("observe", "wait", undefined, () => readStoredState(theStack)));
+      known = stored;
       let etcdError: string | undefined;
       let etcd: Snapshot["etcd"];
       if (stored.nodes.length > 0) {

@@ -3,6 +3,7 @@
 import { Client, type ClientChannel, type ConnectConfig, utils } from "ssh2";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { createWriteStream } from "node:fs";
 
 export interface SshTarget {
   host: string;
@@ -131,6 +132,36 @@ export class SshSession {
       try {
         // ssh2 throws synchronously once the connection is gone.
         this.client.exec(prefix + command, onExec);
+      } catch (e) {
+        reject(e);
+      }
+    });
+  }
+
+  /**
+   * Runs a command and streams its stdout into a local file (with flow control: large,
+   * binary output such as a database snapshot). Resolves with the bytes written.
+   */
+  execToFile(command: string, path: string, what: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const onExec = (err: Error | undefined, stream: ClientChannel) => {
+        if (err) return reject(err);
+        const out = createWriteStream(path, { mode: 0o600 });
+        let bytes = 0;
+        let stderr = "";
+        stream.on("data", (d: Buffer) => (bytes += d.length));
+        stream.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+        stream.pipe(out);
+        let code: number | null = null;
+        stream.on("exit", (c: number | null) => (code = c));
+        out.on("finish", () => (code === 0 || code === null ? resolve(bytes) : reject(new RemoteCommandError(this.target.host, what, code, stderr))));
+        out.on("error", reject);
+        stream.on("close", (c: number | null) => {
+          if ((c ?? code) !== 0) reject(new RemoteCommandError(this.target.host, what, c ?? code, stderr));
+        });
+      };
+      try {
+        this.client.exec(command, onExec);
       } catch (e) {
         reject(e);
       }

@@ -217,8 +217,31 @@ export class EtcdAccess {
     return { hash: String(parsed[0].HashKV.hash), compactRevision: String(parsed[0].HashKV.compact_revision ?? 0) };
   }
 
-  /** Saves a snapshot of one member's database to a local file. */
+  /**
+   * Saves a snapshot of one member's database to a local file: `etcdctl snapshot save` on
+   * the node (etcd streams it locally, fast), then the file comes over SSH with flow
+   * control, then the node's copy is removed.
+   */
   async snapshot(node: string, path: string): Promise<number> {
+    const ssh = this.session(node);
+    if (!ssh) throw new EtcdUnreachableError(`no session to ${node}`);
+    const sudo = ssh.target.user === "root" ? "" : "sudo -n ";
+    const pki = "/etc/kubernetes/pki/etcd";
+    const remote = `/var/lib/etcd-molt-snapshot-${process.pid}.db`;
+    // kubeadm nodes run etcd as a static pod and may have no etcdctl: stream over gRPC there.
+    if ((await ssh.exec("test -x /usr/local/bin/etcdctl")).code !== 0) return this.snapshotOverGrpc(node, path);
+    try {
+      await ssh.run(
+        `${sudo}env ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert=${pki}/ca.crt --cert=${pki}/healthcheck-client.crt --key=${pki}/healthcheck-client.key snapshot save ${remote} >/dev/null`,
+        `etcd snapshot on ${node}`,
+      );
+      return await ssh.execToFile(`${sudo}cat ${remote}`, path, `copying the snapshot from ${node}`);
+    } finally {
+      await ssh.exec(`${sudo}rm -f ${remote}`).catch(() => undefined);
+    }
+  }
+
+  private async snapshotOverGrpc(node: string, path: string): Promise<number> {
     const { createWriteStream } = await import("node:fs");
     const stream = await this.endpoint(node).maintenance.snapshot();
     const out = createWriteStream(path, { mode: 0o600 });
