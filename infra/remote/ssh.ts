@@ -241,9 +241,15 @@ export function shellQuote(s: string): string {
  * refuses to load: "error in libcrypto".)
  */
 export function generateSshKeyPair(comment: string): { privateKey: string; publicKey: string } {
-  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
-  const pub = Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url");
-  const seed = Buffer.from(privateKey.export({ format: "jwk" }).d!, "base64url");
+  // Encoded inside the generation itself: exporting a fresh KeyObject (e.g. as JWK) can
+  // deadlock Node 20 when a garbage collection finalises its key-generation job meanwhile.
+  // SPKI/PKCS#8 DER of an ed25519 key end with the 32-byte public key / seed.
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519", {
+    publicKeyEncoding: { type: "spki", format: "der" },
+    privateKeyEncoding: { type: "pkcs8", format: "der" },
+  });
+  const pub = publicKey.subarray(publicKey.length - 32);
+  const seed = privateKey.subarray(privateKey.length - 32);
   if (pub.length !== 32 || seed.length !== 32) throw new Error("unexpected ed25519 key length");
   const str = (b: Buffer | string) => {
     const buf = typeof b === "string" ? Buffer.from(b) : b;
