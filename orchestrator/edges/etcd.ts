@@ -34,6 +34,17 @@ export interface Alarm {
 }
 
 const CALL_DEADLINE_MS = 5_000;
+const PKI = "/etc/kubernetes/pki/etcd";
+
+/** kubeadm's PKI is root-only; cloud images log in as a sudo-capable user. */
+function sudoFor(user: string): string {
+  return user === "root" ? "" : "sudo -n ";
+}
+
+/** etcdctl on the node itself, as the healthcheck client, against its local member. */
+function etcdctlOnNode(user: string, args: string): string {
+  return `${sudoFor(user)}env ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert=${PKI}/ca.crt --cert=${PKI}/healthcheck-client.crt --key=${PKI}/healthcheck-client.key ${args}`;
+}
 
 interface Tunnel {
   node: string;
@@ -96,19 +107,21 @@ export class EtcdAccess {
           );
           const fwd = await session.forward("127.0.0.1", 2379);
           tunnels.set(n.name, { node: n.name, ssh: session, port: fwd.port, close: fwd.close });
-          if (!credentials) {
-            const pki = "/etc/kubernetes/pki/etcd";
-            // kubeadm's PKI is root-only; cloud images log in as a sudo-capable user.
-            const cat = ssh.user === "root" ? "cat" : "sudo -n cat";
-            const r = await session.exec(`${cat} ${pki}/ca.crt; echo '--molt--'; ${cat} ${pki}/healthcheck-client.crt; echo '--molt--'; ${cat} ${pki}/healthcheck-client.key`);
-            const parts = r.stdout.split("--molt--\n");
-            if (r.code === 0 && parts.length === 3 && !credentials) credentials = { ca: parts[0], cert: parts[1], key: parts[2] };
-          }
         } catch (e) {
           unreachable.set(n.name, (e as Error).message);
         }
       }),
     );
+    // The client certificate is read once, from the first node that has it.
+    const cat = `${sudoFor(ssh.user)}cat`;
+    for (const t of tunnels.values()) {
+      const r = await t.ssh.exec(`${cat} ${PKI}/ca.crt; echo '--molt--'; ${cat} ${PKI}/healthcheck-client.crt; echo '--molt--'; ${cat} ${PKI}/healthcheck-client.key`);
+      const parts = r.stdout.split("--molt--\n");
+      if (r.code === 0 && parts.length === 3) {
+        credentials = { ca: parts[0], cert: parts[1], key: parts[2] };
+        break;
+      }
+    }
     if (!credentials) {
       for (const t of tunnels.values()) {
         await t.close();
@@ -207,12 +220,7 @@ export class EtcdAccess {
     const ssh = this.session(node);
     if (!ssh) throw new EtcdUnreachableError(`no session to ${node}`);
     if (!/^\d+$/.test(revision)) throw new Error(`invalid revision ${revision}`);
-    const pki = "/etc/kubernetes/pki/etcd";
-    const sudo = ssh.target.user === "root" ? "" : "sudo -n ";
-    const out = await ssh.run(
-      `${sudo}env ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert=${pki}/ca.crt --cert=${pki}/healthcheck-client.crt --key=${pki}/healthcheck-client.key endpoint hashkv --rev=${revision} -w json`,
-      `hashKV on ${node}`,
-    );
+    const out = await ssh.run(etcdctlOnNode(ssh.target.user, `endpoint hashkv --rev=${revision} -w json`), `hashKV on ${node}`);
     const parsed = JSON.parse(out) as { HashKV: { hash: number; compact_revision: number } }[];
     return { hash: String(parsed[0].HashKV.hash), compactRevision: String(parsed[0].HashKV.compact_revision ?? 0) };
   }
@@ -225,16 +233,12 @@ export class EtcdAccess {
   async snapshot(node: string, path: string): Promise<number> {
     const ssh = this.session(node);
     if (!ssh) throw new EtcdUnreachableError(`no session to ${node}`);
-    const sudo = ssh.target.user === "root" ? "" : "sudo -n ";
-    const pki = "/etc/kubernetes/pki/etcd";
+    const sudo = sudoFor(ssh.target.user);
     const remote = `/var/lib/etcd-molt-snapshot-${process.pid}.db`;
     // kubeadm nodes run etcd as a static pod and may have no etcdctl: stream over gRPC there.
     if ((await ssh.exec("test -x /usr/local/bin/etcdctl")).code !== 0) return this.snapshotOverGrpc(node, path);
     try {
-      await ssh.run(
-        `${sudo}env ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert=${pki}/ca.crt --cert=${pki}/healthcheck-client.crt --key=${pki}/healthcheck-client.key snapshot save ${remote} >/dev/null`,
-        `etcd snapshot on ${node}`,
-      );
+      await ssh.run(`${etcdctlOnNode(ssh.target.user, `snapshot save ${remote}`)} >/dev/null`, `etcd snapshot on ${node}`);
       return await ssh.execToFile(`${sudo}cat ${remote}`, path, `copying the snapshot from ${node}`);
     } finally {
       await ssh.exec(`${sudo}rm -f ${remote}`).catch(() => undefined);
