@@ -1,7 +1,7 @@
 // User intent from stacks/Pulumi.<stack>.yaml, validated with a schema. Every bad value
 // is reported with its key, what was wrong and what to write instead; nothing runs before
 // the whole file is valid.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as semver from "semver";
 import { parse as parseYaml } from "yaml";
@@ -58,6 +58,7 @@ const configSchema = z
       .object({
         joinSeconds: z.number().int().min(10).max(7200).optional(),
         settleSeconds: z.number().int().min(1).max(3600).optional(),
+        drainSeconds: z.number().int().min(1).max(86400).optional(),
       })
       .strict()
       .optional(),
@@ -161,6 +162,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
       timeouts: {
         joinSeconds: c["molt:timeouts"]?.joinSeconds ?? 300,
         settleSeconds: c["molt:timeouts"]?.settleSeconds ?? 60,
+        drainSeconds: c["molt:timeouts"]?.drainSeconds ?? 300,
       },
     },
     lab:
@@ -175,6 +177,44 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
         : undefined,
     ...(cloud ? { cloud } : {}),
   };
+}
+
+/** What a lab image says about itself (tools/lab/build-images.sh writes image.json). */
+export interface LabImageMeta {
+  name: string;
+  kubernetesVersion?: string;
+  etcdVersion?: string;
+}
+
+export function readLabImage(labRoot: string, image: string): LabImageMeta | undefined {
+  const file = join(labRoot, "images", image, "image.json");
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(image) || !existsSync(file)) return undefined;
+  return JSON.parse(readFileSync(file, "utf8")) as LabImageMeta;
+}
+
+/**
+ * Lab stacks: the image decides the Kubernetes and etcd versions (its image.json), like an
+ * AMI built for one Kubernetes version. Checked before anything runs: a missing image or a
+ * molt:kubernetesVersion the image does not carry is bad input, and nothing is changed.
+ */
+export function resolveLabImage(cfg: StackConfig): StackConfig {
+  if (cfg.intent.provider !== "lab" || !cfg.lab) return cfg;
+  const dir = join(cfg.lab.labRoot, "images");
+  const meta = readLabImage(cfg.lab.labRoot, cfg.intent.image);
+  if (!meta) {
+    const have = existsSync(dir) ? readdirSync(dir).filter((f) => !f.startsWith(".") && existsSync(join(dir, f, "image.json"))) : [];
+    throw new InvalidConfigError(cfg.file, [`molt:image: lab image "${cfg.intent.image}" does not exist in ${dir} (have: ${have.join(", ") || "none"}); build images with tools/lab/build-images.sh`]);
+  }
+  const asked = cfg.intent.kubernetesVersion;
+  const carried = meta.kubernetesVersion?.replace(/^v/, "");
+  if (asked !== undefined && carried === undefined) {
+    throw new InvalidConfigError(cfg.file, [`molt:kubernetesVersion: lab image "${meta.name}" runs etcd only, without Kubernetes; remove the key or use a k8s-* image`]);
+  }
+  if (asked !== undefined && asked !== carried) {
+    throw new InvalidConfigError(cfg.file, [`molt:kubernetesVersion: ${asked} does not match lab image "${meta.name}", which carries Kubernetes ${carried}; remove the key (the image decides) or pick the image of ${asked}`]);
+  }
+  const { kubernetesVersion: _k, etcdVersion: _e, ...rest } = cfg.intent;
+  return { ...cfg, intent: { ...rest, ...(carried ? { kubernetesVersion: carried } : {}), ...(carried && meta.etcdVersion ? { etcdVersion: meta.etcdVersion.replace(/^v/, "") } : {}) } };
 }
 
 const KNOWN_KEYS = [
@@ -207,7 +247,6 @@ function crossFieldProblems(raw: Record<string, unknown>, stack: string): string
     problems.push(`molt:rollout.maxSurge: 0 (retire first) needs at least 3 replicas, or the cluster would lose quorum; use maxSurge 1`);
   }
   if (raw["molt:provider"] === "lab") {
-    if (raw["molt:kubernetesVersion"] !== undefined) problems.push("molt:kubernetesVersion: the lab runs etcd-only clusters in this version of molt; remove the key");
     const ssh = raw["molt:ssh"] as { privateKey?: unknown; port?: unknown } | undefined;
     if (ssh && (ssh.privateKey !== undefined || ssh.port !== undefined)) problems.push("molt:ssh: the lab makes its own client key and knows its machines' ports; only user applies there");
     const lab = raw["molt:lab"] as { name?: unknown } | undefined;

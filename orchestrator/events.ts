@@ -1,7 +1,7 @@
 // What a rollout tells its caller, as a discriminated union (CLI --json prints one per line).
 import type { Operation, OperationKind } from "./model";
 
-export type Phase = "observe" | "provision" | "etcd" | "wait" | "snapshot";
+export type Phase = "observe" | "provision" | "etcd" | "kube" | "wait" | "snapshot";
 
 export interface NodeView {
   name: string;
@@ -10,6 +10,8 @@ export interface NodeView {
   generation: number;
   member?: { id: string; learner: boolean; leader: boolean; healthy: boolean; appliedIndex?: string };
   outdated: boolean;
+  /** Kubernetes: the Node's readiness and cordon, the API server's version, and all components healthy. */
+  kube?: { nodeReady: boolean; cordoned: boolean; apiserverVersion?: string; healthy: boolean };
 }
 
 export type RolloutEvent =

@@ -1,6 +1,6 @@
 // Read-only views of a stack for `plan` and `status`: one observation, no lock, no change.
 import { buildProgram } from "../infra/program";
-import { loadStackConfig } from "./config";
+import { loadStackConfig, resolveLabImage } from "./config";
 import type { NodeView } from "./events";
 import { ensureAccess, nodeViews, observeEtcd, readStoredState } from "./observe";
 import { agreedLeader, decide, isOutdated } from "./plan";
@@ -31,7 +31,7 @@ export interface Inspection {
 
 export async function inspect(o: { stack: string; workDir?: string; env?: Record<string, string> }): Promise<Inspection> {
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
-  const cfg = loadStackConfig(workDir, o.stack);
+  const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
   const intent = cfg.intent;
   let stored = { nodes: [] as Snapshot["nodes"], endpoints: [] as Snapshot["endpoints"], sshUser: cfg.sshUser } as Awaited<ReturnType<typeof readStoredState>>;
   let exists = true;

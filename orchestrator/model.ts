@@ -1,15 +1,23 @@
 // The plain data the planner decides over: one snapshot of the world per pass.
 import type { NodeEndpoint, NodeEntry } from "../infra/node";
 import type { Alarm, EndpointStatus, Member } from "./edges/etcd";
+import type { KubeObservation } from "./edges/kube";
 
-export type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry };
+export type { Alarm, EndpointStatus, KubeObservation, Member, NodeEndpoint, NodeEntry };
 
 /** What the user asked for (stacks/Pulumi.<stack>.yaml), validated. */
 export interface Intent {
   provider: "lab" | "aws" | "azure" | "vsphere";
   replicas: number;
   image: string;
+  /**
+   * Set when the nodes run Kubernetes: the version the intent's nodes run (without "v").
+   * Kubernetes gates (API server, components, Node Ready, drain, kubeadm-config, addons)
+   * apply exactly when it is set.
+   */
   kubernetesVersion?: string;
+  /** The etcd version the intent's image carries, when known (lab images say it). */
+  etcdVersion?: string;
   rollout: {
     /** 1: add first (default). 0: retire first, allowed only with >= 3 replicas. */
     maxSurge: 0 | 1;
@@ -22,6 +30,8 @@ export interface Intent {
     joinSeconds: number;
     /** How long molt waits for a transient condition (no leader, catching up) before giving up. */
     settleSeconds: number;
+    /** Draining a node (evictions, PodDisruptionBudgets) must finish within this. */
+    drainSeconds: number;
   };
 }
 
@@ -43,6 +53,10 @@ export interface Snapshot {
   etcd?: EtcdObservation;
   /** Why etcd could not be observed, when nodes exist but etcd is absent. */
   etcdError?: string;
+  /** The Kubernetes view, when the intent runs Kubernetes and the API answered. */
+  kube?: KubeObservation;
+  /** Why Kubernetes could not be observed, when it should have been. */
+  kubeError?: string;
   /** Keys of waits whose deadline has passed (kept by the loop, across passes). */
   expired: string[];
   /**
@@ -64,6 +78,10 @@ export type Operation =
   | { kind: "wait"; key: string; node?: string; reason: string }
   | { kind: "rollback"; node: string; memberId?: string; reason: string }
   | { kind: "pause"; node: string; reason: string }
-  | { kind: "refuse"; condition: string; reason: string };
+  | { kind: "refuse"; condition: string; reason: string }
+  | { kind: "update-cluster-config"; version: string; reason: string }
+  | { kind: "drain"; node: string; reason: string }
+  | { kind: "delete-node"; node: string; reason: string }
+  | { kind: "update-addons"; version: string; reason: string };
 
 export type OperationKind = Operation["kind"];

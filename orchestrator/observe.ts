@@ -3,8 +3,10 @@ import type { OutputMap, Stack } from "@pulumi/pulumi/automation";
 import { z } from "zod";
 import { NODE_LIST_SCHEMA, type MoltOutputs } from "../infra/program";
 import { EtcdAccess, type Member } from "./edges/etcd";
+import { KubeAccess, type ComponentHealth, type KubeObservation } from "./edges/kube";
+import type { SshSession } from "../infra/remote/ssh";
 import type { NodeView } from "./events";
-import { agreedLeader, isHealthyVoter, isOutdated, memberOfNode } from "./plan";
+import { agreedLeader, isHealthyVoter, isOutdated, kubeProblem, memberOfNode } from "./plan";
 import type { EtcdObservation, Intent, NodeEndpoint, NodeEntry, Snapshot, StatusResult } from "./model";
 
 export class CorruptStateError extends Error {
@@ -118,6 +120,25 @@ export async function observeEtcd(access: EtcdAccess, nodes: NodeEntry[]): Promi
   throw new Error(`no voting member answered member list: ${lastError ? (lastError as Error).message : "no reachable voter"}`);
 }
 
+/** Opens the Kubernetes edge over the etcd edge's SSH sessions. */
+export async function openKube(access: EtcdAccess): Promise<KubeAccess> {
+  const sessions = new Map<string, SshSession>();
+  for (const n of access.nodes()) {
+    const ssh = access.session(n);
+    if (ssh) sessions.set(n, ssh);
+  }
+  return KubeAccess.open(sessions);
+}
+
+/** Every node's components through its own tunnels; the cluster through the newest ready API server. */
+export async function observeKube(kube: KubeAccess, nodes: NodeEntry[]): Promise<KubeObservation> {
+  const components: Record<string, ComponentHealth> = {};
+  await Promise.all(nodes.map(async (n) => void (components[n.name] = await kube.components(n.name))));
+  const via = [...nodes].sort((a, b) => b.generation - a.generation).find((n) => components[n.name]?.apiserver.ok)?.name;
+  if (!via) throw new Error(`no kube-apiserver is ready (${nodes.map((n) => `${n.name}: ${components[n.name]?.apiserver.error}`).join("; ")})`);
+  return { via, components, ...(await kube.observeCluster(via)) };
+}
+
 export function nodeViews(s: Snapshot): NodeView[] {
   const leader = s.etcd ? agreedLeader(s) : undefined;
   return s.nodes.map((n) => {
@@ -130,6 +151,16 @@ export function nodeViews(s: Snapshot): NodeView[] {
       ...(n.kubernetesVersion ? { kubernetesVersion: n.kubernetesVersion } : {}),
       generation: n.generation,
       outdated: isOutdated(n, s.intent),
+      ...(s.kube
+        ? {
+            kube: {
+              nodeReady: s.kube.nodes.find((k) => k.name === n.name)?.ready ?? false,
+              cordoned: s.kube.nodes.find((k) => k.name === n.name)?.unschedulable ?? false,
+              ...(s.kube.components[n.name]?.apiserver.version ? { apiserverVersion: s.kube.components[n.name].apiserver.version } : {}),
+              healthy: kubeProblem(s, n.name) === undefined,
+            },
+          }
+        : {}),
       ...(m
         ? {
             member: {

@@ -87,6 +87,69 @@ export function newEntry(s: Snapshot, stack: string, init: boolean): NodeEntry {
   };
 }
 
+const semverParts = (v: string): [number, number, number] | undefined => {
+  const m = /^v?(\d+)\.(\d+)\.(\d+)/.exec(v);
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : undefined;
+};
+
+/**
+ * Kubernetes version rules of an upgrade (kubeadm / Cluster API): no downgrade, and no
+ * skipping a minor: every node must be at the target version or one minor below it.
+ * Returns the problem, or undefined when the rollout may go on.
+ */
+export function kubernetesVersionProblem(nodes: NodeEntry[], target: string | undefined): string | undefined {
+  if (!target) return undefined;
+  const t = semverParts(target);
+  if (!t) return `the target Kubernetes version "${target}" is not a version`;
+  for (const n of nodes) {
+    if (!n.kubernetesVersion) continue;
+    const v = semverParts(n.kubernetesVersion);
+    if (!v) return `node ${n.name} records Kubernetes version "${n.kubernetesVersion}", which is not a version`;
+    const cmp = t[0] - v[0] || t[1] - v[1] || t[2] - v[2];
+    if (cmp < 0) return `${n.name} runs Kubernetes ${n.kubernetesVersion}, newer than the target ${target}: downgrades are not supported (etcd and the API's stored objects may already use the newer version); restore from a backup instead`;
+    if (t[0] !== v[0] || t[1] - v[1] > 1) return `${n.name} runs Kubernetes ${n.kubernetesVersion} and the target ${target} skips a minor version: upgrade one minor at a time (${v[0]}.${v[1] + 1} first)`;
+  }
+  return undefined;
+}
+
+/**
+ * etcd's own rules for a new member: it must not join a cluster whose version is above its
+ * own, and may be at most one minor above it. The cluster version etcd decides is the
+ * lowest server version of its members, so that is what is compared.
+ */
+export function etcdVersionProblem(members: string[], joining: string | undefined): string | undefined {
+  if (!joining || members.length === 0) return undefined;
+  const j = semverParts(joining);
+  const parsed = members.map(semverParts).filter((v): v is [number, number, number] => v !== undefined);
+  if (!j || parsed.length === 0) return undefined;
+  const byMinor = (a: [number, number, number], b: [number, number, number]) => a[0] - b[0] || a[1] - b[1];
+  const cluster = parsed.reduce((a, b) => (byMinor(a, b) <= 0 ? a : b));
+  if (byMinor(j, cluster) < 0) return `the new node's etcd ${joining} is older than the cluster version ${cluster[0]}.${cluster[1]}: an etcd member never joins a cluster of a newer version`;
+  if (j[0] !== cluster[0] || j[1] > cluster[1] + 1) return `the new node's etcd ${joining} is more than one minor above the cluster version ${cluster[0]}.${cluster[1]}: etcd upgrades go one minor at a time`;
+  return undefined;
+}
+
+/** Why a node's Kubernetes control plane is not healthy, or undefined. */
+export function kubeProblem(s: Snapshot, node: string): string | undefined {
+  const k = s.kube;
+  if (!k) return `Kubernetes not observed: ${s.kubeError ?? "unknown"}`;
+  const c = k.components[node];
+  const problems: string[] = [];
+  if (!c) problems.push("components not observed");
+  else {
+    if (!c.apiserver.ok) problems.push(`kube-apiserver not ready (${c.apiserver.error})`);
+    if (!c.controllerManager.ok) problems.push(`kube-controller-manager not healthy (${c.controllerManager.error})`);
+    if (!c.scheduler.ok) problems.push(`kube-scheduler not healthy (${c.scheduler.error})`);
+  }
+  const n = k.nodes.find((x) => x.name === node);
+  if (!n) problems.push("no Node object");
+  else if (!n.ready) problems.push("Node not Ready");
+  return problems.length ? problems.join("; ") : undefined;
+}
+
+/** Seconds after which a Node whose Lease was not renewed belongs to no running machine. */
+export const STALE_LEASE_SECONDS = 40;
+
 export function decide(s: Snapshot, stack: string): Operation {
   const { intent } = s;
   const addressOf = (name: string) => s.endpoints.find((e) => e.name === name)?.privateAddress;
@@ -94,6 +157,8 @@ export function decide(s: Snapshot, stack: string): Operation {
   if (s.nodes.length === 0) {
     return { kind: "create-first", entry: newEntry(s, stack, true), reason: "the stack has no control-plane node: initialise a new cluster" };
   }
+  const skew = kubernetesVersionProblem(s.nodes, intent.kubernetesVersion);
+  if (skew) return { kind: "refuse", condition: "KubernetesVersionSkew", reason: skew };
   if (!s.etcd) {
     return { kind: "refuse", condition: "EtcdClusterHealthy", reason: `etcd cannot be observed: ${s.etcdError ?? "unknown"}` };
   }
@@ -176,12 +241,53 @@ export function decide(s: Snapshot, stack: string): Operation {
     return { kind: "wait", key: "leader", reason: "waiting for the etcd members to agree on a leader" };
   }
 
-  // Everything is healthy from here on: exactly one membership or machine change.
   const outdated = s.nodes.filter((n) => isOutdated(n, intent));
   const tooMany = s.nodes.length > intent.replicas;
   const retireFirst = outdated.length > 0 && s.nodes.length === intent.replicas && intent.rollout.maxSurge === 0;
-  if (tooMany || retireFirst) {
-    const victim = selectNodeForRetirement(s.nodes, intent)!;
+  const victim = tooMany || retireFirst ? selectNodeForRetirement(s.nodes, intent)! : undefined;
+
+  // Kubernetes: every node's API server, controller-manager, scheduler and Node must be
+  // healthy too (the victim's may already be going: it is cordoned and being retired).
+  if (intent.kubernetesVersion !== undefined) {
+    if (!s.kube) {
+      if (s.expired.includes("kube")) return { kind: "refuse", condition: "KubernetesAPIReachable", reason: `the Kubernetes API cannot be observed: ${s.kubeError ?? "unknown"}` };
+      return { kind: "wait", key: "kube", reason: `waiting for the Kubernetes API: ${s.kubeError ?? "unknown"}` };
+    }
+    for (const n of [...s.nodes].sort((a, b) => a.generation - b.generation)) {
+      const problem = kubeProblem(s, n.name);
+      if (!problem) continue;
+      if (n.name === victim?.name && s.kube.nodes.find((k) => k.name === n.name)?.unschedulable) continue;
+      if (n.name === s.joining && n.name === newest.name && s.nodes.length > 1) {
+        const key = `join:${n.name}`;
+        if (s.expired.includes(key)) return failNewNode(s, n.name, memberOfNode(members, n, addressOf(n.name))?.id, `new node ${n.name}'s control plane did not become healthy within the join deadline (${problem})`);
+        return { kind: "wait", key, node: n.name, reason: `waiting for ${n.name}'s control plane (${problem})` };
+      }
+      const key = `health:${n.name}`;
+      if (s.expired.includes(key)) return { kind: "refuse", condition: "KubernetesControlPlaneHealthy", reason: `the control plane of ${n.name} is not healthy (${problem}); no node was changed` };
+      return { kind: "wait", key, node: n.name, reason: `control plane of ${n.name} is not healthy yet (${problem})` };
+    }
+    // Control-plane Nodes of this stack's naming that no stack node owns: machines molt
+    // destroyed (a crash came between the destroy and the Node's deletion). Deleted once
+    // their Lease shows no kubelet is left; a Node still renewing is a machine molt does
+    // not know, and stops the rollout.
+    const prefix = nextNodeName([], stack, 0).replace(/-0$/, "-");
+    for (const k of s.kube.nodes) {
+      if (!k.controlPlane || !k.name.startsWith(prefix) || s.nodes.some((n) => n.name === k.name)) continue;
+      if (k.leaseAgeSeconds === undefined || k.leaseAgeSeconds > STALE_LEASE_SECONDS) return { kind: "delete-node", node: k.name, reason: `Node ${k.name} belongs to no node of the stack (its machine is gone)` };
+      const key = `stale-node:${k.name}`;
+      if (s.expired.includes(key)) return { kind: "refuse", condition: "KubernetesNodesMatchStack", reason: `control-plane Node ${k.name} is not in the stack but its kubelet still renews its Lease: a machine molt does not manage runs under this stack's node names` };
+      return { kind: "wait", key, node: k.name, reason: `Node ${k.name} is not in the stack; waiting for its Lease to expire` };
+    }
+  }
+
+  // Everything is healthy from here on: exactly one membership or machine change.
+  if (victim) {
+    if (intent.kubernetesVersion !== undefined && s.kube) {
+      const k = s.kube.nodes.find((n) => n.name === victim.name);
+      if (k && (!k.unschedulable || (s.kube.evictable[victim.name] ?? 0) > 0)) {
+        return { kind: "drain", node: victim.name, reason: `retire ${victim.name}: cordon and drain it first (${s.kube.evictable[victim.name] ?? 0} pod(s) to evict, PodDisruptionBudgets honoured)` };
+      }
+    }
     const member = memberOfNode(members, victim, addressOf(victim.name))!;
     if (member.id === leaderId) {
       const target = [...s.nodes]
@@ -199,6 +305,19 @@ export function decide(s: Snapshot, stack: string): Operation {
     return { kind: "remove-member", node: victim.name, memberId: member.id, reason: `retire ${victim.name} (${why}): remove its etcd member, then destroy it` };
   }
 
+  if (s.nodes.length < intent.replicas || outdated.length > 0) {
+    // kubeadm join reads the cluster's configuration: it names the version being rolled to
+    // before the first node of that version joins (Cluster API does the same).
+    const cc = s.kube?.clusterConfigVersion;
+    if (intent.kubernetesVersion !== undefined && cc !== undefined && cc !== intent.kubernetesVersion) {
+      return { kind: "update-cluster-config", version: intent.kubernetesVersion, reason: `kubeadm-config says ${cc}; set it to ${intent.kubernetesVersion} before ${intent.kubernetesVersion} nodes join` };
+    }
+    const etcdProblem = etcdVersionProblem(
+      Object.values(s.etcd.status).flatMap((r) => (r.ok ? [r.status.version] : [])),
+      intent.etcdVersion,
+    );
+    if (etcdProblem) return { kind: "refuse", condition: "EtcdVersionSkew", reason: etcdProblem };
+  }
   if (s.nodes.length < intent.replicas) {
     const entry = newEntry(s, stack, false);
     return { kind: "surge", entry, reason: outdated.length > 0 || s.nodes.length < intent.replicas ? `${s.nodes.length}/${intent.replicas} nodes: add ${entry.name}` : `add ${entry.name}` };
@@ -206,6 +325,20 @@ export function decide(s: Snapshot, stack: string): Operation {
   if (outdated.length > 0) {
     const entry = newEntry(s, stack, false);
     return { kind: "surge", entry, reason: `${outdated.length} outdated node(s) (${outdated.map((n) => n.name).join(", ")}): add ${entry.name} first` };
+  }
+  if (intent.kubernetesVersion !== undefined && s.kube) {
+    const cc = s.kube.clusterConfigVersion;
+    if (cc !== undefined && cc !== intent.kubernetesVersion) {
+      return { kind: "update-cluster-config", version: intent.kubernetesVersion, reason: `every node runs ${intent.kubernetesVersion} but kubeadm-config says ${cc}` };
+    }
+    const proxy = s.kube.kubeProxy;
+    if (proxy && proxy.version !== intent.kubernetesVersion) {
+      return { kind: "update-addons", version: intent.kubernetesVersion, reason: `every control-plane node runs ${intent.kubernetesVersion}: update kube-proxy (${proxy.version}) and CoreDNS to its versions` };
+    }
+    if (proxy && !proxy.rolledOut) {
+      if (s.expired.includes("addons")) return { kind: "refuse", condition: "AddonsRolledOut", reason: "the kube-proxy DaemonSet did not finish rolling out" };
+      return { kind: "wait", key: "addons", reason: "waiting for the kube-proxy DaemonSet to roll out" };
+    }
   }
   return { kind: "done", reason: `${s.nodes.length} nodes on ${intent.image}${intent.kubernetesVersion ? ` / Kubernetes ${intent.kubernetesVersion}` : ""}, all healthy voters` };
 }

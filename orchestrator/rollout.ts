@@ -7,12 +7,13 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildProgram } from "../infra/program";
 import type { NodeEntry } from "../infra/node";
-import { loadStackConfig, type StackConfig } from "./config";
+import { loadStackConfig, resolveLabImage, type StackConfig } from "./config";
 import type { EtcdAccess } from "./edges/etcd";
 import type { NodeView, Phase, RolloutEvent, RolloutResultKind } from "./events";
 import { acquireLock, type HeldLock } from "./lock";
 import type { Intent, Operation, Snapshot } from "./model";
-import { ensureAccess, nodeViews, observeEtcd, parseStoredState, readStoredState, type StoredState } from "./observe";
+import { ensureAccess, nodeViews, observeEtcd, observeKube, openKube, parseStoredState, readStoredState, type StoredState } from "./observe";
+import type { KubeAccess, KubeObservation } from "./edges/kube";
 import { decide, isOutdated } from "./plan";
 import { placeNewNode, programInputFor } from "./program-input";
 import { openStack } from "./stack/driver";
@@ -71,7 +72,20 @@ export function plannedReplacements(nodes: NodeEntry[], intent: Intent): Planned
     }));
 }
 
-const MUTATING = new Set<Operation["kind"]>(["create-first", "surge", "promote", "move-leader", "remove-member", "remove-stray-member", "prune", "rollback"]);
+const MUTATING = new Set<Operation["kind"]>([
+  "create-first",
+  "surge",
+  "promote",
+  "move-leader",
+  "remove-member",
+  "remove-stray-member",
+  "prune",
+  "rollback",
+  "update-cluster-config",
+  "drain",
+  "delete-node",
+  "update-addons",
+]);
 /** etcd errors that mean "not now" rather than "no". */
 const RETRYABLE_ETCD = /unhealthy cluster|not in sync|too many learner|leader changed|no leader|timed out|deadline exceeded|UNAVAILABLE|request timed out/i;
 
@@ -98,7 +112,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const t0 = Date.now();
   const emit = (e: RolloutEvent) => o.onEvent?.(e);
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
-  const cfg: StackConfig = loadStackConfig(workDir, o.stack);
+  const cfg: StackConfig = resolveLabImage(loadStackConfig(workDir, o.stack));
   const intent: Intent = { ...cfg.intent, rollout: { ...cfg.intent.rollout, ...(o.onFailure ? { onFailure: o.onFailure } : {}) } };
   emit({ type: "start", stack: o.stack, command: "rollout", provider: intent.provider, replicas: intent.replicas, image: intent.image, ...(intent.kubernetesVersion ? { kubernetesVersion: intent.kubernetesVersion } : {}), time: new Date().toISOString() });
 
@@ -106,7 +120,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const lock: HeldLock = acquireLock(backend, o.stack, "rollout");
   if (lock.recoveredFrom) emit({ type: "lock-recovered", previousPid: lock.recoveredFrom.pid, previousStartedAt: lock.recoveredFrom.startedAt });
 
-  const phases: Record<Phase | "molt", number> = { observe: 0, provision: 0, etcd: 0, wait: 0, snapshot: 0, molt: 0 };
+  const phases: Record<Phase | "molt", number> = { observe: 0, provision: 0, etcd: 0, kube: 0, wait: 0, snapshot: 0, molt: 0 };
   const timed = async <T>(phase: Phase, op: Operation["kind"], node: string | undefined, fn: () => Promise<T>): Promise<T> => {
     const t = Date.now();
     let ok = false;
@@ -123,6 +137,9 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
 
   let stack: Stack | undefined;
   let access: EtcdAccess | undefined;
+  /** The Kubernetes edge, over the sessions of `kubeFor` (reopened with the etcd edge). */
+  let kube: KubeAccess | undefined;
+  let kubeFor: EtcdAccess | undefined;
   let operations = 0;
   let snapshotPath: string | undefined;
   let confirmed = !o.confirm;
@@ -137,7 +154,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
 
   const finish = (result: RolloutResultKind, reason: string): Summary => {
     const wallMs = Date.now() - t0;
-    phases.molt = Math.max(0, wallMs - phases.observe - phases.provision - phases.etcd - phases.wait - phases.snapshot);
+    phases.molt = Math.max(0, wallMs - phases.observe - phases.provision - phases.etcd - phases.kube - phases.wait - phases.snapshot);
     const s: Summary = { type: "summary", result, reason, stack: o.stack, wallMs, operations, phases, nodes: lastViews, ...(snapshotPath ? { snapshotPath } : {}) };
     emit(s);
     return s;
@@ -184,14 +201,36 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
           access = undefined;
         }
       }
+      let kubeObs: KubeObservation | undefined;
+      let kubeError: string | undefined;
+      if (intent.kubernetesVersion !== undefined && stored.nodes.length > 0) {
+        if (!access) kubeError = etcdError ?? "no SSH access to the nodes";
+        else {
+          try {
+            if (kubeFor !== access) {
+              await kube?.close();
+              kube = undefined;
+              kube = await timed("observe", "wait", undefined, () => openKube(access!));
+              kubeFor = access;
+            }
+            kubeObs = await timed("observe", "wait", undefined, () => observeKube(kube!, stored.nodes));
+          } catch (e) {
+            kubeError = (e as Error).message.split("\n")[0];
+            await kube?.close();
+            kube = undefined;
+            kubeFor = undefined;
+          }
+        }
+      }
       // A failed surge whose node never reached the stored list (its machine did not come
       // up) has nothing left to undo: stop here rather than surge again.
       if (rollingBack && !stored.nodes.some((n) => n.name === rollingBack)) {
         return finish("rolled-back", `new node ${rollingBack} could not be created (its machine did not come up); the existing nodes were left untouched, and what little of it the stack still holds goes with the next run`);
       }
-      const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, ...(etcd ? { etcd } : {}), ...(etcdError ? { etcdError } : {}), expired: [...expired], ...(joining ? { joining } : {}) };
+      const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, ...(etcd ? { etcd } : {}), ...(etcdError ? { etcdError } : {}), ...(kubeObs ? { kube: kubeObs } : {}), ...(kubeError ? { kubeError } : {}), expired: [...expired], ...(joining ? { joining } : {}) };
       lastViews = nodeViews(snapshot);
-      if (joining && lastViews.some((v) => v.name === joining && v.member?.healthy && !v.member.learner)) joining = undefined;
+      // A new node is "joining" until etcd and, with Kubernetes, its control plane are healthy.
+      if (joining && lastViews.some((v) => v.name === joining && v.member?.healthy && !v.member.learner && (intent.kubernetesVersion === undefined || v.kube?.healthy))) joining = undefined;
       emit({ type: "observed", pass, nodes: lastViews, ms: Date.now() - tObs });
 
       // Decide.
@@ -248,6 +287,12 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
         case "prune": {
           operations++;
           await up(stored.nodes, stored.nodes.filter((n) => n.name !== op.node), op, op.node);
+          // Its machine is gone: its Node object goes too (Cluster API deletes the Node after
+          // the machine). If this fails, the next pass finds the Node stale and deletes it.
+          const via = kubeObs?.via;
+          if (kube && via && via !== op.node) {
+            await timed("kube", "delete-node", op.node, () => kube!.deleteNode(via, op.node)).catch(() => undefined);
+          }
           if (rollingBack === op.node) return finish("rolled-back", `new node ${op.node} did not join; it was removed and the old nodes were left untouched`);
           continue;
         }
@@ -260,6 +305,35 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
           }
           await up(stored.nodes, stored.nodes.filter((n) => n.name !== op.node), op, op.node);
           return finish("rolled-back", op.reason);
+        }
+        case "update-cluster-config": {
+          operations++;
+          await timed("kube", op.kind, undefined, () => kube!.setClusterConfigVersion(kubeObs!.via, op.version));
+          continue;
+        }
+        case "delete-node": {
+          operations++;
+          await timed("kube", op.kind, op.node, () => kube!.deleteNode(kubeObs!.via, op.node));
+          continue;
+        }
+        case "drain": {
+          operations++;
+          const blocked = await timed("kube", op.kind, op.node, () => drain(kube!, kubeObs!.via, op.node, intent.timeouts.drainSeconds, waits, o.signal));
+          if (blocked) {
+            return finish(
+              "failed",
+              `drain of ${op.node} did not finish within ${intent.timeouts.drainSeconds}s (molt:timeouts.drainSeconds): ${blocked}. ` +
+                `No node was removed: ${op.node} stays cordoned and every etcd member is in place. Let the PodDisruptionBudget allow the eviction ` +
+                `(or raise the deadline), then run molt again: it continues with the drain.`,
+            );
+          }
+          continue;
+        }
+        case "update-addons": {
+          operations++;
+          const newest = [...stored.nodes].sort((a, b) => b.generation - a.generation)[0];
+          await timed("kube", op.kind, undefined, () => updateAddons(kube!, access!, kubeObs!.via, newest.name, op.version));
+          continue;
         }
         case "promote":
         case "move-leader":
@@ -299,14 +373,61 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       }
     }
   } finally {
+    await kube?.close();
     await access?.close();
     lock.release();
   }
 }
 
+/**
+ * Cordons the node and evicts its pods through the Eviction API until none is left, or
+ * the drain deadline (counted from the first attempt, across runs of this loop) passes.
+ * Returns undefined when drained, or what blocked it.
+ */
+async function drain(kube: KubeAccess, via: string, node: string, seconds: number, waits: Map<string, number>, signal?: AbortSignal): Promise<string | undefined> {
+  const key = `drain:${node}`;
+  const started = waits.get(key) ?? Date.now();
+  waits.set(key, started);
+  await kube.cordon(via, node);
+  for (;;) {
+    const round = await kube.evictRound(via, node);
+    if (round.remaining === 0) {
+      waits.delete(key);
+      return undefined;
+    }
+    if (Date.now() - started > seconds * 1000) {
+      return round.blocked.length > 0
+        ? `evictions refused: ${round.blocked.join("; ")}`
+        : `${round.remaining} pod(s) still on the node (terminating or not evictable)`;
+    }
+    if (signal?.aborted) return "cancelled";
+    // Evictions a PodDisruptionBudget refuses (429) are retried, as kubectl drain does.
+    await pollInterval(1000, signal);
+  }
+}
+
+/**
+ * After the last control-plane node runs the new version: kube-proxy and CoreDNS get the
+ * images that version's kubeadm deploys (asked of kubeadm on the newest node), as
+ * `kubeadm upgrade apply`'s addon phase and Cluster API do.
+ */
+async function updateAddons(kube: KubeAccess, access: EtcdAccess, via: string, newest: string, version: string): Promise<void> {
+  const ssh = access.session(newest);
+  if (!ssh) throw new Error(`no SSH session to ${newest} to ask kubeadm for the addon images`);
+  const sudo = ssh.target.user === "root" ? "" : "sudo -n ";
+  const images = (await ssh.run(`${sudo}kubeadm config images list --kubernetes-version v${version} 2>/dev/null`, `kubeadm config images list on ${newest}`)).split("\n").map((l) => l.trim());
+  const proxy = images.find((i) => /\/kube-proxy:/.test(i));
+  const dns = images.find((i) => /\/coredns:/.test(i));
+  if (!proxy) throw new Error(`kubeadm on ${newest} names no kube-proxy image for v${version}`);
+  await kube.setImage(via, "DaemonSet", "kube-proxy", "kube-proxy", proxy);
+  if (dns) await kube.setImage(via, "Deployment", "coredns", "coredns", dns);
+}
+
 function firstLines(s: string, n = 6): string {
-  const lines = s.split("\n").filter((l) => /error|fail|timed out/i.test(l));
-  return (lines.length ? lines : s.split("\n")).slice(0, n).join(" | ");
+  // A bootstrap script's own verdict ("HH:MM:SS [node] error: ...") says most; then the engine's errors.
+  const own = [...new Set(s.split("\n").map((l) => /\[[^\]]+\] error: .*/.exec(l)?.[0]).filter((l): l is string => !!l))];
+  const lines = s.split("\n").filter((l) => /error|fail|timed out/i.test(l) && !/bash\.bashrc/.test(l));
+  return [...own, ...(own.length ? [] : lines.length ? lines : s.split("\n"))].slice(0, n).join(" | ");
 }
 
 function pollInterval(ms: number, signal?: AbortSignal): Promise<void> {

@@ -1,9 +1,22 @@
-// What a joining lab node needs from a healthy member: the etcd CA certificate and key,
-// read over SSH (pinned host key) and handed to the join script on stdin. Read once, at
-// creation; later changes of the seed (it may be retired) are ignored.
+// What a joining lab node needs from a healthy member, read over SSH (pinned host key) and
+// handed to the join script on stdin. Etcd-only images: the etcd CA certificate and key.
+// Kubernetes images: the cluster-wide CAs and service-account keys (kubeadm's list for
+// manual certificate distribution) and a new bootstrap token with a 30 min TTL. Read once,
+// at creation; later changes of the seed (it may be retired) are ignored.
 import * as pulumi from "@pulumi/pulumi";
 import { implementation } from "../dynamic";
 import type { ConnectionArgs } from "../remote/command";
+
+const SHARED_PKI = ["ca.crt", "ca.key", "sa.key", "sa.pub", "front-proxy-ca.crt", "front-proxy-ca.key", "etcd/ca.crt", "etcd/ca.key"];
+const BUNDLE = `set -e
+if [ -x /usr/local/bin/kubeadm ]; then
+  for f in ${SHARED_PKI.join(" ")}; do
+    echo "file /etc/kubernetes/pki/$f"; base64 "/etc/kubernetes/pki/$f"; echo end
+  done
+  echo "token $(kubeadm token create --kubeconfig /etc/kubernetes/admin.conf --ttl 30m --description 'molt: control-plane join')"
+else
+  cat /etc/kubernetes/pki/etcd/ca.crt /etc/kubernetes/pki/etcd/ca.key
+fi`;
 
 interface Inputs {
   seed: { host: string; port?: number; user: string; privateKey: string; hostKey: string };
@@ -14,7 +27,7 @@ const provider: pulumi.dynamic.ResourceProvider = {
     const { SshSession } = implementation("infra/remote/ssh");
     const ssh = await SshSession.connect(inputs.seed);
     try {
-      const material = await ssh.run("cat /etc/kubernetes/pki/etcd/ca.crt /etc/kubernetes/pki/etcd/ca.key", "reading the etcd CA");
+      const material = await ssh.run(BUNDLE, "reading the join material");
       return { id: `${inputs.seed.host}`, outs: { seed: inputs.seed, material } };
     } finally {
       ssh.close();

@@ -77,7 +77,7 @@ function sshdConfig(address: string): string {
   ].join("\n");
 }
 
-function initScript(i: LabMachineInputs, dir: string, imageDir: string): string {
+function initScript(i: LabMachineInputs, dir: string, imageDir: string, address: string): string {
   const binds = MACHINE_PATHS.map((p) => `mkdir -p '/${p}' && mount --bind '${dir}/root/${p}' '/${p}'`).join("\n");
   return `#!/bin/sh
 # The "boot" of lab machine ${i.name}: runs in its own network, mount and UTS namespaces.
@@ -91,7 +91,21 @@ mount --bind '${imageDir}/bin' /usr/local/bin
 mount -o remount,bind,ro /usr/local/bin
 mount --bind '${imageDir}/etc/os-release' /etc/os-release
 echo '${i.image}' > /run/molt/image
-exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config
+${kubeletStart(i, imageDir, address)}exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config
+`;
+}
+
+/**
+ * Images with Kubernetes carry lab-kubelet, the machine's kubelet and container runtime
+ * (tools/lab/kubelet): started at boot like the kubelet unit, it runs the static pods
+ * kubeadm writes and keeps the Node object of this machine.
+ */
+function kubeletStart(i: LabMachineInputs, imageDir: string, address: string): string {
+  const meta = JSON.parse(readFileSync(join(imageDir, "image.json"), "utf8")) as { kubernetesVersion?: string };
+  if (!meta.kubernetesVersion || !existsSync(join(imageDir, "bin", "lab-kubelet"))) return "";
+  return `export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+mkdir -p /etc/kubernetes/manifests /var/lib/kubelet/pki
+setsid /usr/local/bin/lab-kubelet --node-name '${i.name}' --node-ip '${address}' --kubelet-version '${meta.kubernetesVersion}' >>/var/log/molt/kubelet.log 2>&1 </dev/null &
 `;
 }
 
@@ -143,7 +157,7 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
   writeFileSync(join(dir, "root/etc/ssh/ssh_host_ed25519_key.pub"), i.hostPublicKey.trim() + "\n");
   writeFileSync(join(dir, "root/etc/ssh/sshd_config"), sshdConfig(address));
   writeFileSync(join(dir, "root/root/.ssh/authorized_keys"), i.authorizedKey.trim() + "\n", { mode: 0o600 });
-  writeFileSync(join(dir, "init.sh"), initScript(i, dir, imageDir), { mode: 0o755 });
+  writeFileSync(join(dir, "init.sh"), initScript(i, dir, imageDir, address), { mode: 0o755 });
 
   const ns = netnsName(i.lab, i.name);
   const hostIf = ifaceName("h", i.name);

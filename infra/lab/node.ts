@@ -7,6 +7,7 @@ import type { NodeEntry } from "../node";
 import { RemoteCommand, type ConnectionArgs } from "../remote/command";
 import { SshKeyPair } from "../remote/keypair";
 import { JoinMaterial } from "./join-material";
+import { parseSubnet } from "./host";
 import { LabLbAttachment, type LabLbInputs } from "./lb";
 import { LabMachine } from "./machine";
 
@@ -19,8 +20,14 @@ export interface LabSettings {
 }
 
 const scriptsDir = resolve(__dirname, "..", "..", "..", "infra", "lab", "scripts");
+/**
+ * The bootstrap script for one step. The machine's image decides at run time: images
+ * with kubeadm get a Kubernetes control-plane node (k8s-*.sh), the others stacked etcd
+ * alone (etcd-*.sh). Both share etcd-common.sh (paths, logging, deadlines).
+ */
 export function labScript(name: "init" | "join" | "reset"): string {
-  return readFileSync(resolve(scriptsDir, "etcd-common.sh"), "utf8") + "\n" + readFileSync(resolve(scriptsDir, `etcd-${name}.sh`), "utf8");
+  const read = (f: string) => readFileSync(resolve(scriptsDir, f), "utf8");
+  return [read("etcd-common.sh"), "if [ -x /usr/local/bin/kubeadm ]; then", read(`k8s-${name}.sh`), "else", read(`etcd-${name}.sh`), "fi", ""].join("\n");
 }
 
 export interface LabNodeArgs {
@@ -85,7 +92,13 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       NODE_IP: machine.address,
       DEADLINE_SECONDS: String(args.deadlineSeconds),
       JOIN_ENDPOINTS: pulumi.all(args.joinEndpoints).apply((eps) => eps.join(",")),
+      LB_ENDPOINT: `${parseSubnet(args.lab.subnet).gateway}:${args.lab.lbPort}`,
+      CLUSTER_NAME: args.lab.lab,
     };
+    // The load balancer lists the machine before its bootstrap, like a cloud target group:
+    // kubeadm talks to the control-plane endpoint during init and join, and HAProxy's
+    // /readyz check keeps traffic away until this API server is ready.
+    const attachment = new LabLbAttachment(`${name}-lb`, { lb: args.lb, server: e.name, address: machine.address, port: 6443 }, { parent: this, dependsOn: [machine] });
     let stdin: pulumi.Output<string> | undefined;
     // The first node of the list has no older node to join through; it already exists
     // (new nodes are always appended), so its join inputs are never used again.
@@ -101,9 +114,8 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
         environment,
         stdin,
       },
-      { parent: this, dependsOn: args.after ? [machine, args.after.bootstrap] : [machine], customTimeouts: { create: `${args.deadlineSeconds + 60}s` } },
+      { parent: this, dependsOn: args.after ? [machine, attachment, args.after.bootstrap] : [machine, attachment], customTimeouts: { create: `${args.deadlineSeconds + 60}s` } },
     );
-    new LabLbAttachment(`${name}-lb`, { lb: args.lb, server: e.name, address: machine.address, port: 6443 }, { parent: this, dependsOn: [this.bootstrap] });
     this.registerOutputs({ privateAddress: this.privateAddress, hostPublicKey: this.hostPublicKey });
   }
 }

@@ -4,7 +4,7 @@ import * as assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { InvalidConfigError, loadStackConfig, stackConfigPath, type StackConfig } from "../../orchestrator/config";
+import { InvalidConfigError, loadStackConfig, resolveLabImage, stackConfigPath, type StackConfig } from "../../orchestrator/config";
 
 describe("stack configuration (orchestrator/config.ts)", () => {
   let dir: string;
@@ -61,7 +61,7 @@ describe("stack configuration (orchestrator/config.ts)", () => {
           replicas: 3,
           image: "lab-v1",
           rollout: { maxSurge: 1, onFailure: "rollback", maxAppliedLag: 1000 },
-          timeouts: { joinSeconds: 300, settleSeconds: 60 },
+          timeouts: { joinSeconds: 300, settleSeconds: 60, drainSeconds: 300 },
         },
         lab: { lab: "lab", labRoot: "/var/lib/molt-lab", bridge: "moltbr0", subnet: "10.77.0.0/24", lbPort: 6443 },
       });
@@ -78,7 +78,7 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         ]),
       );
       assert.deepEqual(c.intent.rollout, { maxSurge: 0, onFailure: "pause", maxAppliedLag: 50 });
-      assert.deepEqual(c.intent.timeouts, { joinSeconds: 120, settleSeconds: 30 });
+      assert.deepEqual(c.intent.timeouts, { joinSeconds: 120, settleSeconds: 30, drainSeconds: 300 });
       assert.equal(c.sshUser, "molt");
       assert.deepEqual(c.lab, { lab: "lab-a", labRoot: "/srv/lab", bridge: "br-lab", subnet: "10.88.1.0/24", lbPort: 7443 });
     });
@@ -143,7 +143,7 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       ["missing image", ["molt:provider: lab", "molt:replicas: 3"], "molt:image", /./],
       ["empty image", ["molt:provider: lab", "molt:replicas: 3", 'molt:image: ""'], "molt:image", /base image/],
       ["invalid kubernetesVersion", [...awsLines.slice(0, 4), 'molt:kubernetesVersion: "1.34"'], "molt:kubernetesVersion", /full version/],
-      ["kubernetesVersion on the lab", [...labLines, "molt:kubernetesVersion: 1.34.2"], "molt:kubernetesVersion", /lab/],
+      ["drainSeconds 0", [...labLines, "molt:timeouts: { drainSeconds: 0 }"], "molt:timeouts.drainSeconds", /./],
       ["joinSeconds below 10", [...labLines, "molt:timeouts: { joinSeconds: 5 }"], "molt:timeouts.joinSeconds", /./],
       ["unknown key inside molt:timeouts", [...labLines, "molt:timeouts: { join: 60 }"], "molt:timeouts", /join/],
       ["bad ssh user", [...labLines, 'molt:ssh: { user: "Root!" }'], "molt:ssh.user", /Unix user name/],
@@ -197,6 +197,52 @@ describe("stack configuration (orchestrator/config.ts)", () => {
     });
   });
 
+  describe("lab images decide the versions (resolveLabImage)", () => {
+    const image = (root: string, name: string, meta: Record<string, unknown>) => {
+      mkdirSync(join(root, "images", name), { recursive: true });
+      writeFileSync(join(root, "images", name, "image.json"), JSON.stringify({ name, ...meta }));
+    };
+    const resolve = (lines: string[]): StackConfig => {
+      const root = join(dir, "lab-root");
+      image(root, "lab-v1", { etcdVersion: "3.4.23" });
+      image(root, "k8s-v1.36.3", { kubernetesVersion: "v1.36.3", etcdVersion: "3.6.16" });
+      return resolveLabImage(load(stackYaml([...lines, `molt:lab: { root: ${root} }`])));
+    };
+    const refusal = (lines: string[]): string => {
+      try {
+        resolve(lines);
+      } catch (e) {
+        assert.ok(e instanceof InvalidConfigError, String(e));
+        assert.match(e.message, /nothing was changed/);
+        return e.problems.join("\n");
+      }
+      assert.fail("accepted");
+    };
+
+    it("takes the Kubernetes and etcd versions from a k8s image", () => {
+      const c = resolve(["molt:provider: lab", "molt:replicas: 3", "molt:image: k8s-v1.36.3"]);
+      assert.equal(c.intent.kubernetesVersion, "1.36.3");
+      assert.equal(c.intent.etcdVersion, "3.6.16");
+      assert.equal(resolve(["molt:provider: lab", "molt:replicas: 3", "molt:image: k8s-v1.36.3", "molt:kubernetesVersion: v1.36.3"]).intent.kubernetesVersion, "1.36.3");
+    });
+
+    it("leaves etcd-only images without a Kubernetes version", () => {
+      const c = resolve(["molt:provider: lab", "molt:replicas: 3", "molt:image: lab-v1"]);
+      assert.equal(c.intent.kubernetesVersion, undefined);
+      assert.equal(c.intent.etcdVersion, undefined);
+    });
+
+    it("refuses a missing image, naming the ones there are", () => {
+      assert.match(refusal(["molt:provider: lab", "molt:replicas: 3", "molt:image: k8s-v1.99.0"]), /"k8s-v1\.99\.0" does not exist .*have: k8s-v1\.36\.3, lab-v1/);
+      assert.match(refusal(["molt:provider: lab", "molt:replicas: 3", "molt:image: ../../etc"]), /does not exist/);
+    });
+
+    it("refuses a molt:kubernetesVersion the image does not carry", () => {
+      assert.match(refusal(["molt:provider: lab", "molt:replicas: 3", "molt:image: k8s-v1.36.3", "molt:kubernetesVersion: 1.37.2"]), /1\.37\.2 does not match lab image "k8s-v1\.36\.3", which carries Kubernetes 1\.36\.3/);
+      assert.match(refusal(["molt:provider: lab", "molt:replicas: 3", "molt:image: lab-v1", "molt:kubernetesVersion: 1.36.3"]), /runs etcd only/);
+    });
+  });
+
   describe("several problems at once", () => {
     it("reports every schema problem together", () => {
       const problems = problemsOf(stackYaml(["molt:provider: gcp", "molt:replicas: 2", "molt:rollout: { maxSurge: 2, maxUnavailable: 1 }", "molt:lab: { bridge: a-very-long-bridge-name }"]));
@@ -235,10 +281,10 @@ describe("stack configuration (orchestrator/config.ts)", () => {
     });
 
     it("reports every cross-field problem together", () => {
-      const problems = problemsOf(stackYaml(["molt:provider: lab", "molt:replicas: 1", "molt:image: lab-v1", "molt:rollout: { maxSurge: 0 }", "molt:kubernetesVersion: 1.34.2"]));
+      const problems = problemsOf(stackYaml(["molt:provider: lab", "molt:replicas: 1", "molt:image: lab-v1", "molt:rollout: { maxSurge: 0 }", "molt:ssh: { port: 2222 }"]));
       assert.equal(problems.length, 2);
       assert.ok(problems.some((p) => p.startsWith("molt:rollout.maxSurge:")));
-      assert.ok(problems.some((p) => p.startsWith("molt:kubernetesVersion:")));
+      assert.ok(problems.some((p) => p.startsWith("molt:ssh:")));
     });
   });
 });

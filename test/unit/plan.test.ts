@@ -2,7 +2,7 @@
 // for the invariants (a simulated rollout, random broken clusters, brute-force quorum).
 import * as assert from "node:assert/strict";
 import fc from "fast-check";
-import type { Alarm, Intent, Member, NodeEndpoint, NodeEntry, Operation, Snapshot, StatusResult } from "../../orchestrator/model";
+import type { Alarm, Intent, KubeObservation, Member, NodeEndpoint, NodeEntry, Operation, Snapshot, StatusResult } from "../../orchestrator/model";
 import {
   agreedLeader,
   canSafelyRemoveMember,
@@ -48,16 +48,57 @@ interface World {
   nextId: number;
   /** The node the simulated run surged and has not yet seen healthy (Snapshot.joining). */
   joining?: string;
+  /** Kubernetes, when the intent has a version. */
+  kube?: SimKube;
 }
 
-function makeIntent(o: { replicas?: number; image?: string; kubernetesVersion?: string; maxSurge?: 0 | 1; onFailure?: "rollback" | "pause"; maxAppliedLag?: number } = {}): Intent {
+interface SimKube {
+  clusterConfigVersion: string;
+  proxyVersion: string;
+  cordoned: Set<string>;
+  evictable: Record<string, number>;
+  /** Control-plane Node objects without a stack node, with their Lease age. */
+  strayNodes: { name: string; leaseAge: number }[];
+  /** Nodes whose kube-apiserver is not ready although etcd is fine. */
+  apiserverDown: Set<string>;
+  /** The image's etcd version and each member's server version. */
+  etcdVersions?: Record<string, string>;
+}
+
+const kubeUp = (w: World, n: SimNode): boolean => !!n.member && n.member.started && n.health !== "down" && !w.kube?.apiserverDown.has(n.entry.name);
+
+function kubeOf(w: World): KubeObservation | undefined {
+  const k = w.kube;
+  if (!k) return undefined;
+  const up = w.nodes.filter((n) => kubeUp(w, n));
+  if (up.length === 0) return undefined;
+  const components: KubeObservation["components"] = {};
+  for (const n of w.nodes) {
+    const ok = kubeUp(w, n);
+    components[n.entry.name] = { apiserver: ok ? { ok, version: n.entry.kubernetesVersion } : { ok, error: "connection refused" }, controllerManager: { ok: true }, scheduler: { ok: true } };
+  }
+  return {
+    via: up[up.length - 1].entry.name,
+    nodes: [
+      ...w.nodes.map((n) => ({ name: n.entry.name, ready: kubeUp(w, n), unschedulable: k.cordoned.has(n.entry.name), controlPlane: true, kubeletVersion: n.entry.kubernetesVersion ?? "", leaseAgeSeconds: 3 })),
+      ...k.strayNodes.map((x) => ({ name: x.name, ready: false, unschedulable: false, controlPlane: true, kubeletVersion: "1.33.5", leaseAgeSeconds: x.leaseAge })),
+    ],
+    components,
+    evictable: { ...k.evictable },
+    clusterConfigVersion: k.clusterConfigVersion,
+    kubeProxy: { version: k.proxyVersion, rolledOut: true },
+  };
+}
+
+function makeIntent(o: { replicas?: number; image?: string; kubernetesVersion?: string; etcdVersion?: string; maxSurge?: 0 | 1; onFailure?: "rollback" | "pause"; maxAppliedLag?: number } = {}): Intent {
   return {
     provider: "lab",
     replicas: o.replicas ?? 3,
     image: o.image ?? NEW,
     ...(o.kubernetesVersion ? { kubernetesVersion: o.kubernetesVersion } : {}),
+    ...(o.etcdVersion ? { etcdVersion: o.etcdVersion } : {}),
     rollout: { maxSurge: o.maxSurge ?? 1, onFailure: o.onFailure ?? "rollback", maxAppliedLag: o.maxAppliedLag ?? 100 },
-    timeouts: { joinSeconds: 300, settleSeconds: 60 },
+    timeouts: { joinSeconds: 300, settleSeconds: 60, drainSeconds: 300 },
   };
 }
 
@@ -87,7 +128,7 @@ function statusOf(w: World, n: SimNode): StatusResult {
       raftTerm: 7n,
       dbSize: 1 << 20,
       isLearner: n.member.learner,
-      version: "3.5.21",
+      version: w.kube?.etcdVersions?.[n.entry.name] ?? "3.5.21",
       errors: n.health === "errors" ? ["etcdserver: mvcc: database space exceeded"] : [],
     },
   };
@@ -106,9 +147,17 @@ function snapshotOf(w: World): Snapshot {
   for (const n of w.nodes) status[n.entry.name] = statusOf(w, n);
   // Like the loop: the node a run added stops being "joining" once seen as a healthy voter.
   const j = w.nodes.find((n) => n.entry.name === w.joining);
-  if (!j || (j.member && j.member.started && !j.member.learner && j.health === "ok")) w.joining = undefined;
+  if (!j || (j.member && j.member.started && !j.member.learner && j.health === "ok" && (!w.kube || kubeUp(w, j)))) w.joining = undefined;
   const anyAnswers = Object.values(status).some((r) => r.ok);
-  const base = { intent: w.intent, nodes: w.nodes.map((n) => n.entry), endpoints, expired: [...w.expired], ...(w.joining ? { joining: w.joining } : {}) };
+  const kube = kubeOf(w);
+  const base = {
+    intent: w.intent,
+    nodes: w.nodes.map((n) => n.entry),
+    endpoints,
+    expired: [...w.expired],
+    ...(w.joining ? { joining: w.joining } : {}),
+    ...(kube ? { kube } : w.intent.kubernetesVersion !== undefined && w.nodes.length > 0 ? { kubeError: "no kube-apiserver is ready" } : {}),
+  };
   if (w.nodes.length === 0) return base;
   // Members and alarms are read through some node's tunnel: none answering, nothing observed.
   if (w.etcdError !== undefined || !anyAnswers) return { ...base, etcdError: w.etcdError ?? "no endpoint answered" };
@@ -159,11 +208,27 @@ interface WorldOpts {
   expired?: string[];
   etcdError?: string;
   joining?: string;
+  /** Kubernetes state (default with a Kubernetes intent: kubeadm-config and kube-proxy at the oldest node's version, 2 pods per node). */
+  kube?: Partial<SimKube>;
 }
 
 function world(nodes: SimNode[], o: WorldOpts = {}): World {
   const leader = o.leader === null ? undefined : typeof o.leader === "string" ? o.leader : idOf(o.leader ?? 1);
-  return { intent: makeIntent(o.intent), nodes, strays: o.strays ?? [], leader, alarms: o.alarms ?? [], expired: o.expired ?? [], etcdError: o.etcdError, nextId: 100, ...(o.joining ? { joining: o.joining } : {}) };
+  const intent = makeIntent(o.intent);
+  const oldest = [...nodes].sort((a, b) => a.entry.generation - b.entry.generation)[0]?.entry.kubernetesVersion ?? intent.kubernetesVersion ?? "";
+  const kube: SimKube | undefined =
+    intent.kubernetesVersion !== undefined
+      ? {
+          clusterConfigVersion: oldest,
+          proxyVersion: oldest,
+          cordoned: new Set(),
+          evictable: Object.fromEntries(nodes.map((n) => [n.entry.name, 2])),
+          strayNodes: [],
+          apiserverDown: new Set(),
+          ...o.kube,
+        }
+      : undefined;
+  return { intent, nodes, strays: o.strays ?? [], leader, alarms: o.alarms ?? [], expired: o.expired ?? [], etcdError: o.etcdError, nextId: 100, ...(o.joining ? { joining: o.joining } : {}), ...(kube ? { kube } : {}) };
 }
 
 const plan = (nodes: SimNode[], o: WorldOpts = {}): Operation => decide(snapshotOf(world(nodes, o)), STACK);
@@ -266,7 +331,7 @@ describe("planner (orchestrator/plan.ts)", () => {
 
     it("rolls when only the Kubernetes version changed", () => {
       const nodes = [1, 2, 3].map((k) => N(k, NEW, { kubernetesVersion: "1.33.5" }));
-      const op = plan(nodes, { intent: { kubernetesVersion: "1.34.2" } });
+      const op = plan(nodes, { intent: { kubernetesVersion: "1.34.2" }, kube: { clusterConfigVersion: "1.34.2" } });
       expectOp(op, "surge");
       assert.equal(op.kind === "surge" && op.entry.kubernetesVersion, "1.34.2");
     });
@@ -395,6 +460,96 @@ describe("planner (orchestrator/plan.ts)", () => {
 
     it("does not retire while a learner is joining, even with surplus nodes", () => {
       expectOp(plan([N(1), N(2), N(3), N(4, NEW), N(5, NEW, { learner: true, health: "lagging" })], { leader: 2 }), "wait", { key: "join:lab-cp-5" });
+    });
+  });
+
+  describe("decide: Kubernetes", () => {
+    const K = (k: number, v: string, o: NodeOpts = {}) => N(k, `k8s-v${v}`, { ...o, kubernetesVersion: v });
+    const up = (v: string, o: Parameters<typeof makeIntent>[0] = {}) => ({ image: `k8s-v${v}`, kubernetesVersion: v, ...o });
+
+    it("refuses to skip a minor version, before looking at anything else", () => {
+      const op = plan([K(1, "1.34.2"), K(2, "1.34.2"), K(3, "1.34.2")], { intent: up("1.36.3"), etcdError: "not even reachable" });
+      expectOp(op, "refuse", { condition: "KubernetesVersionSkew" });
+      assert.match(op.reason, /skips a minor.*1\.35 first/);
+    });
+
+    it("refuses a downgrade, also of a single node already upgraded", () => {
+      expectOp(plan([K(1, "1.37.2"), K(2, "1.37.2"), K(3, "1.37.2")], { intent: up("1.36.3") }), "refuse", { condition: "KubernetesVersionSkew" });
+      const op = plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3"), K(4, "1.37.2")], { intent: up("1.36.3") });
+      expectOp(op, "refuse", { condition: "KubernetesVersionSkew" });
+      assert.match(op.reason, /lab-cp-4 runs Kubernetes 1\.37\.2.*downgrade/);
+      expectOp(plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], { intent: up("1.36.1") }), "refuse", { condition: "KubernetesVersionSkew" });
+    });
+
+    it("allows one minor up, a patch up, and the same version on a new image", () => {
+      expectOp(plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], { intent: up("1.37.2"), kube: { clusterConfigVersion: "1.37.2" } }), "surge");
+      expectOp(plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], { intent: up("1.36.5"), kube: { clusterConfigVersion: "1.36.5" } }), "surge");
+      expectOp(plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], { intent: { image: "k8s-v1.36.3-os2", kubernetesVersion: "1.36.3" } }), "surge");
+    });
+
+    it("sets kubeadm-config's version before the first node of the new version joins", () => {
+      const op = plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], { intent: up("1.37.2") });
+      expectOp(op, "update-cluster-config", { version: "1.37.2" });
+    });
+
+    it("drains the node to retire before its etcd member is removed", () => {
+      const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3"), K(4, "1.37.2")];
+      const cfg = { clusterConfigVersion: "1.37.2" };
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: cfg }), "drain", { node: "lab-cp-1" });
+      // Cordoned but pods left (a PDB held one back): drain again, not remove.
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: { "lab-cp-1": 1 } } }), "drain", { node: "lab-cp-1" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: {} } }), "remove-member", { node: "lab-cp-1" });
+    });
+
+    it("a drained victim's API server may already be gone; any other node's may not", () => {
+      const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3"), K(4, "1.37.2")];
+      const base = { clusterConfigVersion: "1.37.2", cordoned: new Set(["lab-cp-1"]), evictable: {}, apiserverDown: new Set(["lab-cp-1"]) };
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: base }), "remove-member", { node: "lab-cp-1" });
+      const op = plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...base, apiserverDown: new Set(["lab-cp-2"]) } });
+      expectOp(op, "wait", { key: "health:lab-cp-2" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...base, apiserverDown: new Set(["lab-cp-2"]) }, expired: ["health:lab-cp-2"] }), "refuse", { condition: "KubernetesControlPlaneHealthy" });
+    });
+
+    it("waits for a new node's control plane within the join deadline, then rolls it back", () => {
+      const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3"), K(4, "1.37.2")];
+      const kube = { clusterConfigVersion: "1.37.2", apiserverDown: new Set(["lab-cp-4"]) };
+      expectOp(plan(nodes(), { intent: up("1.37.2"), kube, joining: "lab-cp-4" }), "wait", { key: "join:lab-cp-4" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), kube, joining: "lab-cp-4", expired: ["join:lab-cp-4"] }), "rollback", { node: "lab-cp-4", memberId: idOf(4) });
+    });
+
+    it("waits for the API when no API server answers, then refuses", () => {
+      const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")];
+      const kube = { apiserverDown: new Set(["lab-cp-1", "lab-cp-2", "lab-cp-3"]) };
+      expectOp(plan(nodes(), { intent: up("1.37.2"), kube }), "wait", { key: "kube" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), kube, expired: ["kube"] }), "refuse", { condition: "KubernetesAPIReachable" });
+    });
+
+    it("updates kube-proxy and CoreDNS once every node runs the target, then is done", () => {
+      const nodes = () => [K(5, "1.37.2"), K(6, "1.37.2"), K(7, "1.37.2")];
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { proxyVersion: "1.36.3" } }), "update-addons", { version: "1.37.2" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5 }), "done");
+    });
+
+    it("deletes a stale control-plane Node of this stack; waits while its Lease is fresh; ignores other Nodes", () => {
+      const nodes = () => [K(5, "1.37.2"), K(6, "1.37.2"), K(7, "1.37.2")];
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { strayNodes: [{ name: "lab-cp-4", leaseAge: 300 }] } }), "delete-node", { node: "lab-cp-4" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { strayNodes: [{ name: "lab-cp-4", leaseAge: 2 }] } }), "wait", { key: "stale-node:lab-cp-4" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { strayNodes: [{ name: "lab-cp-4", leaseAge: 2 }] }, expired: ["stale-node:lab-cp-4"] }), "refuse", { condition: "KubernetesNodesMatchStack" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { strayNodes: [{ name: "other-cp-1", leaseAge: 300 }] } }), "done");
+    });
+
+    it("etcd: a new member must not be older than the cluster version, nor more than one minor newer", () => {
+      const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")];
+      const etcd36 = { "lab-cp-1": "3.6.16", "lab-cp-2": "3.6.16", "lab-cp-3": "3.6.16" };
+      const cc = { clusterConfigVersion: "1.37.2" };
+      expectOp(plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.7.3" }), kube: { ...cc, etcdVersions: etcd36 } }), "surge");
+      const older = plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.5.21" }), kube: { ...cc, etcdVersions: etcd36 } });
+      expectOp(older, "refuse", { condition: "EtcdVersionSkew" });
+      assert.match(older.reason, /never joins a cluster of a newer version/);
+      expectOp(plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.8.0" }), kube: { ...cc, etcdVersions: etcd36 } }), "refuse", { condition: "EtcdVersionSkew" });
+      // A mixed cluster (mid-upgrade) has the lower version: a member of either minor may join.
+      const mixed = { ...etcd36, "lab-cp-3": "3.7.3" };
+      expectOp(plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.6.16" }), kube: { ...cc, etcdVersions: mixed } }), "surge");
     });
   });
 
@@ -566,6 +721,7 @@ describe("planner (orchestrator/plan.ts)", () => {
               `${op.kind} while a member is unhealthy or a learner`,
             );
             assert.equal(w.strays.length, 0, `${op.kind} with a stray member`);
+            if (w.kube && op.kind === "surge") assert.equal(w.kube.clusterConfigVersion, w.intent.kubernetesVersion, "surge before kubeadm-config names the target version");
             assert.equal(op.kind === "create-first", w.nodes.length === 0);
             assert.equal(op.entry.init, op.kind === "create-first");
             const id = idOf(w.nextId++);
@@ -598,6 +754,7 @@ describe("planner (orchestrator/plan.ts)", () => {
           }
           case "remove-member": {
             const n = node(op.node);
+            if (w.kube) assert.ok(w.kube.cordoned.has(op.node) && !w.kube.evictable[op.node], `remove-member of ${op.node} before it was drained`);
             assert.equal(n.member?.id, op.memberId);
             assertSafeRemoval(op.memberId);
             n.member = undefined;
@@ -633,6 +790,31 @@ describe("planner (orchestrator/plan.ts)", () => {
             if (n.member) n.member.started = true;
             break;
           }
+          case "update-cluster-config": {
+            assert.ok(w.kube, "update-cluster-config without Kubernetes");
+            assert.equal(op.version, w.intent.kubernetesVersion);
+            w.kube.clusterConfigVersion = op.version;
+            break;
+          }
+          case "drain": {
+            assert.ok(w.kube, "drain without Kubernetes");
+            const n = node(op.node);
+            assert.ok(isOutdated(n.entry, w.intent) || w.nodes.length > w.intent.replicas, `drains ${op.node}, which is neither outdated nor surplus`);
+            w.kube.cordoned.add(op.node);
+            w.kube.evictable[op.node] = 0;
+            break;
+          }
+          case "delete-node": {
+            assert.ok(w.kube && !w.nodes.some((n) => n.entry.name === op.node), "deletes the Node of a stack node");
+            w.kube.strayNodes = w.kube.strayNodes.filter((x) => x.name !== op.node);
+            break;
+          }
+          case "update-addons": {
+            assert.ok(w.kube, "update-addons without Kubernetes");
+            assert.ok(w.nodes.every((n) => !isOutdated(n.entry, w.intent)), "addons updated before every node runs the target version");
+            w.kube.proxyVersion = op.version;
+            break;
+          }
           case "wait":
           case "refuse":
           case "done":
@@ -654,6 +836,10 @@ describe("planner (orchestrator/plan.ts)", () => {
         assert.ok(w.nodes.every((n) => n.member && !n.member.learner && n.member.started), "every node is a voting member");
         assert.equal(w.strays.length, 0);
         assert.equal(new Set(w.nodes.map((n) => n.entry.name)).size, replicas, "node names are unique");
+        if (w.kube) {
+          assert.equal(w.kube.clusterConfigVersion, w.intent.kubernetesVersion, "kubeadm-config names the target version");
+          assert.equal(w.kube.proxyVersion, w.intent.kubernetesVersion, "kube-proxy runs the target version");
+        }
       }
 
       it("converges to replicas up-to-date voters, keeping quorum, the leader and the surge bound at every step", () => {

@@ -5,6 +5,9 @@
 #   lab-v1      Debian etcd 3.4.23, "molt lab OS 1"
 #   lab-v2      same etcd, "molt lab OS 2"  (a base-image rollout: v1 -> v2)
 #   lab-broken  an etcd that never starts     (rollback tests)
+#   k8s-<version> Kubernetes <version> (kube-apiserver, kube-controller-manager, kube-scheduler,
+#               kubeadm, lab-kubelet) with the etcd its kubeadm deploys, for each minor in
+#               LAB_KUBE_MINORS (k8s-v1.36.3, k8s-v1.37.2), built from Go modules by tools/lab/build-kube.sh
 set -euo pipefail
 root=${MOLT_LAB_ROOT:-/var/lib/molt-lab}
 images="$root/images"
@@ -48,6 +51,65 @@ JSON
   echo "$name: built (etcd $etcd_version)"
 }
 
+here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=tools/versions.env
+. "$here/versions.env"
+cache=${MOLT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/molt}
+
+# build_kube MINOR: an image with real Kubernetes binaries (no kubelet: lab-kubelet runs
+# kubeadm's static pods as processes and keeps the Node object).
+build_kube() {
+  local minor=$1 key kv ev name dir tmp kubelet
+  key=${minor//./_}
+  kv=$(eval echo "\$LAB_KUBE_$key")
+  ev=$(eval echo "\$LAB_ETCD_$key")
+  name="k8s-$kv"
+  dir="$images/$name"
+  kubelet="$cache/toolchain/lab-kubelet-current/bin/lab-kubelet"
+  kubelet_version=$(cat "$kubelet.version" 2>/dev/null || true)
+  # lab-kubelet is the lab's host tooling, not part of the "OS": an image whose agent is
+  # older is rebuilt under the same name (running machines keep the files they mounted).
+  if [ -f "$dir/image.json" ] && grep -q "\"labKubelet\": \"$kubelet_version\"" "$dir/image.json"; then
+    echo "$name: present"
+    return
+  fi
+  for f in "$cache/toolchain/kubernetes-$kv/bin/"{kube-apiserver,kube-controller-manager,kube-scheduler,kubeadm} "$cache/toolchain/etcd-$ev/bin/"{etcd,etcdctl} "$kubelet"; do
+    [ -n "$f" ] && [ -x "$f" ] || { echo "error: $name needs $f; run tools/lab/build-kube.sh" >&2; exit 1; }
+  done
+  tmp=$(mktemp -d "$images/.$name.XXXXXX")
+  mkdir -p "$tmp/bin" "$tmp/etc"
+  cp "$cache/toolchain/kubernetes-$kv/bin/"{kube-apiserver,kube-controller-manager,kube-scheduler,kubeadm} "$tmp/bin/"
+  cp "$cache/toolchain/etcd-$ev/bin/"{etcd,etcdctl} "$kubelet" "$tmp/bin/"
+  # kubeadm restarts the kubelet through systemctl when it finds one; lab machines have no
+  # systemd, and lab-kubelet picks up kubeadm's files by itself.
+  cat > "$tmp/bin/systemctl" <<'SH'
+#!/bin/sh
+case "$*" in
+  *kubelet*|daemon-reload) exit 0 ;;
+  *) echo "systemctl: lab machines have no systemd ($*)" >&2; exit 1 ;;
+esac
+SH
+  chmod 755 "$tmp/bin/systemctl"
+  cat > "$tmp/etc/os-release" <<OS
+PRETTY_NAME="molt lab OS 1 (Kubernetes $kv)"
+NAME="molt lab OS"
+VERSION_ID="1"
+ID=molt-lab
+OS
+  cat > "$tmp/image.json" <<JSON
+{"name": "$name", "os": "molt lab OS 1", "kubernetesVersion": "$kv", "etcdVersion": "${ev#v}", "labKubelet": "$kubelet_version", "broken": false}
+JSON
+  chmod -R a-w "$tmp"
+  if [ -d "$dir" ]; then mv "$dir" "$images/.$name.replaced.$(date +%s)"; fi
+  mv "$tmp" "$dir"
+  rm -rf "$images/.$name.replaced."*
+  echo "$name: built (Kubernetes $kv, etcd ${ev#v})"
+}
+
 build lab-v1 1 ok
 build lab-v2 2 ok
 build lab-broken 2 broken
+if [ "${MOLT_LAB_KUBE:-1}" = 1 ]; then
+  "$here/lab/build-kube.sh"
+  for minor in $LAB_KUBE_MINORS; do build_kube "$minor"; done
+fi

@@ -1,0 +1,61 @@
+# Initialises a new Kubernetes control plane on the first node with `kubeadm init`:
+# kubeadm makes the PKI, kubeconfigs, static pod manifests for stacked etcd,
+# kube-apiserver, kube-controller-manager and kube-scheduler (lab-kubelet runs them),
+# uploads kubeadm-config, and installs the bootstrap-token RBAC, kube-proxy and CoreDNS.
+# Extra inputs: LB_ENDPOINT (host:port of the control-plane load balancer), CLUSTER_NAME.
+# Join tokens are never printed (--skip-token-print); kubeadm's output goes to a root-only
+# log on the node, and only its phase lines are echoed.
+[ -n "${LB_ENDPOINT:-}" ] || die "LB_ENDPOINT is empty"
+KV=$(kubeadm version -o short) || die "kubeadm does not answer"
+KLOG=/var/log/molt/kubeadm.log
+mkdir -p /etc/kubernetes/manifests
+cat > /etc/kubernetes/kubeadm-init.yaml <<CFG
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+bootstrapTokens:
+- description: "created by kubeadm init on $NODE_NAME; molt creates its own per join"
+  ttl: 10m0s
+localAPIEndpoint:
+  advertiseAddress: $NODE_IP
+  bindPort: 6443
+nodeRegistration:
+  name: $NODE_NAME
+  criSocket: unix:///run/containerd/containerd.sock
+  imagePullPolicy: Never
+skipPhases:
+- preflight
+- kubelet-finalize
+- show-join-command
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: ${CLUSTER_NAME:-kubernetes}
+kubernetesVersion: $KV
+controlPlaneEndpoint: "$LB_ENDPOINT"
+apiServer:
+  certSANs:
+  - "${LB_ENDPOINT%:*}"
+  extraArgs:
+  # On SIGTERM, /readyz fails at once while requests are still served for 4 s: the load
+  # balancer's check (every 1 s, 2 failures) takes the server out before it stops.
+  - name: shutdown-delay-duration
+    value: 4s
+networking:
+  serviceSubnet: 10.96.0.0/12
+  podSubnet: 10.244.0.0/16
+  dnsDomain: cluster.local
+etcd:
+  local:
+    dataDir: /var/lib/etcd
+CFG
+if [ ! -f /etc/kubernetes/.molt-init-done ]; then
+  log "kubeadm init ($KV) behind $LB_ENDPOINT"
+  if ! kubeadm init --config /etc/kubernetes/kubeadm-init.yaml --skip-token-print --skip-certificate-key-print -v=1 >>"$KLOG" 2>&1; then
+    die "kubeadm init failed; last lines of $KLOG: $(grep -v -i token "$KLOG" | tail -n 15 | tr '\n' ' ')"
+  fi
+  grep -E '^\[[a-z-]+\] ' "$KLOG" | grep -v -i token | sed 's/^/  /' >&2 || true
+  touch /etc/kubernetes/.molt-init-done
+fi
+api_ready() { curl -fsS --cacert /etc/kubernetes/pki/ca.crt "https://$NODE_IP:6443/readyz" >/dev/null; }
+wait_for "kube-apiserver on $NODE_NAME to be ready" api_ready
+log "Kubernetes $KV initialised"

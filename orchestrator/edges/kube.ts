@@ -1,0 +1,379 @@
+// molt's Kubernetes edge. Like etcd, the API is reached through SSH tunnels to each
+// node's loopback ports, so it works the same behind a private load balancer on any
+// cloud and in the lab:
+//   - per node: kube-apiserver /readyz and /version (verified against the cluster CA),
+//     kube-controller-manager /healthz (10257) and kube-scheduler /livez (10259), the
+//     endpoints `kubeadm init/join` itself waits for;
+//   - cluster-wide calls (@kubernetes/client-node) go to one node's API server, preferring
+//     the newest ready one, as cluster-admin with the credentials of /etc/kubernetes/admin.conf
+//     read over SSH once and held in memory only.
+import { request } from "node:https";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import type { SshSession } from "../../infra/remote/ssh";
+
+type K8s = typeof import("@kubernetes/client-node");
+let k8sModule: Promise<K8s> | undefined;
+/** @kubernetes/client-node is an ES module; molt is CommonJS. */
+function k8s(): Promise<K8s> {
+  k8sModule ??= import("@kubernetes/client-node");
+  return k8sModule;
+}
+
+const CALL_DEADLINE_MS = 5_000;
+export const CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane";
+
+export interface ComponentHealth {
+  apiserver: { ok: boolean; version?: string; error?: string };
+  controllerManager: { ok: boolean; error?: string };
+  scheduler: { ok: boolean; error?: string };
+}
+
+export interface KubeNode {
+  name: string;
+  ready: boolean;
+  unschedulable: boolean;
+  controlPlane: boolean;
+  kubeletVersion: string;
+  /** Seconds since the node's Lease was renewed (undefined: no lease). */
+  leaseAgeSeconds?: number;
+}
+
+export interface KubeObservation {
+  /** The node whose API server served the cluster-wide reads (and serves this pass's changes). */
+  via: string;
+  nodes: KubeNode[];
+  /** Per stack node: its control-plane components, through its own tunnels. */
+  components: Record<string, ComponentHealth>;
+  /** Per Node name: pods a drain must evict (not DaemonSet pods, mirror pods or finished pods). */
+  evictable: Record<string, number>;
+  /** kubeadm-config's ClusterConfiguration.kubernetesVersion (without a leading v). */
+  clusterConfigVersion?: string;
+  /** kube-proxy's image tag (without v) and whether its DaemonSet has rolled out. */
+  kubeProxy?: { version: string; rolledOut: boolean };
+}
+
+export interface Credentials {
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+interface Ports {
+  apiserver: number;
+  controllerManager: number;
+  scheduler: number;
+  close: () => Promise<void>;
+}
+
+export class KubeUnreachableError extends Error {
+  constructor(detail: string) {
+    super(`the Kubernetes API is not reachable: ${detail}`);
+    this.name = "KubeUnreachableError";
+  }
+}
+
+function sudoFor(user: string): string {
+  return user === "root" ? "" : "sudo -n ";
+}
+
+/** One HTTPS GET with a deadline; resolves with status and body, never rejects. */
+function get(port: number, path: string, tls: { ca?: string; servername?: string; insecure?: boolean }): Promise<{ status: number; body: string; error?: string }> {
+  return new Promise((resolve) => {
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port,
+        path,
+        method: "GET",
+        timeout: CALL_DEADLINE_MS,
+        ...(tls.insecure ? { rejectUnauthorized: false } : { ca: tls.ca, servername: tls.servername }),
+      },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on("error", (e) => resolve({ status: 0, body, error: e.message }));
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error(`no answer within ${CALL_DEADLINE_MS} ms`)));
+    req.on("error", (e) => resolve({ status: 0, body: "", error: e.message }));
+    req.end();
+  });
+}
+
+function describe(r: { status: number; body: string; error?: string }): string {
+  return r.error ?? `HTTP ${r.status}: ${r.body.trim().split("\n").slice(-3).join(" ").slice(0, 200)}`;
+}
+
+export function stripV(v: string): string {
+  return v.replace(/^v/, "");
+}
+
+/** The version in an image reference's tag (registry.k8s.io/kube-proxy:v1.36.3 -> 1.36.3). */
+export function tagVersion(image: string): string {
+  const tag = image.slice(image.lastIndexOf(":") + 1);
+  return stripV(tag.split("@")[0]);
+}
+
+export class KubeAccess {
+  private readonly ports = new Map<string, Ports>();
+
+  private constructor(
+    private readonly sessions: Map<string, SshSession>,
+    private readonly credentials: Credentials,
+  ) {}
+
+  /** Reads the admin credentials from the first node that has them. */
+  static async open(sessions: Map<string, SshSession>): Promise<KubeAccess> {
+    const errors: string[] = [];
+    for (const [node, ssh] of sessions) {
+      const r = await ssh.exec(`${sudoFor(ssh.target.user)}cat /etc/kubernetes/admin.conf`);
+      if (r.code !== 0) {
+        errors.push(`${node}: ${r.stderr.trim() || `exit ${r.code}`}`);
+        continue;
+      }
+      const credentials = credentialsOf(r.stdout);
+      if (credentials) return new KubeAccess(sessions, credentials);
+      errors.push(`${node}: admin.conf has no client certificate`);
+    }
+    throw new KubeUnreachableError(`no node has a usable /etc/kubernetes/admin.conf (${errors.join("; ") || "no nodes"})`);
+  }
+
+  private async portsOf(node: string): Promise<Ports> {
+    const have = this.ports.get(node);
+    if (have) return have;
+    const ssh = this.sessions.get(node);
+    if (!ssh) throw new KubeUnreachableError(`no SSH session to ${node}`);
+    const [a, c, s] = await Promise.all([ssh.forward("127.0.0.1", 6443), ssh.forward("127.0.0.1", 10257), ssh.forward("127.0.0.1", 10259)]);
+    const p: Ports = { apiserver: a.port, controllerManager: c.port, scheduler: s.port, close: async () => void (await Promise.all([a.close(), c.close(), s.close()])) };
+    this.ports.set(node, p);
+    return p;
+  }
+
+  /** The health of one node's control-plane components. */
+  async components(node: string): Promise<ComponentHealth> {
+    let p: Ports;
+    try {
+      p = await this.portsOf(node);
+    } catch (e) {
+      const error = (e as Error).message;
+      return { apiserver: { ok: false, error }, controllerManager: { ok: false, error }, scheduler: { ok: false, error } };
+    }
+    // kubeadm's serving certificate names "kubernetes" on every API server.
+    const tls = { ca: this.credentials.ca, servername: "kubernetes" };
+    const [ready, version, kcm, sched] = await Promise.all([
+      get(p.apiserver, "/readyz", tls),
+      get(p.apiserver, "/version", tls),
+      // Their serving certificates are self-signed by default; no credentials are sent.
+      get(p.controllerManager, "/healthz", { insecure: true }),
+      get(p.scheduler, "/livez", { insecure: true }),
+    ]);
+    let gitVersion: string | undefined;
+    try {
+      gitVersion = version.status === 200 ? (JSON.parse(version.body) as { gitVersion?: string }).gitVersion : undefined;
+    } catch {
+      gitVersion = undefined;
+    }
+    return {
+      apiserver: ready.status === 200 ? { ok: true, ...(gitVersion ? { version: stripV(gitVersion) } : {}) } : { ok: false, error: describe(ready) },
+      controllerManager: kcm.status === 200 ? { ok: true } : { ok: false, error: describe(kcm) },
+      scheduler: sched.status === 200 ? { ok: true } : { ok: false, error: describe(sched) },
+    };
+  }
+
+  /** A client-node KubeConfig for the API server of `node`, through its tunnel. */
+  private async config(node: string) {
+    const { KubeConfig } = await k8s();
+    const p = await this.portsOf(node);
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: "molt", server: `https://127.0.0.1:${p.apiserver}`, caData: b64(this.credentials.ca), tlsServerName: "kubernetes", skipTLSVerify: false }],
+      users: [{ name: "molt", certData: b64(this.credentials.cert), keyData: b64(this.credentials.key) }],
+      contexts: [{ name: "molt", cluster: "molt", user: "molt" }],
+      currentContext: "molt",
+    });
+    return kc;
+  }
+
+  async api(node: string) {
+    const m = await k8s();
+    const kc = await this.config(node);
+    return { core: kc.makeApiClient(m.CoreV1Api), apps: kc.makeApiClient(m.AppsV1Api), coord: kc.makeApiClient(m.CoordinationV1Api), policy: kc.makeApiClient(m.PolicyV1Api), m };
+  }
+
+  /** Nodes, leases, evictable pods, kubeadm-config and kube-proxy, through `via`. */
+  async observeCluster(via: string): Promise<Omit<KubeObservation, "components" | "via">> {
+    const { core, apps, coord } = await this.api(via);
+    const [nodes, leases, pods, cm, proxy] = await Promise.all([
+      core.listNode(),
+      coord.listNamespacedLease({ namespace: "kube-node-lease" }),
+      core.listPodForAllNamespaces(),
+      core.readNamespacedConfigMap({ name: "kubeadm-config", namespace: "kube-system" }).catch(notFound),
+      apps.readNamespacedDaemonSet({ name: "kube-proxy", namespace: "kube-system" }).catch(notFound),
+    ]);
+    const now = Date.now();
+    const leaseAge = new Map(leases.items.map((l) => [l.metadata?.name ?? "", l.spec?.renewTime ? (now - new Date(l.spec.renewTime).getTime()) / 1000 : undefined]));
+    const evictable: Record<string, number> = {};
+    for (const p of pods.items) {
+      const node = p.spec?.nodeName;
+      if (!node || !isEvictable(p)) continue;
+      evictable[node] = (evictable[node] ?? 0) + 1;
+    }
+    let clusterConfigVersion: string | undefined;
+    const cc = cm?.data?.ClusterConfiguration;
+    if (cc) {
+      const v = (parseYaml(cc) as { kubernetesVersion?: string } | null)?.kubernetesVersion;
+      if (v) clusterConfigVersion = stripV(v);
+    }
+    let kubeProxy: KubeObservation["kubeProxy"];
+    const image = proxy?.spec?.template.spec?.containers.find((c) => c.name === "kube-proxy")?.image;
+    if (proxy && image) {
+      const st = proxy.status;
+      const rolledOut =
+        (proxy.metadata?.generation ?? 0) <= (st?.observedGeneration ?? 0) &&
+        (st?.updatedNumberScheduled ?? 0) === (st?.desiredNumberScheduled ?? 0) &&
+        (st?.numberAvailable ?? 0) === (st?.desiredNumberScheduled ?? 0);
+      kubeProxy = { version: tagVersion(image), rolledOut };
+    }
+    return {
+      nodes: nodes.items.map((n) => {
+        const name = n.metadata?.name ?? "";
+        const age = leaseAge.get(name);
+        return {
+          name,
+          ready: n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
+          unschedulable: !!n.spec?.unschedulable,
+          controlPlane: n.metadata?.labels?.[CONTROL_PLANE_LABEL] !== undefined,
+          kubeletVersion: stripV(n.status?.nodeInfo?.kubeletVersion ?? ""),
+          ...(age !== undefined ? { leaseAgeSeconds: age } : {}),
+        };
+      }),
+      evictable,
+      ...(clusterConfigVersion ? { clusterConfigVersion } : {}),
+      ...(kubeProxy ? { kubeProxy } : {}),
+    };
+  }
+
+  /**
+   * Sets kubeadm-config's ClusterConfiguration.kubernetesVersion, as Cluster API's
+   * KubeadmControlPlane does before the first machine of a new version joins (kubeadm join
+   * reads it). An optimistic-concurrency update: a conflict fails the step and the next
+   * pass looks again.
+   */
+  async setClusterConfigVersion(via: string, version: string): Promise<void> {
+    const { core } = await this.api(via);
+    const cm = await core.readNamespacedConfigMap({ name: "kubeadm-config", namespace: "kube-system" });
+    const cc = (parseYaml(cm.data?.ClusterConfiguration ?? "") ?? {}) as Record<string, unknown>;
+    cc.kubernetesVersion = `v${stripV(version)}`;
+    cm.data = { ...cm.data, ClusterConfiguration: stringifyYaml(cc) };
+    await core.replaceNamespacedConfigMap({ name: "kubeadm-config", namespace: "kube-system", body: cm });
+  }
+
+  /** Marks a node unschedulable (idempotent). */
+  async cordon(via: string, node: string): Promise<void> {
+    const { core, m } = await this.api(via);
+    await core.patchNode({ name: node, body: { spec: { unschedulable: true } } }, m.setHeaderOptions("Content-Type", m.PatchStrategy.MergePatch));
+  }
+
+  /**
+   * One eviction round over the node's evictable pods (the Eviction API, so
+   * PodDisruptionBudgets are honoured). Returns what is left and, for pods a budget
+   * protects, why.
+   */
+  async evictRound(via: string, node: string): Promise<{ remaining: number; blocked: string[] }> {
+    const { core } = await this.api(via);
+    const pods = (await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items.filter(isEvictable);
+    const blocked: string[] = [];
+    await Promise.all(
+      pods
+        .filter((p) => !p.metadata?.deletionTimestamp)
+        .map(async (p) => {
+          const name = p.metadata!.name!;
+          const namespace = p.metadata!.namespace!;
+          try {
+            await core.createNamespacedPodEviction({ name, namespace, body: { apiVersion: "policy/v1", kind: "Eviction", metadata: { name, namespace } } });
+          } catch (e) {
+            const code = (e as { code?: number }).code;
+            if (code === 404) return;
+            if (code === 429) {
+              blocked.push(`${namespace}/${name}: ${evictionMessage(e)}`);
+              return;
+            }
+            throw e;
+          }
+        }),
+    );
+    return { remaining: pods.length, blocked };
+  }
+
+  async deleteNode(via: string, node: string): Promise<void> {
+    const { core } = await this.api(via);
+    await core.deleteNode({ name: node }).catch(notFound);
+  }
+
+  /** Sets the image of one container of a DaemonSet or Deployment in kube-system. */
+  async setImage(via: string, kind: "DaemonSet" | "Deployment", name: string, container: string, image: string): Promise<boolean> {
+    const { apps, m } = await this.api(via);
+    const patch = { spec: { template: { spec: { containers: [{ name: container, image }] } } } };
+    const opts = m.setHeaderOptions("Content-Type", m.PatchStrategy.StrategicMergePatch);
+    try {
+      if (kind === "DaemonSet") await apps.patchNamespacedDaemonSet({ name, namespace: "kube-system", body: patch }, opts);
+      else await apps.patchNamespacedDeployment({ name, namespace: "kube-system", body: patch }, opts);
+      return true;
+    } catch (e) {
+      if ((e as { code?: number }).code === 404) return false;
+      throw e;
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const p of this.ports.values()) await p.close();
+    this.ports.clear();
+  }
+}
+
+function b64(s: string): string {
+  return Buffer.from(s).toString("base64");
+}
+
+function notFound(e: unknown): undefined {
+  if ((e as { code?: number }).code === 404) return undefined;
+  throw e;
+}
+
+function evictionMessage(e: unknown): string {
+  const body = (e as { body?: unknown }).body;
+  try {
+    const parsed = (typeof body === "string" ? JSON.parse(body) : body) as { message?: string; details?: { causes?: { message?: string }[] } };
+    return [parsed.message, ...(parsed.details?.causes ?? []).map((c) => c.message)].filter(Boolean).join("; ") || "too many requests";
+  } catch {
+    return String(body ?? (e as Error).message).slice(0, 300);
+  }
+}
+
+interface PodLike {
+  metadata?: { annotations?: Record<string, string>; ownerReferences?: { kind?: string }[]; deletionTimestamp?: Date | string };
+  status?: { phase?: string };
+}
+
+/** Pods `kubectl drain --ignore-daemonsets` evicts: not mirror pods, DaemonSet pods or finished pods. */
+export function isEvictable(p: PodLike): boolean {
+  if (p.metadata?.annotations?.["kubernetes.io/config.mirror"]) return false;
+  if (p.metadata?.ownerReferences?.some((o) => o.kind === "DaemonSet")) return false;
+  return p.status?.phase !== "Succeeded" && p.status?.phase !== "Failed";
+}
+
+/** The client certificate and key (and CA) of a kubeconfig with embedded data. */
+export function credentialsOf(kubeconfig: string): Credentials | undefined {
+  const doc = parseYaml(kubeconfig) as {
+    clusters?: { cluster?: { "certificate-authority-data"?: string } }[];
+    users?: { user?: { "client-certificate-data"?: string; "client-key-data"?: string } }[];
+  } | null;
+  const ca = doc?.clusters?.[0]?.cluster?.["certificate-authority-data"];
+  const cert = doc?.users?.[0]?.user?.["client-certificate-data"];
+  const key = doc?.users?.[0]?.user?.["client-key-data"];
+  if (!ca || !cert || !key) return undefined;
+  const d = (s: string) => Buffer.from(s, "base64").toString("utf8");
+  return { ca: d(ca), cert: d(cert), key: d(key) };
+}
