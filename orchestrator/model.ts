@@ -81,6 +81,7 @@ export type Operation =
   | { kind: "refuse"; condition: string; reason: string }
   | { kind: "update-cluster-config"; version: string; reason: string }
   | { kind: "drain"; node: string; reason: string }
+  | { kind: "stop-apiserver"; node: string; reason: string }
   | { kind: "delete-node"; node: string; reason: string }
   | { kind: "update-addons"; version: string; reason: string };
 

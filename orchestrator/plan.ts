@@ -287,6 +287,12 @@ export function decide(s: Snapshot, stack: string): Operation {
       if (k && (!k.unschedulable || (s.kube.evictable[victim.name] ?? 0) > 0)) {
         return { kind: "drain", node: victim.name, reason: `retire ${victim.name}: cordon and drain it first (${s.kube.evictable[victim.name] ?? 0} pod(s) to evict, PodDisruptionBudgets honoured)` };
       }
+      // Its API server goes before its etcd member: stopped gracefully, it fails /readyz
+      // while still serving, so the load balancer drops it before a request can reach an
+      // API server whose etcd is gone.
+      if (k && s.kube.components[victim.name]?.apiserver.ok) {
+        return { kind: "stop-apiserver", node: victim.name, reason: `retire ${victim.name}: stop its kube-apiserver gracefully, out of the load balancer, before its etcd member is removed` };
+      }
     }
     const member = memberOfNode(members, victim, addressOf(victim.name))!;
     if (member.id === leaderId) {

@@ -83,6 +83,7 @@ const MUTATING = new Set<Operation["kind"]>([
   "rollback",
   "update-cluster-config",
   "drain",
+  "stop-apiserver",
   "delete-node",
   "update-addons",
 ]);
@@ -318,7 +319,13 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
         }
         case "drain": {
           operations++;
-          const blocked = await timed("kube", op.kind, op.node, () => drain(kube!, kubeObs!.via, op.node, intent.timeouts.drainSeconds, waits, o.signal));
+          let blocked: string | undefined;
+          await timed("kube", op.kind, op.node, async () => {
+            blocked = await drain(kube!, kubeObs!.via, op.node, intent.timeouts.drainSeconds, waits, o.signal);
+            if (blocked) throw new Error(blocked);
+          }).catch((e) => {
+            if (!blocked) throw e;
+          });
           if (blocked) {
             return finish(
               "failed",
@@ -327,6 +334,11 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
                 `(or raise the deadline), then run molt again: it continues with the drain.`,
             );
           }
+          continue;
+        }
+        case "stop-apiserver": {
+          operations++;
+          await timed("kube", op.kind, op.node, () => stopApiServer(access!, op.node, intent.timeouts.settleSeconds, o.signal));
           continue;
         }
         case "update-addons": {
@@ -407,6 +419,29 @@ async function drain(kube: KubeAccess, via: string, node: string, seconds: numbe
 }
 
 /**
+ * Stops a retiring node's kube-apiserver the way its kubelet would: its static pod
+ * manifest is moved aside, the kubelet sends SIGTERM, /readyz fails at once while requests
+ * are still served for --shutdown-delay-duration, the load balancer's check drops it, and
+ * it exits. Done when nothing listens on 6443 any more.
+ */
+async function stopApiServer(access: EtcdAccess, node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<void> {
+  const ssh = access.session(node);
+  if (!ssh) throw new Error(`no SSH session to ${node} to stop its kube-apiserver`);
+  const sudo = ssh.target.user === "root" ? "" : "sudo -n ";
+  await ssh.run(
+    `${sudo}sh -c 'if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired; fi'`,
+    `moving ${node}'s kube-apiserver manifest aside`,
+  );
+  const until = Date.now() + deadlineSeconds * 1000;
+  for (;;) {
+    const r = await ssh.exec(`${sudo}ss -ltnH 'sport = :6443'`);
+    if (r.code === 0 && r.stdout.trim() === "") return;
+    if (Date.now() > until) throw new Error(`kube-apiserver on ${node} still listens ${deadlineSeconds}s after its manifest was removed`);
+    await pollInterval(250, signal);
+  }
+}
+
+/**
  * After the last control-plane node runs the new version: kube-proxy and CoreDNS get the
  * images that version's kubeadm deploys (asked of kubeadm on the newest node), as
  * `kubeadm upgrade apply`'s addon phase and Cluster API do.
@@ -433,8 +468,9 @@ function firstLines(s: string, n = 6): string {
 function pollInterval(ms: number, signal?: AbortSignal): Promise<void> {
   // The interval between observations while a condition (with its own deadline) is awaited.
   return new Promise((resolve) => {
-    const poll = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => (clearTimeout(poll), resolve()), { once: true });
+    const onAbort = () => (clearTimeout(poll), resolve());
+    const poll = setTimeout(() => (signal?.removeEventListener("abort", onAbort), resolve()), ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
 

@@ -23,7 +23,7 @@ step "Debian packages"
 need_pkgs=()
 for pair in etcd:etcd-server etcdctl:etcd-client haproxy:haproxy sshd:openssh-server ssh:openssh-client \
             ip:iproute2 unshare:util-linux nsenter:util-linux openssl:openssl shellcheck:shellcheck \
-            setsid:util-linux pkill:procps; do
+            setsid:util-linux pkill:procps curl:curl ss:iproute2 base64:coreutils; do
   bin=${pair%%:*} pkg=${pair#*:}
   if ! command -v "$bin" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$bin" ] && ! [ -x "/usr/bin/$bin" ]; then
     need_pkgs+=("$pkg")

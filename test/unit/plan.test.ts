@@ -67,6 +67,14 @@ interface SimKube {
 
 const kubeUp = (w: World, n: SimNode): boolean => !!n.member && n.member.started && n.health !== "down" && !w.kube?.apiserverDown.has(n.entry.name);
 
+/** The machine is gone and its Node object with it (a later node may reuse the name). */
+function forgetKube(w: World, name: string): void {
+  if (!w.kube) return;
+  w.kube.cordoned.delete(name);
+  w.kube.apiserverDown.delete(name);
+  delete w.kube.evictable[name];
+}
+
 function kubeOf(w: World): KubeObservation | undefined {
   const k = w.kube;
   if (!k) return undefined;
@@ -498,7 +506,8 @@ describe("planner (orchestrator/plan.ts)", () => {
       expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: cfg }), "drain", { node: "lab-cp-1" });
       // Cordoned but pods left (a PDB held one back): drain again, not remove.
       expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: { "lab-cp-1": 1 } } }), "drain", { node: "lab-cp-1" });
-      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: {} } }), "remove-member", { node: "lab-cp-1" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: {} } }), "stop-apiserver", { node: "lab-cp-1" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: {}, apiserverDown: new Set(["lab-cp-1"]) } }), "remove-member", { node: "lab-cp-1" });
     });
 
     it("a drained victim's API server may already be gone; any other node's may not", () => {
@@ -754,7 +763,7 @@ describe("planner (orchestrator/plan.ts)", () => {
           }
           case "remove-member": {
             const n = node(op.node);
-            if (w.kube) assert.ok(w.kube.cordoned.has(op.node) && !w.kube.evictable[op.node], `remove-member of ${op.node} before it was drained`);
+            if (w.kube) assert.ok(w.kube.cordoned.has(op.node) && !w.kube.evictable[op.node] && w.kube.apiserverDown.has(op.node), `remove-member of ${op.node} before it was drained and its API server stopped`);
             assert.equal(n.member?.id, op.memberId);
             assertSafeRemoval(op.memberId);
             n.member = undefined;
@@ -769,6 +778,7 @@ describe("planner (orchestrator/plan.ts)", () => {
             const n = node(op.node);
             assert.equal(n.member, undefined, "prunes only a node without a member");
             w.nodes = w.nodes.filter((x) => x !== n);
+            forgetKube(w, op.node);
             break;
           }
           case "rollback": {
@@ -780,6 +790,7 @@ describe("planner (orchestrator/plan.ts)", () => {
               assertSafeRemoval(n.member.id);
             }
             w.nodes = w.nodes.filter((x) => x !== n);
+            forgetKube(w, op.node);
             break;
           }
           case "pause": {
@@ -802,6 +813,11 @@ describe("planner (orchestrator/plan.ts)", () => {
             assert.ok(isOutdated(n.entry, w.intent) || w.nodes.length > w.intent.replicas, `drains ${op.node}, which is neither outdated nor surplus`);
             w.kube.cordoned.add(op.node);
             w.kube.evictable[op.node] = 0;
+            break;
+          }
+          case "stop-apiserver": {
+            assert.ok(w.kube && w.kube.cordoned.has(op.node) && !w.kube.evictable[op.node], `stops the API server of ${op.node} before it was drained`);
+            w.kube.apiserverDown.add(op.node);
             break;
           }
           case "delete-node": {

@@ -7,7 +7,8 @@
 #   lab-broken  an etcd that never starts     (rollback tests)
 #   k8s-<version> Kubernetes <version> (kube-apiserver, kube-controller-manager, kube-scheduler,
 #               kubeadm, lab-kubelet) with the etcd its kubeadm deploys, for each minor in
-#               LAB_KUBE_MINORS (k8s-v1.36.3, k8s-v1.37.2), built from Go modules by tools/lab/build-kube.sh
+#               LAB_KUBE_MINORS (k8s-v1.36.3, k8s-v1.37.2), and the newest once more on
+#               "OS 2" (k8s-v1.37.2-os2), built from Go modules by tools/lab/build-kube.sh
 set -euo pipefail
 root=${MOLT_LAB_ROOT:-/var/lib/molt-lab}
 images="$root/images"
@@ -56,14 +57,16 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/versions.env"
 cache=${MOLT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/molt}
 
-# build_kube MINOR: an image with real Kubernetes binaries (no kubelet: lab-kubelet runs
-# kubeadm's static pods as processes and keeps the Node object).
+# build_kube MINOR [OS]: an image with real Kubernetes binaries (no kubelet: lab-kubelet
+# runs kubeadm's static pods as processes and keeps the Node object). OS 2 gives the same
+# Kubernetes on a new base image (k8s-<version>-os2): a base-image-only rollout.
 build_kube() {
-  local minor=$1 key kv ev name dir tmp kubelet
+  local minor=$1 os=${2:-1} key kv ev name dir tmp kubelet kubelet_version
   key=${minor//./_}
   kv=$(eval echo "\$LAB_KUBE_$key")
   ev=$(eval echo "\$LAB_ETCD_$key")
   name="k8s-$kv"
+  [ "$os" = 1 ] || name="$name-os$os"
   dir="$images/$name"
   kubelet="$cache/toolchain/lab-kubelet-current/bin/lab-kubelet"
   kubelet_version=$(cat "$kubelet.version" 2>/dev/null || true)
@@ -91,13 +94,13 @@ esac
 SH
   chmod 755 "$tmp/bin/systemctl"
   cat > "$tmp/etc/os-release" <<OS
-PRETTY_NAME="molt lab OS 1 (Kubernetes $kv)"
+PRETTY_NAME="molt lab OS $os (Kubernetes $kv)"
 NAME="molt lab OS"
-VERSION_ID="1"
+VERSION_ID="$os"
 ID=molt-lab
 OS
   cat > "$tmp/image.json" <<JSON
-{"name": "$name", "os": "molt lab OS 1", "kubernetesVersion": "$kv", "etcdVersion": "${ev#v}", "labKubelet": "$kubelet_version", "broken": false}
+{"name": "$name", "os": "molt lab OS $os", "kubernetesVersion": "$kv", "etcdVersion": "${ev#v}", "labKubelet": "$kubelet_version", "broken": false}
 JSON
   chmod -R a-w "$tmp"
   if [ -d "$dir" ]; then mv "$dir" "$images/.$name.replaced.$(date +%s)"; fi
@@ -112,4 +115,5 @@ build lab-broken 2 broken
 if [ "${MOLT_LAB_KUBE:-1}" = 1 ]; then
   "$here/lab/build-kube.sh"
   for minor in $LAB_KUBE_MINORS; do build_kube "$minor"; done
+  build_kube "${LAB_KUBE_MINORS##* }" 2
 fi
