@@ -2,8 +2,9 @@
 import { buildProgram } from "../infra/program";
 import { loadStackConfig, resolveLabImage } from "./config";
 import type { NodeView } from "./events";
-import { ensureAccess, nodeViews, observeEtcd, readStoredState } from "./observe";
-import { agreedLeader, decide, isOutdated } from "./plan";
+import { ensureAccess, nodeViews, observeEtcd, observeKube, openKube, readStoredState } from "./observe";
+import { agreedLeader, decide, isOutdated, kubeProblem } from "./plan";
+import type { KubeAccess } from "./edges/kube";
 import type { Operation, Snapshot } from "./model";
 import { plannedReplacements, type PlannedReplacement } from "./rollout";
 import { openStack, StackNotFoundError } from "./stack/driver";
@@ -11,7 +12,7 @@ import { repoRoot } from "./stack/engine";
 import { programInputFor } from "./program-input";
 
 export interface Condition {
-  type: "EtcdClusterHealthy" | "EtcdMembersMatchNodes" | "MachinesUpToDate" | "Available";
+  type: "EtcdClusterHealthy" | "EtcdMembersMatchNodes" | "MachinesUpToDate" | "ControlPlaneHealthy" | "Available";
   status: "True" | "False" | "Unknown";
   reason: string;
 }
@@ -51,6 +52,17 @@ export async function inspect(o: { stack: string; workDir?: string; env?: Record
       } catch (e) {
         snapshot.etcdError = (e as Error).message;
       }
+      if (intent.kubernetesVersion !== undefined) {
+        let kube: KubeAccess | undefined;
+        try {
+          kube = await openKube(access);
+          snapshot.kube = await observeKube(kube, stored.nodes);
+        } catch (e) {
+          snapshot.kubeError = (e as Error).message.split("\n")[0];
+        } finally {
+          await kube?.close();
+        }
+      }
     }
   } finally {
     await access?.close();
@@ -75,6 +87,7 @@ export async function inspect(o: { stack: string; workDir?: string; env?: Record
     stored.nodes.some((n) => isOutdated(n, intent))
       ? { type: "MachinesUpToDate", status: "False", reason: `outdated: ${stored.nodes.filter((n) => isOutdated(n, intent)).map((n) => `${n.name} (${n.image})`).join(", ")}` }
       : { type: "MachinesUpToDate", status: stored.nodes.length ? "True" : "Unknown", reason: stored.nodes.length ? `all on ${intent.image}` : "no nodes" },
+    ...(intent.kubernetesVersion !== undefined ? [kubeCondition(snapshot)] : []),
     next.kind === "done"
       ? { type: "Available", status: "True", reason: next.reason }
       : { type: "Available", status: snapshot.etcd ? "True" : "False", reason: `next: ${next.kind}: ${next.reason}` },
@@ -91,4 +104,14 @@ export async function inspect(o: { stack: string; workDir?: string; env?: Record
     next,
     replacements: plannedReplacements(stored.nodes, intent),
   };
+}
+
+function kubeCondition(s: Snapshot): Condition {
+  if (!s.kube) return { type: "ControlPlaneHealthy", status: s.nodes.length ? "False" : "Unknown", reason: s.kubeError ?? "no nodes" };
+  const bad = s.nodes.map((n) => [n.name, kubeProblem(s, n.name)] as const).filter(([, p]) => p !== undefined);
+  if (bad.length === 0) {
+    const versions = [...new Set(Object.values(s.kube.components).map((c) => c.apiserver.version))].join(", ");
+    return { type: "ControlPlaneHealthy", status: "True", reason: `every API server ready (${versions}), controller-managers, schedulers and Nodes healthy; kubeadm-config ${s.kube.clusterConfigVersion ?? "?"}` };
+  }
+  return { type: "ControlPlaneHealthy", status: "False", reason: bad.map(([n, p]) => `${n}: ${p}`).join("; ") };
 }

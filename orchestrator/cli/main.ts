@@ -64,7 +64,7 @@ function human(e: RolloutEvent): void {
     case "lock-recovered":
       return out(`took over the lock of a run that died (pid ${e.previousPid}, started ${e.previousStartedAt})`);
     case "observed":
-      return out(`pass ${e.pass}: ${e.nodes.map((n) => `${n.name}[${n.image}${n.member ? (n.member.learner ? ",learner" : n.member.leader ? ",leader" : "") + (n.member.healthy ? "" : ",unhealthy") : ",no member"}${n.outdated ? ",outdated" : ""}]`).join(" ") || "(no nodes)"}`);
+      return out(`pass ${e.pass}: ${e.nodes.map((n) => `${n.name}[${n.image}${n.member ? (n.member.learner ? ",learner" : n.member.leader ? ",leader" : "") + (n.member.healthy ? "" : ",unhealthy") : ",no member"}${n.kube ? (n.kube.cordoned ? ",cordoned" : "") + (n.kube.healthy ? "" : ",k8s-unhealthy") : ""}${n.outdated ? ",outdated" : ""}]`).join(" ") || "(no nodes)"}`);
     case "decision":
       return e.operation.kind === "wait" ? undefined : out(`→ ${e.operation.kind}: ${e.operation.reason}`);
     case "phase":
@@ -95,9 +95,12 @@ function printInspection(i: Inspection, what: "plan" | "status"): void {
   w(`stack ${i.stack}${i.exists ? "" : " (not created yet)"}: want ${i.intent.replicas} × ${i.intent.image}${i.intent.kubernetesVersion ? ` / k8s ${i.intent.kubernetesVersion}` : ""} on ${i.intent.provider}, maxSurge ${i.intent.maxSurge}`);
   if (what === "status") {
     w("");
-    w("NODE".padEnd(24) + "IMAGE".padEnd(14) + "MEMBER".padEnd(22) + "ROLE".padEnd(10) + "HEALTHY  UP-TO-DATE");
+    const kube = i.nodes.some((n) => n.kube) || i.intent.kubernetesVersion !== undefined;
+    const imageWidth = Math.max(14, ...i.nodes.map((n) => n.image.length + 2));
+    w("NODE".padEnd(24) + "IMAGE".padEnd(imageWidth) + "MEMBER".padEnd(22) + "ROLE".padEnd(10) + "HEALTHY  " + (kube ? "API".padEnd(10) + "NODE".padEnd(18) : "") + "UP-TO-DATE");
     for (const n of i.nodes) {
-      w(n.name.padEnd(24) + n.image.padEnd(14) + (n.member?.id ?? "-").padEnd(22) + (n.member ? (n.member.learner ? "learner" : n.member.leader ? "leader" : "voter") : "-").padEnd(10) + (n.member?.healthy ? "yes" : "no").padEnd(9) + (n.outdated ? "no" : "yes"));
+      const k = n.kube ? (n.kube.apiserverVersion ?? "down").padEnd(10) + ((n.kube.nodeReady ? "Ready" : "NotReady") + (n.kube.cordoned ? ",cordoned" : "")).padEnd(18) : kube ? "?".padEnd(10) + "?".padEnd(18) : "";
+      w(n.name.padEnd(24) + n.image.padEnd(imageWidth) + (n.member?.id ?? "-").padEnd(22) + (n.member ? (n.member.learner ? "learner" : n.member.leader ? "leader" : "voter") : "-").padEnd(10) + (n.member?.healthy && n.kube?.healthy !== false ? "yes" : "no").padEnd(9) + k + (n.outdated ? "no" : "yes"));
     }
     const stray = i.members.filter((m) => !i.nodes.some((n) => n.member?.id === m.id));
     for (const m of stray) w(`stray member ${m.id} ${m.name || "(unstarted)"} ${m.peerURLs.join(",")}`);

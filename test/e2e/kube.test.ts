@@ -1,0 +1,259 @@
+// Kubernetes control-plane upgrades end to end on the lab, through the CLI: real kubeadm
+// init/join, kube-apiserver behind HAProxy, kube-controller-manager, kube-scheduler and
+// stacked etcd on every machine (lab-kubelet runs kubeadm's static pods). A Deployment
+// with a PodDisruptionBudget runs on the control-plane nodes and an API client reads and
+// writes through the load balancer during every rollout.
+import * as assert from "node:assert/strict";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { buildProgram } from "../../infra/program";
+import { SshSession } from "../../infra/remote/ssh";
+import { EtcdAccess } from "../../orchestrator/edges/etcd";
+import type { KubeObservation } from "../../orchestrator/edges/kube";
+import { observeKube, openKube, readStoredState, type StoredState } from "../../orchestrator/observe";
+import { openStack } from "../../orchestrator/stack/driver";
+import { runCli, summaryOf, type CliRun } from "../support/cli";
+import { deployWorkload, labKubeConfig, setPdb, startApiProbe, waitForReadyPods, workloadPods, type ApiProbeStats } from "../support/kube-workload";
+import { labLeftovers, testLab } from "../support/lab";
+import { makeWorkDir, type TestWorkDir } from "../support/workdir";
+
+const lab = testLab(3);
+const STACK = "kube";
+const V1 = "1.36.3";
+const V2 = "1.37.2";
+
+function stackYaml(image: string, o: { drainSeconds?: number } = {}): string {
+  return [
+    "config:",
+    "  molt:provider: lab",
+    "  molt:replicas: 3",
+    `  molt:image: ${image}`,
+    "  molt:timeouts:",
+    "    joinSeconds: 240",
+    "    settleSeconds: 60",
+    `    drainSeconds: ${o.drainSeconds ?? 120}`,
+    "  molt:lab:",
+    `    name: ${lab.lab}`,
+    `    bridge: ${lab.bridge}`,
+    `    subnet: ${lab.subnet}`,
+    "",
+  ].join("\n");
+}
+
+interface ClusterView {
+  stored: StoredState;
+  kube: KubeObservation;
+  /** Per node: etcd server version, and the cluster version etcd reports. */
+  etcd: { server: Record<string, string>; cluster: string; voters: number; learners: number };
+}
+
+describe("Kubernetes upgrades on the lab (e2e)", function () {
+  let wd: TestWorkDir;
+  let env: Record<string, string>;
+  const figures: Record<string, unknown> = {};
+  const outputs: string[] = [];
+  const adminConf = () => join(wd.dir, "admin.conf");
+
+  const stored = async (): Promise<StoredState> => {
+    const stack = await openStack({ stackName: STACK, workDir: wd.dir, env, create: false, program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab, joinDeadlineSeconds: 60 }) });
+    return readStoredState(stack);
+  };
+
+  const rollout = async (...extra: string[]): Promise<CliRun> => {
+    const run = await runCli(["rollout", "--stack", STACK, "--yes", "--json", ...extra], env);
+    outputs.push(run.stdout, run.stderr);
+    return run;
+  };
+
+  /** Everything molt itself would observe, plus etcd's cluster version, independently of the run. */
+  async function view(): Promise<ClusterView> {
+    const st = await stored();
+    const access = await EtcdAccess.open(st.endpoints, { user: st.sshUser, privateKey: st.sshPrivateKey! });
+    const kube = await openKube(access);
+    try {
+      const k = await observeKube(kube, st.nodes);
+      const server: Record<string, string> = {};
+      for (const n of st.nodes) server[n.name] = (await access.status(n.name)).version;
+      const members = await access.memberList(st.nodes[0].name);
+      const ssh = access.session(st.nodes[0].name)!;
+      const pki = "/etc/kubernetes/pki/etcd";
+      const version = JSON.parse(await ssh.run(`curl -fsS --cacert ${pki}/ca.crt --cert ${pki}/healthcheck-client.crt --key ${pki}/healthcheck-client.key https://127.0.0.1:2379/version`, "etcd /version")) as { etcdcluster: string };
+      return { stored: st, kube: k, etcd: { server, cluster: version.etcdcluster, voters: members.filter((m) => !m.isLearner).length, learners: members.filter((m) => m.isLearner).length } };
+    } finally {
+      await kube.close();
+      await access.close();
+    }
+  }
+
+  async function assertAt(image: string, version: string, etcdMinor: string): Promise<ClusterView> {
+    const v = await view();
+    const names = v.stored.nodes.map((n) => n.name).sort();
+    assert.equal(names.length, 3, `3 nodes: ${names}`);
+    assert.ok(v.stored.nodes.every((n) => n.image === image && n.kubernetesVersion === version), `every node on ${image}: ${JSON.stringify(v.stored.nodes)}`);
+    for (const n of names) {
+      const c = v.kube.components[n];
+      assert.ok(c.apiserver.ok && c.controllerManager.ok && c.scheduler.ok, `${n}'s components healthy: ${JSON.stringify(c)}`);
+      assert.equal(c.apiserver.version, version, `${n}'s kube-apiserver reports ${version}`);
+    }
+    const cpNodes = v.kube.nodes.filter((n) => n.controlPlane);
+    assert.deepEqual(cpNodes.map((n) => n.name).sort(), names, "the control-plane Node objects are exactly the stack's nodes");
+    assert.ok(cpNodes.every((n) => n.ready && !n.unschedulable && n.kubeletVersion === version), `Nodes Ready, schedulable, at ${version}: ${JSON.stringify(cpNodes)}`);
+    assert.equal(v.kube.clusterConfigVersion, version, "kubeadm-config's ClusterConfiguration names the version");
+    assert.equal(v.kube.kubeProxy?.version, version, "kube-proxy runs the version");
+    assert.equal(v.etcd.voters, 3, "3 voting members");
+    assert.equal(v.etcd.learners, 0, "no learner left");
+    assert.ok(Object.values(v.etcd.server).every((s) => s.startsWith(etcdMinor + ".")), `every etcd server is ${etcdMinor}: ${JSON.stringify(v.etcd.server)}`);
+    assert.equal(v.etcd.cluster, `${etcdMinor}.0`, "etcd's cluster version");
+    const left = labLeftovers(lab);
+    assert.deepEqual(left.netns.map((n) => n.replace(`molt-${lab.lab}-`, "")).sort(), names, "no machine of a retired node is left");
+    return v;
+  }
+
+  const kinds = (run: CliRun) => run.events.filter((e) => e.type === "decision").map((e) => e.operation as { kind: string; node?: string });
+
+  /** Per retired node: drain, then its API server stopped, then its etcd member removed, then pruned. */
+  function assertRetirementOrder(run: CliRun, retired: string[]): void {
+    const ops = kinds(run);
+    for (const n of retired) {
+      const at = (kind: string) => ops.findIndex((o) => o.kind === kind && o.node === n);
+      const [drain, stop, remove, prune] = [at("drain"), at("stop-apiserver"), at("remove-member"), at("prune")];
+      assert.ok(drain >= 0 && drain < stop && stop < remove && remove < prune, `${n}: drain ${drain} < stop-apiserver ${stop} < remove-member ${remove} < prune ${prune}`);
+    }
+    const counts = run.events.filter((e) => e.type === "observed").map((e) => (e.nodes as unknown[]).length);
+    assert.ok(Math.min(...counts) >= 3 && Math.max(...counts) <= 4, `add-first: node counts ${counts}`);
+  }
+
+  async function withApiProbe(fn: () => Promise<CliRun>): Promise<{ run: CliRun; api: ApiProbeStats }> {
+    const kc = await labKubeConfig(adminConf());
+    const probe = await startApiProbe(kc, 100);
+    const run = await fn();
+    return { run, api: await probe.stop() };
+  }
+
+  before(() => {
+    wd = makeWorkDir("molt-kube-");
+    mkdirSync(join(wd.dir, "home"));
+    env = { ...wd.env, MOLT_PROJECT_DIR: wd.dir, MOLT_HOME: join(wd.dir, "home") };
+  });
+  after(async function () {
+    this.timeout(300_000);
+    console.log("    kubernetes figures:", JSON.stringify(figures));
+    try {
+      const stack = await openStack({ stackName: STACK, workDir: wd.dir, env, create: false, program: async () => ({}) });
+      await stack.destroy();
+    } catch (e) {
+      console.log("    cleanup:", (e as Error).message.split("\n")[0]);
+    }
+    wd.cleanup();
+  });
+
+  it(`creates a 3-node Kubernetes ${V1} control plane with kubeadm (etcd 3.6)`, async () => {
+    wd.writeStackConfig(STACK, stackYaml(`k8s-v${V1}`));
+    const run = await rollout();
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(summaryOf(run).result, "succeeded");
+    figures.createWallMs = summaryOf(run).wallMs;
+    const v = await assertAt(`k8s-v${V1}`, V1, "3.6");
+    // The admin credentials of the new cluster, for the workload and the API client.
+    const node = v.stored.endpoints[0];
+    const ssh = await SshSession.connect({ host: node.sshHost, port: node.sshPort, user: v.stored.sshUser, privateKey: v.stored.sshPrivateKey!, hostKey: node.hostPublicKey });
+    writeFileSync(adminConf(), await ssh.run("cat /etc/kubernetes/admin.conf", "admin.conf"), { mode: 0o600 });
+    ssh.close();
+    const kc = await labKubeConfig(adminConf());
+    await deployWorkload(kc, { replicas: 3, minAvailable: 2 });
+    await waitForReadyPods(kc, 3, 120_000);
+  });
+
+  it(`upgrades to Kubernetes ${V2} and etcd 3.7 add-first, draining with the PDB honoured, the API answering throughout`, async () => {
+    wd.writeStackConfig(STACK, stackYaml(`k8s-v${V2}`));
+    const before = (await stored()).nodes.map((n) => n.name);
+    const { run, api } = await withApiProbe(rollout);
+    const s = summaryOf(run);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(s.result, "succeeded");
+    figures.upgradeWallMs = s.wallMs;
+    figures.upgradePhases = s.phases;
+    figures.upgradeApi = { requests: api.requests, failures: api.failures, longestOutageMs: api.longestOutageMs, errors: api.errors };
+    const ops = kinds(run);
+    assert.equal(ops[0].kind, "update-cluster-config", "kubeadm-config names the new version before any node joins");
+    assert.ok(ops.findIndex((o) => o.kind === "update-addons") > ops.map((o) => o.kind).lastIndexOf("prune"), "addons after the last retirement");
+    assertRetirementOrder(run, before);
+    await assertAt(`k8s-v${V2}`, V2, "3.7");
+    const kc = await labKubeConfig(adminConf());
+    const pods = await workloadPods(kc);
+    assert.equal(pods.filter((p) => p.ready).length, 3, `3 workload pods ready: ${JSON.stringify(pods)}`);
+    assert.ok(pods.every((p) => !before.includes(p.node)), "the workload left the retired nodes");
+    assert.ok(api.requests > 500, `the API client really ran (${api.requests} requests)`);
+    // The documented window: at most 1 s of failed requests in a row (measured: none or a
+    // few ms while the load balancer notices a stopped API server).
+    assert.ok(api.longestOutageMs <= 1000, `API unavailable for ${api.longestOutageMs} ms: ${JSON.stringify(api)}`);
+  });
+
+  it("refuses a downgrade with exit 2 and changes nothing", async () => {
+    const before = await stored();
+    wd.writeStackConfig(STACK, stackYaml(`k8s-v${V1}`));
+    const run = await rollout();
+    assert.equal(run.code, 2, run.stdout + run.stderr);
+    const s = summaryOf(run);
+    assert.equal(s.result, "refused");
+    assert.match(s.reason, /KubernetesVersionSkew: .*1\.37\.2, newer than the target 1\.36\.3: downgrades are not supported/);
+    assert.equal(s.operations, 0);
+    assert.deepEqual((await stored()).nodes, before.nodes, "the node list is unchanged");
+  });
+
+  it("stops safely when a PodDisruptionBudget blocks the drain past its deadline, and continues once it allows it", async () => {
+    const kc = await labKubeConfig(adminConf());
+    await setPdb(kc, 3); // 3 replicas, minAvailable 3: no eviction is allowed
+    wd.writeStackConfig(STACK, stackYaml(`k8s-v${V2}-os2`, { drainSeconds: 15 }));
+    const before = (await stored()).nodes.map((n) => n.name);
+    const blocked = await rollout();
+    const s = summaryOf(blocked);
+    assert.equal(blocked.code, 7, blocked.stdout + blocked.stderr);
+    assert.equal(s.result, "failed");
+    assert.match(s.reason, /drain of .* did not finish within 15s .*disruption budget.*No node was removed/);
+    const mid = await view();
+    assert.equal(mid.stored.nodes.length, 4, "the new node stays, nothing was removed");
+    assert.equal(mid.etcd.voters, 4, "every etcd member is in place");
+    const victim = before[0];
+    assert.ok(mid.kube.nodes.find((n) => n.name === victim)?.unschedulable, `${victim} stays cordoned`);
+    assert.equal((await workloadPods(kc)).filter((p) => p.ready).length, 3, "no workload pod was evicted");
+
+    await setPdb(kc, 2);
+    const { run, api } = await withApiProbe(rollout);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(kinds(run)[0].kind, "drain", "the next run continues with the drain");
+    assertRetirementOrder(run, before);
+    figures.baseImageRollWallMs = summaryOf(run).wallMs;
+    figures.baseImageRollApi = { requests: api.requests, failures: api.failures, longestOutageMs: api.longestOutageMs };
+    assert.ok(api.longestOutageMs <= 1000, `API unavailable for ${api.longestOutageMs} ms`);
+    await assertAt(`k8s-v${V2}-os2`, V2, "3.7");
+  });
+
+  it("never shows the cluster's keys or a bootstrap token in its output or state in the clear", async () => {
+    const st = await stored();
+    const node = st.endpoints[0];
+    const ssh = await SshSession.connect({ host: node.sshHost, port: node.sshPort, user: st.sshUser, privateKey: st.sshPrivateKey!, hostKey: node.hostPublicKey });
+    const read = (f: string) => ssh.run(`cat /etc/kubernetes/pki/${f}`, f);
+    const keyBody = (pem: string) => pem.split("\n").filter((l) => l && !l.startsWith("-----")).join("");
+    const secrets: Record<string, string> = {
+      "cluster CA key": keyBody(await read("ca.key")),
+      "service-account key": keyBody(await read("sa.key")),
+      "front-proxy CA key": keyBody(await read("front-proxy-ca.key")),
+      "etcd CA key": keyBody(await read("etcd/ca.key")),
+    };
+    // Bootstrap tokens molt created for joins (30 min TTL: still there).
+    const tokens = (await ssh.run("kubeadm token list --kubeconfig /etc/kubernetes/admin.conf | awk 'NR > 1 { print $1 }'", "token list")).split("\n").filter((t) => /^[a-z0-9]{6}\.[a-z0-9]{16}$/.test(t));
+    ssh.close();
+    assert.ok(tokens.length >= 2, `bootstrap tokens of the joins found: ${tokens.length}`);
+    tokens.forEach((t, i) => (secrets[`bootstrap token ${i}`] = t.split(".")[1]));
+    const stateDir = join(wd.dir, "state", ".pulumi", "stacks", "molt");
+    const state = readdirSync(stateDir).map((f) => readFileSync(join(stateDir, f), "utf8")).join("\n").replace(/\\n|\s/g, "");
+    const haystack = outputs.join("\n");
+    for (const [what, body] of Object.entries(secrets)) {
+      assert.ok(body.length >= 16, `${what} read`);
+      const probe = body.length > 48 ? body.slice(8, 48) : body;
+      assert.ok(!haystack.includes(probe), `${what} appears in the CLI's output`);
+      assert.ok(!state.includes(probe), `${what} is in the stack state unencrypted`);
+    }
+  });
+});
