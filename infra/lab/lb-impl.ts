@@ -140,9 +140,8 @@ export async function attach(a: LabLbAttachmentInputs): Promise<{ id: string; ou
   if (!existsSync(join(dir, "haproxy.cfg"))) throw new LabHostError(`lab load balancer of lab ${a.lb.lab} does not exist`);
   await withLock(dir, async () => {
     writeFileSync(join(dir, "servers", a.server), `${a.address}:${a.port}`);
-    await apply(dir, a.lb);
+    await applyAndConfirm(dir, a.lb, `HAProxy to route to ${a.server}`, (running) => running.includes(a.server));
   });
-  await waitFor(`HAProxy to route to ${a.server}`, async () => (await serversRunning(dir)).includes(a.server), DEADLINE_MS);
   return { id: `${a.lb.lab}/lb/${a.server}`, outs: a };
 }
 
@@ -151,7 +150,28 @@ export async function detach(a: LabLbAttachmentInputs): Promise<void> {
   if (!existsSync(join(dir, "haproxy.cfg"))) return;
   await withLock(dir, async () => {
     rmSync(join(dir, "servers", a.server), { force: true });
-    await apply(dir, a.lb);
+    await applyAndConfirm(dir, a.lb, `HAProxy to stop routing to ${a.server}`, (running) => !running.includes(a.server));
   });
-  await waitFor(`HAProxy to stop routing to ${a.server}`, async () => !(await serversRunning(dir)).includes(a.server), DEADLINE_MS);
+}
+
+/**
+ * Applies the configuration and waits, still holding the lock, until the running HAProxy
+ * shows it: reloads never overlap (a SIGUSR2 that arrives while the master is still
+ * reloading can be lost), and a reload that did not take is signalled again.
+ */
+async function applyAndConfirm(dir: string, i: LabLbInputs, what: string, done: (running: string[]) => boolean): Promise<void> {
+  await apply(dir, i);
+  let signalled = Date.now();
+  await waitFor(
+    what,
+    async () => {
+      if (done(await serversRunning(dir))) return true;
+      if (Date.now() - signalled > 5_000) {
+        await apply(dir, i);
+        signalled = Date.now();
+      }
+      return false;
+    },
+    DEADLINE_MS,
+  );
 }
