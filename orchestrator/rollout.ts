@@ -68,7 +68,10 @@ export function plannedReplacements(nodes: NodeEntry[], intent: Intent): Planned
       node: n.name,
       from: desc(n),
       to: desc(intent),
-      reason: n.image !== intent.image ? "base image differs" : "Kubernetes version differs",
+      reason:
+        (n.kubernetesVersion ?? undefined) !== (intent.kubernetesVersion ?? undefined)
+          ? `Kubernetes ${n.kubernetesVersion ?? "?"} → ${intent.kubernetesVersion ?? "?"}${n.image !== intent.image ? ", new image" : ""}`
+          : "base image differs",
     }));
 }
 
