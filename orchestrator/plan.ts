@@ -282,6 +282,21 @@ export function decide(s: Snapshot, stack: string): Operation {
 
   // Everything is healthy from here on: exactly one membership or machine change.
   if (victim) {
+    const member = memberOfNode(members, victim, addressOf(victim.name))!;
+    // Whether the member may go at all is decided before the node is touched (drained,
+    // its API server stopped): a retirement that would be refused changes nothing.
+    if (!canSafelyRemoveMember(voters, healthyIds, member.id)) {
+      return { kind: "refuse", condition: "EtcdClusterHealthy", reason: `removing ${victim.name} would leave fewer healthy voters than quorum` };
+    }
+    const leaderTarget =
+      member.id === leaderId
+        ? [...s.nodes]
+            .filter((n) => n.name !== victim.name)
+            .sort((a, b) => Number(isOutdated(a, intent)) - Number(isOutdated(b, intent)) || b.generation - a.generation)
+            .map((n) => ({ n, m: memberOfNode(members, n, addressOf(n.name)) }))
+            .find(({ m }) => m && healthyIds.has(m.id) && !m.isLearner)
+        : undefined;
+    if (member.id === leaderId && !leaderTarget) return { kind: "refuse", condition: "EtcdClusterHealthy", reason: `no healthy voter to move leadership to from ${victim.name}` };
     if (intent.kubernetesVersion !== undefined && s.kube) {
       const k = s.kube.nodes.find((n) => n.name === victim.name);
       if (k && (!k.unschedulable || (s.kube.evictable[victim.name] ?? 0) > 0)) {
@@ -294,18 +309,8 @@ export function decide(s: Snapshot, stack: string): Operation {
         return { kind: "stop-apiserver", node: victim.name, reason: `retire ${victim.name}: stop its kube-apiserver gracefully, out of the load balancer, before its etcd member is removed` };
       }
     }
-    const member = memberOfNode(members, victim, addressOf(victim.name))!;
-    if (member.id === leaderId) {
-      const target = [...s.nodes]
-        .filter((n) => n.name !== victim.name)
-        .sort((a, b) => Number(isOutdated(a, intent)) - Number(isOutdated(b, intent)) || b.generation - a.generation)
-        .map((n) => ({ n, m: memberOfNode(members, n, addressOf(n.name)) }))
-        .find(({ m }) => m && healthyIds.has(m.id) && !m.isLearner);
-      if (!target) return { kind: "refuse", condition: "EtcdClusterHealthy", reason: `no healthy voter to move leadership to from ${victim.name}` };
-      return { kind: "move-leader", from: victim.name, to: target.n.name, toId: target.m!.id, reason: `${victim.name} leads etcd and is to be retired: move leadership to ${target.n.name} first` };
-    }
-    if (!canSafelyRemoveMember(voters, healthyIds, member.id)) {
-      return { kind: "refuse", condition: "EtcdClusterHealthy", reason: `removing ${victim.name} would leave fewer healthy voters than quorum` };
+    if (leaderTarget) {
+      return { kind: "move-leader", from: victim.name, to: leaderTarget.n.name, toId: leaderTarget.m!.id, reason: `${victim.name} leads etcd and is to be retired: move leadership to ${leaderTarget.n.name} first` };
     }
     const why = tooMany ? (isOutdated(victim, intent) ? "outdated" : "surplus") : "outdated; maxSurge 0: retire first";
     return { kind: "remove-member", node: victim.name, memberId: member.id, reason: `retire ${victim.name} (${why}): remove its etcd member, then destroy it` };
@@ -314,15 +319,16 @@ export function decide(s: Snapshot, stack: string): Operation {
   if (s.nodes.length < intent.replicas || outdated.length > 0) {
     // kubeadm join reads the cluster's configuration: it names the version being rolled to
     // before the first node of that version joins (Cluster API does the same).
-    const cc = s.kube?.clusterConfigVersion;
-    if (intent.kubernetesVersion !== undefined && cc !== undefined && cc !== intent.kubernetesVersion) {
-      return { kind: "update-cluster-config", version: intent.kubernetesVersion, reason: `kubeadm-config says ${cc}; set it to ${intent.kubernetesVersion} before ${intent.kubernetesVersion} nodes join` };
-    }
+    // etcd's rules first: a refusal must come before any change.
     const etcdProblem = etcdVersionProblem(
       Object.values(s.etcd.status).flatMap((r) => (r.ok ? [r.status.version] : [])),
       intent.etcdVersion,
     );
     if (etcdProblem) return { kind: "refuse", condition: "EtcdVersionSkew", reason: etcdProblem };
+    const cc = s.kube?.clusterConfigVersion;
+    if (intent.kubernetesVersion !== undefined && cc !== undefined && cc !== intent.kubernetesVersion) {
+      return { kind: "update-cluster-config", version: intent.kubernetesVersion, reason: `kubeadm-config says ${cc}; set it to ${intent.kubernetesVersion} before ${intent.kubernetesVersion} nodes join` };
+    }
   }
   if (s.nodes.length < intent.replicas) {
     const entry = newEntry(s, stack, false);

@@ -556,6 +556,8 @@ describe("planner (orchestrator/plan.ts)", () => {
       expectOp(older, "refuse", { condition: "EtcdVersionSkew" });
       assert.match(older.reason, /never joins a cluster of a newer version/);
       expectOp(plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.8.0" }), kube: { ...cc, etcdVersions: etcd36 } }), "refuse", { condition: "EtcdVersionSkew" });
+      // Refused before anything changes: kubeadm-config is not touched first.
+      expectOp(plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.5.21" }), kube: { etcdVersions: etcd36 } }), "refuse", { condition: "EtcdVersionSkew" });
       // A mixed cluster (mid-upgrade) has the lower version: a member of either minor may join.
       const mixed = { ...etcd36, "lab-cp-3": "3.7.3" };
       expectOp(plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.6.16" }), kube: { ...cc, etcdVersions: mixed } }), "surge");
