@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tools/versions.env
 . "$here/versions.env"
 cache=${MOLT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/molt}
-export CGO_ENABLED=0 GOFLAGS=-mod=mod
+export CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
 command -v go >/dev/null || { echo "error: Go >= 1.26 is needed to build the lab's Kubernetes binaries" >&2; exit 1; }
 
 built() { [ -x "$1" ] && [ -f "$1.version" ] && [ "$(cat "$1.version")" = "$2" ]; }
