@@ -112,8 +112,9 @@ export function stripV(v: string): string {
 
 /** The version in an image reference's tag (registry.k8s.io/kube-proxy:v1.36.3 -> 1.36.3). */
 export function tagVersion(image: string): string {
-  const tag = image.slice(image.lastIndexOf(":") + 1);
-  return stripV(tag.split("@")[0]);
+  const ref = image.split("@")[0];
+  const name = ref.slice(ref.lastIndexOf("/") + 1);
+  return stripV(name.includes(":") ? name.slice(name.lastIndexOf(":") + 1) : "");
 }
 
 export class KubeAccess {
@@ -291,6 +292,11 @@ export class KubeAccess {
         .map(async (p) => {
           const name = p.metadata!.name!;
           const namespace = p.metadata!.namespace!;
+          // Like kubectl drain without --force: a pod no controller recreates would be lost.
+          if (!p.metadata?.ownerReferences?.some((o) => o.controller)) {
+            blocked.push(`${namespace}/${name}: not managed by a controller, so an eviction would lose it for good (kubectl drain refuses it without --force); move or delete it yourself`);
+            return;
+          }
           try {
             await core.createNamespacedPodEviction({ name, namespace, body: { apiVersion: "policy/v1", kind: "Eviction", metadata: { name, namespace } } });
           } catch (e) {
@@ -366,10 +372,15 @@ export function isEvictable(p: PodLike): boolean {
 
 /** The client certificate and key (and CA) of a kubeconfig with embedded data. */
 export function credentialsOf(kubeconfig: string): Credentials | undefined {
-  const doc = parseYaml(kubeconfig) as {
+  let doc: {
     clusters?: { cluster?: { "certificate-authority-data"?: string } }[];
     users?: { user?: { "client-certificate-data"?: string; "client-key-data"?: string } }[];
   } | null;
+  try {
+    doc = parseYaml(kubeconfig) as typeof doc;
+  } catch {
+    return undefined;
+  }
   const ca = doc?.clusters?.[0]?.cluster?.["certificate-authority-data"];
   const cert = doc?.users?.[0]?.user?.["client-certificate-data"];
   const key = doc?.users?.[0]?.user?.["client-key-data"];
