@@ -6,6 +6,7 @@ import { join } from "node:path";
 import * as semver from "semver";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { readLabImage } from "../infra/lab/image";
 import type { LabSettings } from "../infra/lab/node";
 import { InvalidBootstrapSettingError, kubernetesVersion, validateSettings, type KubeadmBootstrapSettings } from "../infra/kubeadm/settings";
 import type { AwsNodeSettings } from "../infra/providers/aws";
@@ -177,19 +178,6 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
         : undefined,
     ...(cloud ? { cloud } : {}),
   };
-}
-
-/** What a lab image says about itself (tools/lab/build-images.sh writes image.json). */
-export interface LabImageMeta {
-  name: string;
-  kubernetesVersion?: string;
-  etcdVersion?: string;
-}
-
-export function readLabImage(labRoot: string, image: string): LabImageMeta | undefined {
-  const file = join(labRoot, "images", image, "image.json");
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(image) || !existsSync(file)) return undefined;
-  return JSON.parse(readFileSync(file, "utf8")) as LabImageMeta;
 }
 
 /**

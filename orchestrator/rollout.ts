@@ -341,13 +341,13 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
         }
         case "stop-apiserver": {
           operations++;
-          await timed("kube", op.kind, op.node, () => stopApiServer(access!, op.node, intent.timeouts.settleSeconds, o.signal));
+          await timed("kube", op.kind, op.node, () => kube!.stopApiServer(op.node, intent.timeouts.settleSeconds, () => pollInterval(250, o.signal)));
           continue;
         }
         case "update-addons": {
           operations++;
           const newest = [...stored.nodes].sort((a, b) => b.generation - a.generation)[0];
-          await timed("kube", op.kind, undefined, () => updateAddons(kube!, access!, kubeObs!.via, newest.name, op.version));
+          await timed("kube", op.kind, undefined, () => kube!.updateAddons(kubeObs!.via, newest.name, op.version));
           continue;
         }
         case "promote":
@@ -419,46 +419,6 @@ async function drain(kube: KubeAccess, via: string, node: string, seconds: numbe
     // Evictions a PodDisruptionBudget refuses (429) are retried, as kubectl drain does.
     await pollInterval(1000, signal);
   }
-}
-
-/**
- * Stops a retiring node's kube-apiserver the way its kubelet would: its static pod
- * manifest is moved aside, the kubelet sends SIGTERM, /readyz fails at once while requests
- * are still served for --shutdown-delay-duration, the load balancer's check drops it, and
- * it exits. Done when nothing listens on 6443 any more.
- */
-async function stopApiServer(access: EtcdAccess, node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<void> {
-  const ssh = access.session(node);
-  if (!ssh) throw new Error(`no SSH session to ${node} to stop its kube-apiserver`);
-  const sudo = ssh.target.user === "root" ? "" : "sudo -n ";
-  await ssh.run(
-    `${sudo}sh -c 'if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired; fi'`,
-    `moving ${node}'s kube-apiserver manifest aside`,
-  );
-  const until = Date.now() + deadlineSeconds * 1000;
-  for (;;) {
-    const r = await ssh.exec(`${sudo}ss -ltnH 'sport = :6443'`);
-    if (r.code === 0 && r.stdout.trim() === "") return;
-    if (Date.now() > until) throw new Error(`kube-apiserver on ${node} still listens ${deadlineSeconds}s after its manifest was removed`);
-    await pollInterval(250, signal);
-  }
-}
-
-/**
- * After the last control-plane node runs the new version: kube-proxy and CoreDNS get the
- * images that version's kubeadm deploys (asked of kubeadm on the newest node), as
- * `kubeadm upgrade apply`'s addon phase and Cluster API do.
- */
-async function updateAddons(kube: KubeAccess, access: EtcdAccess, via: string, newest: string, version: string): Promise<void> {
-  const ssh = access.session(newest);
-  if (!ssh) throw new Error(`no SSH session to ${newest} to ask kubeadm for the addon images`);
-  const sudo = ssh.target.user === "root" ? "" : "sudo -n ";
-  const images = (await ssh.run(`${sudo}kubeadm config images list --kubernetes-version v${version} 2>/dev/null`, `kubeadm config images list on ${newest}`)).split("\n").map((l) => l.trim());
-  const proxy = images.find((i) => /\/kube-proxy:/.test(i));
-  const dns = images.find((i) => /\/coredns:/.test(i));
-  if (!proxy) throw new Error(`kubeadm on ${newest} names no kube-proxy image for v${version}`);
-  await kube.setImage(via, "DaemonSet", "kube-proxy", "kube-proxy", proxy);
-  if (dns) await kube.setImage(via, "Deployment", "coredns", "coredns", dns);
 }
 
 function firstLines(s: string, n = 6): string {

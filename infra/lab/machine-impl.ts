@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process";
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { readLabImage } from "./image";
 import { assertRoot, ensureBridge, ifaceName, LabHostError, netnsName, parseSubnet, sh, waitFor, waitForBanner } from "./host";
 import type { LabMachineInputs, LabMachineOutputs } from "./machine";
 
@@ -101,8 +102,8 @@ ${kubeletStart(i, imageDir, address)}exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_
  * kubeadm writes and keeps the Node object of this machine.
  */
 function kubeletStart(i: LabMachineInputs, imageDir: string, address: string): string {
-  const meta = JSON.parse(readFileSync(join(imageDir, "image.json"), "utf8")) as { kubernetesVersion?: string };
-  if (!meta.kubernetesVersion || !existsSync(join(imageDir, "bin", "lab-kubelet"))) return "";
+  const meta = readLabImage(i.labRoot, i.image);
+  if (!meta?.kubernetesVersion || !existsSync(join(imageDir, "bin", "lab-kubelet"))) return "";
   return `export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mkdir -p /etc/kubernetes/manifests /var/lib/kubelet/pki
 setsid /usr/local/bin/lab-kubelet --node-name '${i.name}' --node-ip '${address}' --kubelet-version '${meta.kubernetesVersion}' >>/var/log/molt/kubelet.log 2>&1 </dev/null &

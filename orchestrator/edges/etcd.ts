@@ -37,7 +37,7 @@ const CALL_DEADLINE_MS = 5_000;
 const PKI = "/etc/kubernetes/pki/etcd";
 
 /** kubeadm's PKI is root-only; cloud images log in as a sudo-capable user. */
-function sudoFor(user: string): string {
+export function sudoFor(user: string): string {
   return user === "root" ? "" : "sudo -n ";
 }
 

@@ -10,6 +10,7 @@
 import { request } from "node:https";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import type { SshSession } from "../../infra/remote/ssh";
+import { sudoFor } from "./etcd";
 
 type K8s = typeof import("@kubernetes/client-node");
 let k8sModule: Promise<K8s> | undefined;
@@ -70,10 +71,6 @@ export class KubeUnreachableError extends Error {
     super(`the Kubernetes API is not reachable: ${detail}`);
     this.name = "KubeUnreachableError";
   }
-}
-
-function sudoFor(user: string): string {
-  return user === "root" ? "" : "sudo -n ";
 }
 
 /** One HTTPS GET with a deadline; resolves with status and body, never rejects. */
@@ -331,6 +328,51 @@ export class KubeAccess {
       if ((e as { code?: number }).code === 404) return false;
       throw e;
     }
+  }
+
+  private session(node: string): SshSession {
+    const ssh = this.sessions.get(node);
+    if (!ssh) throw new KubeUnreachableError(`no SSH session to ${node}`);
+    return ssh;
+  }
+
+  /**
+   * Stops a retiring node's kube-apiserver the way its kubelet would: its static pod
+   * manifest is moved aside, the kubelet sends SIGTERM, /readyz fails at once while
+   * requests are still served for --shutdown-delay-duration, the load balancer's check
+   * drops it, and it exits. Done when nothing listens on 6443 any more.
+   */
+  async stopApiServer(node: string, deadlineSeconds: number, poll: () => Promise<void>): Promise<void> {
+    const ssh = this.session(node);
+    const sudo = sudoFor(ssh.target.user);
+    await ssh.run(
+      `${sudo}sh -c 'if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired; fi'`,
+      `moving ${node}'s kube-apiserver manifest aside`,
+    );
+    const until = Date.now() + deadlineSeconds * 1000;
+    for (;;) {
+      const r = await ssh.exec(`${sudo}ss -ltnH 'sport = :6443'`);
+      if (r.code === 0 && r.stdout.trim() === "") return;
+      if (Date.now() > until) throw new Error(`kube-apiserver on ${node} still listens ${deadlineSeconds}s after its manifest was removed`);
+      await poll();
+    }
+  }
+
+  /**
+   * kube-proxy and CoreDNS get the images `version`'s kubeadm deploys (asked of kubeadm on
+   * `node`, which runs that version), as `kubeadm upgrade apply`'s addon phase and Cluster
+   * API do.
+   */
+  async updateAddons(via: string, node: string, version: string): Promise<void> {
+    const ssh = this.session(node);
+    const images = (await ssh.run(`${sudoFor(ssh.target.user)}kubeadm config images list --kubernetes-version v${version} 2>/dev/null`, `kubeadm config images list on ${node}`))
+      .split("\n")
+      .map((l) => l.trim());
+    const proxy = images.find((i) => /\/kube-proxy:/.test(i));
+    const dns = images.find((i) => /\/coredns:/.test(i));
+    if (!proxy) throw new Error(`kubeadm on ${node} names no kube-proxy image for v${version}`);
+    await this.setImage(via, "DaemonSet", "kube-proxy", "kube-proxy", proxy);
+    if (dns) await this.setImage(via, "Deployment", "coredns", "coredns", dns);
   }
 
   async close(): Promise<void> {

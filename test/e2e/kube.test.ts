@@ -4,18 +4,17 @@
 // with a PodDisruptionBudget runs on the control-plane nodes and an API client reads and
 // writes through the load balancer during every rollout.
 import * as assert from "node:assert/strict";
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { buildProgram } from "../../infra/program";
 import { SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import type { KubeObservation } from "../../orchestrator/edges/kube";
-import { observeKube, openKube, readStoredState, type StoredState } from "../../orchestrator/observe";
-import { openStack } from "../../orchestrator/stack/driver";
+import { observeKube, openKube, type StoredState } from "../../orchestrator/observe";
 import { runCli, summaryOf, type CliRun } from "../support/cli";
 import { deployWorkload, labKubeConfig, setPdb, startApiProbe, waitForReadyPods, workloadPods, type ApiProbeStats } from "../support/kube-workload";
 import { labLeftovers, testLab } from "../support/lab";
-import { makeWorkDir, type TestWorkDir } from "../support/workdir";
+import { cliSuite, type CliSuite } from "../support/cli-suite";
+import type { TestWorkDir } from "../support/workdir";
 
 const lab = testLab(3);
 const STACK = "kube";
@@ -54,10 +53,8 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
   const outputs: string[] = [];
   const adminConf = () => join(wd.dir, "admin.conf");
 
-  const stored = async (): Promise<StoredState> => {
-    const stack = await openStack({ stackName: STACK, workDir: wd.dir, env, create: false, program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab, joinDeadlineSeconds: 60 }) });
-    return readStoredState(stack);
-  };
+  let suite: CliSuite;
+  const stored = (): Promise<StoredState> => suite.stored();
 
   const rollout = async (...extra: string[]): Promise<CliRun> => {
     const run = await runCli(["rollout", "--stack", STACK, "--yes", "--json", ...extra], env);
@@ -131,20 +128,13 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
   }
 
   before(() => {
-    wd = makeWorkDir("molt-kube-");
-    mkdirSync(join(wd.dir, "home"));
-    env = { ...wd.env, MOLT_PROJECT_DIR: wd.dir, MOLT_HOME: join(wd.dir, "home") };
+    suite = cliSuite("molt-kube-", STACK, lab);
+    ({ wd, env } = suite);
   });
   after(async function () {
     this.timeout(300_000);
     console.log("    kubernetes figures:", JSON.stringify(figures));
-    try {
-      const stack = await openStack({ stackName: STACK, workDir: wd.dir, env, create: false, program: async () => ({}) });
-      await stack.destroy();
-    } catch (e) {
-      console.log("    cleanup:", (e as Error).message.split("\n")[0]);
-    }
-    wd.cleanup();
+    await suite.teardown();
   });
 
   it(`creates a 3-node Kubernetes ${V1} control plane with kubeadm (etcd 3.6)`, async () => {

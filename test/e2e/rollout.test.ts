@@ -3,18 +3,17 @@
 // maxSurge 0, rollback of a node that cannot join, and convergence after SIGKILL.
 import * as assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { buildProgram } from "../../infra/program";
 import { SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { inspect } from "../../orchestrator/inspect";
-import { readStoredState, type StoredState } from "../../orchestrator/observe";
-import { openStack } from "../../orchestrator/stack/driver";
+import type { StoredState } from "../../orchestrator/observe";
 import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
 import { labLeftovers, testLab } from "../support/lab";
 import { labEndpoints, startClusterProbe, type ProbeReport } from "../support/probe";
-import { makeWorkDir, type TestWorkDir } from "../support/workdir";
+import { cliSuite, type CliSuite } from "../support/cli-suite";
+import type { TestWorkDir } from "../support/workdir";
 
 const lab = testLab(2);
 const STACK = "roll";
@@ -43,10 +42,8 @@ describe("rollout on the lab (e2e)", function () {
   let env: Record<string, string>;
   const figures: Record<string, unknown> = {};
 
-  const stored = async (): Promise<StoredState> => {
-    const stack = await openStack({ stackName: STACK, workDir: wd.dir, env, create: false, program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab, joinDeadlineSeconds: 60 }) });
-    return readStoredState(stack);
-  };
+  let suite: CliSuite;
+  const stored = (): Promise<StoredState> => suite.stored();
 
   const outputs: string[] = [];
   const rollout = async (...extra: string[]) => {
@@ -96,20 +93,13 @@ describe("rollout on the lab (e2e)", function () {
   }
 
   before(() => {
-    wd = makeWorkDir("molt-rollout-");
-    mkdirSync(join(wd.dir, "home"));
-    env = { ...wd.env, MOLT_PROJECT_DIR: wd.dir, MOLT_HOME: join(wd.dir, "home") };
+    suite = cliSuite("molt-rollout-", STACK, lab);
+    ({ wd, env } = suite);
   });
   after(async function () {
     this.timeout(300_000);
     console.log("    rollout figures:", JSON.stringify(figures));
-    try {
-      const stack = await openStack({ stackName: STACK, workDir: wd.dir, env, create: false, program: async () => ({}) });
-      await stack.destroy();
-    } catch (e) {
-      console.log("    cleanup:", (e as Error).message.split("\n")[0]);
-    }
-    wd.cleanup();
+    await suite.teardown();
   });
 
   it("creates a 3-node cluster on lab-v1 from an empty stack", async () => {

@@ -22,6 +22,16 @@ if [ -z "$etcd_bin" ] || [ -z "$etcdctl_bin" ]; then
 fi
 etcd_version=$("$etcd_bin" --version | awk '/^etcd Version:/ { print $3 }')
 
+# os_release DIR OS_VERSION PRETTY_SUFFIX: the image's /etc/os-release
+os_release() {
+  cat > "$1/etc/os-release" <<OS
+PRETTY_NAME="molt lab OS $2$3"
+NAME="molt lab OS"
+VERSION_ID="$2"
+ID=molt-lab
+OS
+}
+
 # build NAME OS_VERSION ETCD_MODE
 build() {
   local name=$1 os=$2 mode=$3 dir="$images/$1" tmp
@@ -38,12 +48,7 @@ build() {
     cp "$etcd_bin" "$tmp/bin/etcd"
   fi
   cp "$etcdctl_bin" "$tmp/bin/etcdctl"
-  cat > "$tmp/etc/os-release" <<OS
-PRETTY_NAME="molt lab OS $os"
-NAME="molt lab OS"
-VERSION_ID="$os"
-ID=molt-lab
-OS
+  os_release "$tmp" "$os" ""
   cat > "$tmp/image.json" <<JSON
 {"name": "$name", "os": "molt lab OS $os", "etcdVersion": "$etcd_version", "broken": $([ "$mode" = broken ] && echo true || echo false)}
 JSON
@@ -93,12 +98,7 @@ case "$*" in
 esac
 SH
   chmod 755 "$tmp/bin/systemctl"
-  cat > "$tmp/etc/os-release" <<OS
-PRETTY_NAME="molt lab OS $os (Kubernetes $kv)"
-NAME="molt lab OS"
-VERSION_ID="$os"
-ID=molt-lab
-OS
+  os_release "$tmp" "$os" " (Kubernetes $kv)"
   cat > "$tmp/image.json" <<JSON
 {"name": "$name", "os": "molt lab OS $os", "kubernetesVersion": "$kv", "etcdVersion": "${ev#v}", "labKubelet": "$kubelet_version", "broken": false}
 JSON

@@ -1,0 +1,39 @@
+// What every CLI-driven e2e suite on the lab shares: a throwaway project and backend with
+// its own molt home, the stored state of its stack, and a destroy that never fails the suite.
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { LabSettings } from "../../infra/lab/node";
+import { buildProgram } from "../../infra/program";
+import { readStoredState, type StoredState } from "../../orchestrator/observe";
+import { openStack } from "../../orchestrator/stack/driver";
+import { makeWorkDir, type TestWorkDir } from "./workdir";
+
+export interface CliSuite {
+  wd: TestWorkDir;
+  /** Environment for the CLI: the suite's backend, project directory and molt home. */
+  env: Record<string, string>;
+  stored(): Promise<StoredState>;
+  /** Destroys the stack (reporting, not throwing, a failure) and removes the directory. */
+  teardown(): Promise<void>;
+}
+
+export function cliSuite(prefix: string, stack: string, lab: LabSettings): CliSuite {
+  const wd = makeWorkDir(prefix);
+  mkdirSync(join(wd.dir, "home"));
+  const env = { ...wd.env, MOLT_PROJECT_DIR: wd.dir, MOLT_HOME: join(wd.dir, "home") };
+  return {
+    wd,
+    env,
+    stored: async () =>
+      readStoredState(await openStack({ stackName: stack, workDir: wd.dir, env, create: false, program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab, joinDeadlineSeconds: 60 }) })),
+    teardown: async () => {
+      try {
+        const s = await openStack({ stackName: stack, workDir: wd.dir, env, create: false, program: async () => ({}) });
+        await s.destroy();
+      } catch (e) {
+        console.log("    cleanup:", (e as Error).message.split("\n")[0]);
+      }
+      wd.cleanup();
+    },
+  };
+}
