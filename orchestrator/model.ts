@@ -18,6 +18,12 @@ export interface Intent {
   kubernetesVersion?: string;
   /** The etcd version the intent's image carries, when known (lab images say it). */
   etcdVersion?: string;
+  /**
+   * Nodes the operator declared dead (`--replace-dead`): their unhealthy member is removed
+   * first (quorum checked), the node destroyed, and a replacement added, remove-first as
+   * etcd advises for a failed member. Never applied to a healthy member.
+   */
+  replaceDead?: string[];
   rollout: {
     /** 1: add first (default). 0: retire first, allowed only with >= 3 replicas. */
     maxSurge: 0 | 1;

@@ -180,6 +180,16 @@ export function decide(s: Snapshot, stack: string): Operation {
       .map((m) => m.id),
   );
 
+  // Declared dead by the operator: only ever an unhealthy member (a healthy one is replaced
+  // add-first by an ordinary rollout, never removed first).
+  for (const name of intent.replaceDead ?? []) {
+    const n = s.nodes.find((x) => x.name === name);
+    const m = n && members.find((mm) => memberOfNode([mm], n, addressOf(n.name)));
+    if (m && !m.isLearner && healthyIds.has(m.id)) {
+      return { kind: "refuse", condition: "EtcdMemberHealthy", reason: `--replace-dead ${name}: its etcd member is healthy; nothing was changed. A healthy node is replaced add-first by a rollout without --replace-dead` };
+    }
+  }
+
   // Stray members (no node): remove one per pass, first, so a replacement can be added
   // (etcd 3.4 refuses adds while a voter is down), and only with quorum kept.
   const stray = members.find((m) => nodeOfMember(m) === undefined);
@@ -220,6 +230,12 @@ export function decide(s: Snapshot, stack: string): Operation {
   for (const m of voters) {
     if (healthyIds.has(m.id)) continue;
     const node = nodeOfMember(m)!;
+    if (intent.replaceDead?.includes(node.name)) {
+      if (!canSafelyRemoveMember(voters, healthyIds, m.id)) {
+        return { kind: "refuse", condition: "EtcdQuorum", reason: `--replace-dead ${node.name}: removing its member would leave too few healthy voters for quorum; restore quorum first (etcd disaster recovery from a snapshot)` };
+      }
+      return { kind: "remove-member", node: node.name, memberId: m.id, reason: `${node.name} was declared dead: its unhealthy member goes first (remove-first, as etcd advises for a failed member), then the node is destroyed and replaced` };
+    }
     if (node.name === s.joining && node.name === newest.name && s.nodes.length > 1) {
       const key = `join:${node.name}`;
       if (s.expired.includes(key)) return failNewNode(s, node.name, m.id, `new node ${node.name} did not become a healthy, caught-up voter within the join deadline (${statusError(s, node.name)})`);
@@ -230,7 +246,7 @@ export function decide(s: Snapshot, stack: string): Operation {
       return {
         kind: "refuse",
         condition: "EtcdMemberHealthy",
-        reason: `etcd member of ${node.name} is not healthy (${statusError(s, node.name)}); no node was changed. Recover it, or replace it remove-first: see README "Recovering a dead member"`,
+        reason: `etcd member of ${node.name} is not healthy (${statusError(s, node.name)}); no node was changed. Recover it, or replace it remove-first with \`molt rollout --stack ${stack} --replace-dead ${node.name}\` (README "Recovering a dead member")`,
       };
     }
     return { kind: "wait", key, node: node.name, reason: `etcd member of ${node.name} is not healthy yet (${statusError(s, node.name)})` };

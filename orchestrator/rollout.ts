@@ -17,6 +17,7 @@ import type { KubeAccess, KubeObservation } from "./edges/kube";
 import { decide, isOutdated } from "./plan";
 import { placeNewNode, programInputFor } from "./program-input";
 import { openStack } from "./stack/driver";
+import { targetsFor, type StateResource } from "./stack/targets";
 import { backendUrl, moltHome, repoRoot } from "./stack/engine";
 
 export interface RolloutOptions {
@@ -25,6 +26,11 @@ export interface RolloutOptions {
   workDir?: string;
   /** Extra environment for the engine (e.g. PULUMI_BACKEND_URL, PULUMI_CONFIG_PASSPHRASE). */
   env?: Record<string, string>;
+  /**
+   * Nodes whose etcd member is dead: replaced remove-first (member removed with quorum
+   * checked, node destroyed, replacement added). Each must be a node of the stack.
+   */
+  replaceDead?: string[];
   /** Overrides molt:rollout.onFailure. */
   onFailure?: "rollback" | "pause";
   /** Cancel: the rollout stops safely at the next boundary between operations. */
@@ -117,7 +123,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const emit = (e: RolloutEvent) => o.onEvent?.(e);
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg: StackConfig = resolveLabImage(loadStackConfig(workDir, o.stack));
-  const intent: Intent = { ...cfg.intent, rollout: { ...cfg.intent.rollout, ...(o.onFailure ? { onFailure: o.onFailure } : {}) } };
+  const intent: Intent = { ...cfg.intent, rollout: { ...cfg.intent.rollout, ...(o.onFailure ? { onFailure: o.onFailure } : {}) }, ...(o.replaceDead?.length ? { replaceDead: o.replaceDead } : {}) };
   emit({ type: "start", stack: o.stack, command: "rollout", provider: intent.provider, replicas: intent.replicas, image: intent.image, ...(intent.kubernetesVersion ? { kubernetesVersion: intent.kubernetesVersion } : {}), time: new Date().toISOString() });
 
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
@@ -168,19 +174,43 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
     stack = await openStack({ stackName: o.stack, workDir, env: o.env, program: buildProgram(programInputFor(cfg, [])) });
     await settleEngineLock(backend, o.stack, intent.timeouts.joinSeconds + 120);
     const theStack = stack;
+    if (intent.replaceDead?.length) {
+      // Named before anything is looked at closer: a typo must not pass silently.
+      const names = (await readStoredState(theStack)).nodes.map((n) => n.name);
+      const unknown = intent.replaceDead.filter((n) => !names.includes(n));
+      if (unknown.length) {
+        throw new RefusedError(
+          `--replace-dead ${unknown.join(", ")}: no such node in stack ${o.stack} (nodes: ${names.join(", ") || "none"}); nothing was changed. ` +
+            `If it was already replaced, run without --replace-dead.`,
+        );
+      }
+    }
 
     const up = async (prev: NodeEntry[], next: NodeEntry[], op: Operation, node: string) => {
       assertListTransition(prev, next, op);
-      // The list is re-read under our lock right before the change: it must be the one we decided on.
-      const now = await readStoredState(theStack);
-      if (JSON.stringify(now.nodes) !== JSON.stringify(prev)) throw new Error("the stored node list changed under this run; stopping without changes");
+      // The list is re-read under our lock right before the change: it must be the one we
+      // decided on. The same export of the state says which resources this change targets.
+      const deployment = (await theStack.exportStack()).deployment as { resources?: (StateResource & { outputs?: { molt?: { nodes?: unknown } } })[] };
+      const resources = deployment.resources ?? [];
+      const exported = resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes;
+      const storedList = Array.isArray(exported) ? exported : (await readStoredState(theStack)).nodes;
+      if (canonical(storedList) !== canonical(prev)) throw new Error("the stored node list changed under this run; stopping without changes");
+      const plan = targetsFor(resources, node, [...new Set([...prev, ...next].map((n) => n.name))]);
       theStack.workspace.program = buildProgram(programInputFor(cfg, next));
       // The state is read from the backend again only after a failed up: while this run
       // holds the stack's lock, the list it last wrote is the list in the backend.
       known = undefined;
-      const result = await timed("provision", op.kind, node, () =>
-        theStack.up({ ...(o.engineOutput ? { onOutput: (line: string) => emit({ type: "engine", line: line.trimEnd() }) } : {}) }),
-      );
+      const engineOut = o.engineOutput ? { onOutput: (line: string) => emit({ type: "engine", line: line.trimEnd() }) } : {};
+      let result = await timed("provision", op.kind, node, () => theStack.up({ ...engineOut, ...(plan ? { target: plan.targets } : {}) }));
+      if (plan && (op.kind === "prune" || op.kind === "rollback")) {
+        // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
+        // resource still depends on it. Every resource of the node must be gone.
+        const left = ((await theStack.exportStack()).deployment as { resources?: StateResource[] }).resources?.filter((r) => plan.nodeResources.includes(r.urn)) ?? [];
+        if (left.length > 0) {
+          emit({ type: "phase", phase: "provision", operation: op.kind, node, ms: 0, ok: false, detail: `a targeted update left ${left.length} resource(s) of ${node} in place; updating the whole stack` });
+          result = await timed("provision", op.kind, node, () => theStack.up(engineOut));
+        }
+      }
       known = await parseStoredState(theStack, result.outputs);
     };
 
@@ -419,6 +449,11 @@ async function drain(kube: KubeAccess, via: string, node: string, seconds: numbe
     // Evictions a PodDisruptionBudget refuses (429) are retried, as kubectl drain does.
     await pollInterval(1000, signal);
   }
+}
+
+/** JSON with object keys sorted: the engine's export and molt's parse order keys differently. */
+function canonical(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b))) : x));
 }
 
 function firstLines(s: string, n = 6): string {

@@ -71,11 +71,14 @@ export async function ensureBridge(bridge: string, subnet: Subnet): Promise<void
 }
 
 /** Resolves once host:port accepts TCP and sends a line starting with `banner`, or rejects at the deadline. */
-export async function waitForBanner(host: string, port: number, banner: string, deadlineMs: number): Promise<void> {
+export async function waitForBanner(host: string, port: number, banner: string, deadlineMs: number, gaveUp?: () => string | undefined): Promise<void> {
   const until = Date.now() + deadlineMs;
   let backoff = 20;
   let last = "";
   while (Date.now() < until) {
+    // The process that would answer has already exited: no point waiting out the deadline.
+    const why = gaveUp?.();
+    if (why) throw new LabHostError(`${host}:${port} will not answer: ${why}`);
     const ok = await new Promise<boolean>((resolve) => {
       const s = connect({ host, port, timeout: 2_000 });
       let buf = "";

@@ -92,7 +92,9 @@ mount --bind '${imageDir}/bin' /usr/local/bin
 mount -o remount,bind,ro /usr/local/bin
 mount --bind '${imageDir}/etc/os-release' /etc/os-release
 echo '${i.image}' > /run/molt/image
-${kubeletStart(i, imageDir, address)}exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config
+${kubeletStart(i, imageDir, address)}sshd=/usr/sbin/sshd
+[ -x /usr/local/bin/sshd ] && sshd=/usr/local/bin/sshd
+exec "$sshd" -D -e -f /etc/ssh/sshd_config
 `;
 }
 
@@ -180,10 +182,12 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
     detached: true,
     stdio: ["ignore", log, log],
   });
+  let exited: string | undefined;
+  child.once("exit", (code, signal) => (exited = `the machine's init exited (${signal ?? `code ${code}`}) before its sshd answered`));
   child.unref();
   closeSync(log);
   try {
-    await waitForBanner(address, 22, "SSH-2.0-", BOOT_DEADLINE_MS);
+    await waitForBanner(address, 22, "SSH-2.0-", BOOT_DEADLINE_MS, () => exited);
   } catch (e) {
     const boot = existsSync(join(dir, "boot.log")) ? readFileSync(join(dir, "boot.log"), "utf8").slice(-2000) : "";
     await destroyMachine(i);

@@ -98,8 +98,9 @@ function kubeOf(w: World): KubeObservation | undefined {
   };
 }
 
-function makeIntent(o: { replicas?: number; image?: string; kubernetesVersion?: string; etcdVersion?: string; maxSurge?: 0 | 1; onFailure?: "rollback" | "pause"; maxAppliedLag?: number } = {}): Intent {
+function makeIntent(o: { replicas?: number; image?: string; kubernetesVersion?: string; etcdVersion?: string; maxSurge?: 0 | 1; onFailure?: "rollback" | "pause"; maxAppliedLag?: number; replaceDead?: string[] } = {}): Intent {
   return {
+    ...(o.replaceDead ? { replaceDead: o.replaceDead } : {}),
     provider: "lab",
     replicas: o.replicas ?? 3,
     image: o.image ?? NEW,
@@ -431,6 +432,23 @@ describe("planner (orchestrator/plan.ts)", () => {
       const nodes = [N(1, NEW), N(2, NEW), N(3, NEW, { health: "down" })];
       expectOp(plan(nodes), "wait", { key: "health:lab-cp-3", node: "lab-cp-3" });
       expectOp(plan(nodes, { expired: ["health:lab-cp-3", "join:lab-cp-3"] }), "refuse", { condition: "EtcdMemberHealthy" });
+    });
+
+    it("replaces a member declared dead remove-first, with quorum checked, and never a healthy one", () => {
+      const dead = [N(1), N(2, OLD, { health: "down" }), N(3)];
+      // Without the declaration: wait, then refuse (nothing removed around a broken member).
+      expectOp(plan(dead), "wait", { key: "health:lab-cp-2" });
+      // Declared dead: its member goes first, before any surge.
+      expectOp(plan(dead, { intent: { replaceDead: ["lab-cp-2"] } }), "remove-member", { node: "lab-cp-2", memberId: idOf(2) });
+      // Then the memberless node is destroyed, and the next pass adds a replacement.
+      expectOp(plan([N(1), N(2, OLD, { noMember: true }), N(3)], { intent: { replaceDead: ["lab-cp-2"] } }), "prune", { node: "lab-cp-2" });
+      expectOp(plan([N(1), N(3)], { intent: { replaceDead: ["lab-cp-2"] } }), "surge");
+      // During a rollout with a surged node (4 members, one dead): still safe to remove it.
+      expectOp(plan([N(1), N(2, OLD, { health: "down" }), N(3), N(4, NEW)], { intent: { replaceDead: ["lab-cp-2"] } }), "remove-member", { node: "lab-cp-2" });
+      // Two of three dead: removing one would leave 1 healthy of 2 voters: refused.
+      expectOp(plan([N(1), N(2, OLD, { health: "down" }), N(3, OLD, { health: "down" })], { intent: { replaceDead: ["lab-cp-2"] } }), "refuse", { condition: "EtcdQuorum" });
+      // A healthy member named dead: refused, nothing changed.
+      expectOp(plan([N(1), N(2), N(3)], { intent: { replaceDead: ["lab-cp-2"] } }), "refuse", { condition: "EtcdMemberHealthy" });
     });
 
     it("does not promote a caught-up learner that sees no leader", () => {

@@ -5,6 +5,7 @@
 #   lab-v1      Debian etcd 3.4.23, "molt lab OS 1"
 #   lab-v2      same etcd, "molt lab OS 2"  (a base-image rollout: v1 -> v2)
 #   lab-broken  an etcd that never starts     (rollback tests)
+#   lab-nossh   an sshd that never starts      (a machine that boots but is never reachable)
 #   k8s-<version> Kubernetes <version> (kube-apiserver, kube-controller-manager, kube-scheduler,
 #               kubeadm, lab-kubelet) with the etcd its kubeadm deploys, for each minor in
 #               LAB_KUBE_MINORS (k8s-v1.36.3, k8s-v1.37.2), and the newest once more on
@@ -47,10 +48,15 @@ build() {
   else
     cp "$etcd_bin" "$tmp/bin/etcd"
   fi
+  if [ "$mode" = nossh ]; then
+    # The image's own sshd (lab machines use the image's when it has one) fails at boot.
+    printf '#!/bin/sh\necho "sshd: this image is broken on purpose" >&2\nexit 255\n' > "$tmp/bin/sshd"
+    chmod 755 "$tmp/bin/sshd"
+  fi
   cp "$etcdctl_bin" "$tmp/bin/etcdctl"
   os_release "$tmp" "$os" ""
   cat > "$tmp/image.json" <<JSON
-{"name": "$name", "os": "molt lab OS $os", "etcdVersion": "$etcd_version", "broken": $([ "$mode" = broken ] && echo true || echo false)}
+{"name": "$name", "os": "molt lab OS $os", "etcdVersion": "$etcd_version", "broken": $([ "$mode" = ok ] && echo false || echo true)}
 JSON
   chmod -R a-w "$tmp"
   mv "$tmp" "$dir"
@@ -112,6 +118,7 @@ JSON
 build lab-v1 1 ok
 build lab-v2 2 ok
 build lab-broken 2 broken
+build lab-nossh 2 nossh
 if [ "${MOLT_LAB_KUBE:-1}" = 1 ]; then
   "$here/lab/build-kube.sh"
   for minor in $LAB_KUBE_MINORS; do build_kube "$minor"; done

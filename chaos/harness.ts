@@ -1,0 +1,674 @@
+// The chaos harness: rollouts on the lab while molt is SIGKILLed at step boundaries, a new
+// node's bootstrap fails, an old member dies, the backend turns read-only mid-`up`, the load
+// balancer restarts and SSH connections drop. A probe writes and reads through etcd the
+// whole time; after every scenario the invariants are checked against the real cluster,
+// the stack state, the lab and the host, and a table row is recorded.
+//
+// Used by `npm run chaos` (every scenario) and test/e2e/chaos.test.ts (a bounded subset in CI).
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { join } from "node:path";
+import type { LabSettings } from "../infra/lab/node";
+import { EtcdAccess } from "../orchestrator/edges/etcd";
+import { inspect } from "../orchestrator/inspect";
+import type { StoredState } from "../orchestrator/observe";
+import { ownerOf, urnName, type StateResource } from "../orchestrator/stack/targets";
+import { openStack } from "../orchestrator/stack/driver";
+import { startCli, summaryOf, type CliRun } from "../test/support/cli";
+import { cliSuite, type CliSuite } from "../test/support/cli-suite";
+import { labLeftovers } from "../test/support/lab";
+import { labEndpoints, startClusterProbe, type ProbeReport } from "../test/support/probe";
+
+export type Event = Record<string, unknown>;
+
+/** A place in a rollout where the harness SIGKILLs molt (and the engine and its plugins). */
+export interface KillPoint {
+  id: string;
+  what: string;
+  /** Matches an event of the run (`--json --verbose`: decisions, phases, engine lines). */
+  match?: (e: Event, st: RunState) => boolean;
+  /** Or a condition on the cluster, polled while the run is in the given operation. */
+  cluster?: { during: string; test: (m: { voters: number; learners: number }) => boolean };
+  /** Kill this long after the match (inside the step that just started). */
+  delayMs?: number;
+  /** May not occur in a rollout (e.g. a leader move happens only if the victim leads). */
+  optional?: boolean;
+}
+
+interface RunState {
+  /** The operation kind of the last decision. */
+  op: string;
+}
+
+const op = (kind: string) => (e: Event) => e.type === "decision" && (e.operation as { kind: string }).kind === kind;
+const phase = (p: string, kind: string) => (e: Event) => e.type === "phase" && e.phase === p && e.operation === kind && e.ok === true;
+const engine = (suffix: string, verb: string) => {
+  const re = new RegExp(`\\S+-${suffix} ${verb}\\b`);
+  return (e: Event, st: RunState) => e.type === "engine" && (st.op === "surge" || st.op === "prune") && re.test(String(e.line));
+};
+
+/** In flow order: one node replacement passes every point once (move-leader only if the victim leads). */
+export const KILL_POINTS: KillPoint[] = [
+  { id: "k01", what: "after a pass observed, before it decides", match: (e) => e.type === "observed" && (e.pass as number) > 1 },
+  { id: "k02", what: "surge decided, before `up`", match: op("surge") },
+  { id: "k03", what: "surge `up`: host key made", match: engine("hostkey", "created") },
+  { id: "k04", what: "surge `up`: machine booting", match: engine("machine", "creating"), delayMs: 300 },
+  { id: "k05", what: "surge `up`: machine up, LB attachment being made", match: engine("lb", "creating") },
+  { id: "k06", what: "surge `up`: join material fetched from the seed", match: engine("join", "created") },
+  { id: "k07", what: "surge `up`: join script started", match: engine("etcd", "creating"), delayMs: 300 },
+  { id: "k08", what: "between member add and promote (a learner exists)", cluster: { during: "surge", test: (m) => m.learners > 0 } },
+  { id: "k09", what: "promoted, `up` not yet finished", cluster: { during: "surge", test: (m) => m.voters === 4 && m.learners === 0 } },
+  { id: "k10", what: "surge `up` finished, before the new node is verified", match: phase("provision", "surge") },
+  { id: "k11", what: "etcd snapshot saved, before the first membership change", match: (e) => e.type === "snapshot" },
+  { id: "k12", what: "leader move decided", match: op("move-leader"), optional: true },
+  { id: "k13", what: "member removal decided (quorum checked)", match: op("remove-member") },
+  { id: "k14", what: "member removed, its machine still running", match: phase("etcd", "remove-member") },
+  { id: "k15", what: "prune decided, before `up`", match: op("prune") },
+  { id: "k16", what: "prune `up`: reset script running", match: engine("etcd", "deleting"), delayMs: 200 },
+  { id: "k17", what: "prune `up`: etcd reset, LB detach next", match: engine("etcd", "deleted") },
+  { id: "k18", what: "prune `up`: LB detach", match: engine("lb", "deleting") },
+  { id: "k19", what: "prune `up`: machine being destroyed", match: engine("machine", "deleting"), delayMs: 200 },
+  { id: "k20", what: "prune `up`: machine gone, state not yet written", match: engine("machine", "deleted") },
+  { id: "k21", what: "prune `up` finished, before the next pass", match: phase("provision", "prune") },
+  { id: "k22", what: "second surge decided (next node)", match: op("surge") },
+];
+
+/** A bounded subset for CI: one point in each stretch of the flow. */
+export const CI_KILL_POINTS = ["k02", "k04", "k08", "k10", "k14", "k16", "k19", "k21"];
+
+export interface InvariantResult {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface ScenarioResult {
+  scenario: string;
+  faults: string[];
+  runs: number;
+  /** Runs after the last fault until the rollout converged (0: it converged in the faulted run). */
+  rerunsAfterFault: number;
+  probe: { ok: number; failed: number; longestGapMs: number };
+  invariants: InvariantResult[];
+  notes: string[];
+  wallMs: number;
+  ok: boolean;
+}
+
+export interface ChaosOptions {
+  lab: LabSettings;
+  stack?: string;
+  log?: (line: string) => void;
+}
+
+/** One lab, one stack, one backend on its own tmpfs (so it can be made read-only). */
+export class Chaos {
+  readonly stack: string;
+  readonly suite: CliSuite;
+  readonly lab: LabSettings;
+  private readonly log: (line: string) => void;
+  private image = "lab-v1";
+  private stateMount = false;
+
+  constructor(o: ChaosOptions) {
+    this.lab = o.lab;
+    this.stack = o.stack ?? "chaos";
+    this.log = o.log ?? ((l) => console.log(`    ${l}`));
+    this.suite = cliSuite("molt-chaos-", this.stack, o.lab);
+    const state = join(this.suite.wd.dir, "state");
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=256m,mode=700", "molt-chaos-state", state]);
+    this.stateMount = true;
+  }
+
+  get env(): Record<string, string> {
+    return this.suite.env;
+  }
+
+  stored(): Promise<StoredState> {
+    return this.suite.stored();
+  }
+
+  stackYaml(image: string, o: { joinSeconds?: number; settleSeconds?: number } = {}): string {
+    const l = this.lab;
+    return [
+      "config:",
+      "  molt:provider: lab",
+      "  molt:replicas: 3",
+      `  molt:image: ${image}`,
+      "  molt:timeouts:",
+      `    joinSeconds: ${o.joinSeconds ?? 120}`,
+      `    settleSeconds: ${o.settleSeconds ?? 30}`,
+      "  molt:lab:",
+      `    name: ${l.lab}`,
+      `    bridge: ${l.bridge}`,
+      `    subnet: ${l.subnet}`,
+      "",
+    ].join("\n");
+  }
+
+  setImage(image: string, o: { joinSeconds?: number; settleSeconds?: number } = {}): void {
+    this.suite.wd.writeStackConfig(this.stack, this.stackYaml(image, o));
+  }
+
+  /** Records that the cluster converged on `image`. */
+  private settled(image: string): void {
+    this.image = image;
+  }
+
+  /** The image the cluster is on now (the target of the last good rollout). */
+  get current(): string {
+    return this.image;
+  }
+
+  other(): string {
+    return this.image === "lab-v1" ? "lab-v2" : "lab-v1";
+  }
+
+  /** `molt rollout --json --verbose`; `onEvent` may kill it. */
+  start(onEvent?: (e: Event, kill: () => void) => void, extra: string[] = []) {
+    const h = startCli(["rollout", "--stack", this.stack, "--yes", "--json", "--verbose", ...extra], this.env, (e) => onEvent?.(e, h.kill9));
+    return h;
+  }
+
+  async rollout(extra: string[] = []): Promise<CliRun> {
+    return this.start(undefined, extra).done;
+  }
+
+  /** Reruns the plain rollout until it succeeds (or is a no-op); returns how many runs it took. */
+  async converge(maxRuns = 4): Promise<{ runs: number; last: CliRun }> {
+    let last: CliRun | undefined;
+    for (let i = 1; i <= maxRuns; i++) {
+      last = await this.rollout();
+      const s = summaryOrError(last);
+      this.log(`rerun ${i}: exit ${last.code}: ${s}`);
+      if (last.code === 0) return { runs: i, last };
+    }
+    throw new Error(`did not converge in ${maxRuns} runs; last: ${summaryOrError(last!)}`);
+  }
+
+  async create(): Promise<void> {
+    this.setImage("lab-v1");
+    const run = await this.rollout();
+    if (run.code !== 0) throw new Error(`creating the chaos cluster failed: ${summaryOrError(run)}`);
+  }
+
+  startProbe() {
+    return this.stored().then((st) => startClusterProbe(this.lab, st.sshPrivateKey!, 100));
+  }
+
+  /** Every invariant of a converged cluster, checked independently of molt's own view. */
+  async invariants(probe: ProbeReport | undefined): Promise<InvariantResult[]> {
+    const out: InvariantResult[] = [];
+    const check = async (name: string, fn: () => Promise<string | undefined> | string | undefined) => {
+      try {
+        const problem = await fn();
+        out.push({ name, ok: !problem, detail: problem ?? "" });
+      } catch (e) {
+        out.push({ name, ok: false, detail: (e as Error).message.split("\n")[0] });
+      }
+    };
+    const st = await this.stored();
+    const listed = st.nodes.map((n) => n.name).sort();
+    const access = await EtcdAccess.open(st.endpoints, { user: st.sshUser, privateKey: st.sshPrivateKey! });
+    try {
+      const client = access.voters(access.nodes());
+      const members = await access.memberList(access.nodes()[0]);
+      if (probe) {
+        await check("quorum kept (no write gap > 5 s)", () => (probe.longestGapMs > 5000 ? `longest gap without a successful write+read: ${probe.longestGapMs} ms` : undefined));
+        await check("no acknowledged write lost", async () => {
+          let lost = 0;
+          for (const [k, v] of probe.acknowledged) if ((await client.get(k).string()) !== v) lost++;
+          return lost ? `${lost} of ${probe.acknowledged.size} acknowledged writes lost` : undefined;
+        });
+      }
+      await check("hashKV equal at one revision", async () => {
+        const put = await client.put("molt-chaos/revision-marker").value(String(Date.now())).exec();
+        const rev = put.header.revision;
+        const hashes = await Promise.all(access.nodes().map((n) => access.hashKV(n, rev)));
+        return new Set(hashes.map((h) => h.hash)).size === 1 ? undefined : `hashKV differs at revision ${rev}: ${JSON.stringify(hashes)}`;
+      });
+      await check("no learner left", () => (members.some((m) => m.isLearner) ? `learners: ${members.filter((m) => m.isLearner).map((m) => m.name)}` : undefined));
+      await check("members == nodes", () => {
+        const names = members.map((m) => m.name).sort();
+        return JSON.stringify(names) === JSON.stringify(listed) ? undefined : `members [${names}] vs nodes [${listed}]`;
+      });
+    } finally {
+      await access.close();
+    }
+    await check("nodes == stack resources", async () => {
+      const s = await openStack({ stackName: this.stack, workDir: this.suite.wd.dir, env: this.env, create: false, program: async () => ({}) });
+      const resources = ((await s.exportStack()).deployment?.resources ?? []) as (StateResource & { custom?: boolean })[];
+      const pending = ((await s.exportStack()).deployment?.pending_operations ?? []) as unknown[];
+      if (pending.length) return `${pending.length} pending operation(s) in the state`;
+      // Every node-shaped resource (`<stack>-cp-N…`) belongs to a listed node, and every listed node has a machine.
+      const nodeLike = resources.map((r) => urnName(r.urn)).filter((n) => n.startsWith(`${this.stack}-cp-`));
+      const orphans = nodeLike.filter((n) => !ownerOf(n, listed));
+      const withMachine = listed.filter((n) => nodeLike.includes(`${n}-machine`));
+      if (orphans.length) return `resources of no listed node: ${orphans.join(", ")}`;
+      return withMachine.length === listed.length ? undefined : `nodes without a machine resource: ${listed.filter((n) => !withMachine.includes(n))}`;
+    });
+    await check("nodes == lab machines (no orphan machine, namespace or port)", () => {
+      const machines = labEndpoints(this.lab).map((e) => e.name).sort();
+      const left = labLeftovers(this.lab);
+      const ns = left.netns.map((n) => n.replace(`molt-${this.lab.lab}-`, "")).sort();
+      if (JSON.stringify(machines) !== JSON.stringify(listed)) return `lab machines [${machines}] vs nodes [${listed}]`;
+      if (JSON.stringify(ns) !== JSON.stringify(listed)) return `namespaces [${ns}] vs nodes [${listed}]`;
+      if (left.ports.length !== listed.length) return `${left.ports.length} bridge ports for ${listed.length} machines`;
+      return JSON.stringify([...left.machineDirs].sort()) === JSON.stringify(listed) ? undefined : `machine dirs [${left.machineDirs}]`;
+    });
+    await check("stack not left locked (engine and molt locks)", () => {
+      const state = join(this.suite.wd.dir, "state");
+      const locks = [join(state, ".pulumi", "locks"), join(state, ".molt", "locks")].flatMap((d) => (existsSync(d) ? execFileSync("find", [d, "-type", "f"], { encoding: "utf8" }).split("\n").filter(Boolean) : []));
+      return locks.length ? `locks left: ${locks.join(", ")}` : undefined;
+    });
+    await check("no orphaned engine or provider process", () => {
+      const mine = readdirSync("/proc")
+        .filter((p) => /^\d+$/.test(p))
+        .filter((pid) => {
+          try {
+            return readlinkSync(`/proc/${pid}/cwd`) === this.suite.wd.dir;
+          } catch {
+            return false;
+          }
+        });
+      return mine.length ? `processes still running in the project: ${mine.join(", ")}` : undefined;
+    });
+    await check("cluster healthy, nothing left to do", async () => {
+      const i = await inspect({ stack: this.stack, workDir: this.suite.wd.dir, env: this.env });
+      const bad = i.nodes.filter((n) => !n.member || n.member.learner || !n.member.healthy).map((n) => n.name);
+      if (bad.length) return `unhealthy: ${bad}`;
+      if (i.nodes.length !== 3) return `${i.nodes.length} nodes`;
+      return i.next.kind === "done" ? undefined : `next operation: ${i.next.kind}: ${i.next.reason}`;
+    });
+    return out;
+  }
+
+  /** Runs `fn` with a probe, then the invariants; builds the table row. */
+  async scenario(name: string, fn: (r: { faults: string[]; notes: string[]; runs: { n: number }; rerunsAfterFault: { n: number } }) => Promise<void>): Promise<ScenarioResult> {
+    const t0 = Date.now();
+    const faults: string[] = [];
+    const notes: string[] = [];
+    const runs = { n: 0 };
+    const reruns = { n: 0 };
+    this.log(`scenario: ${name}`);
+    const probe = await this.startProbe();
+    let failure: string | undefined;
+    try {
+      await fn({ faults, notes, runs, rerunsAfterFault: reruns });
+    } catch (e) {
+      failure = (e as Error).message.split("\n")[0];
+    }
+    const report = await probe.stop();
+    const invariants = await this.invariants(report);
+    if (failure) invariants.unshift({ name: "scenario ran as expected", ok: false, detail: failure });
+    const r: ScenarioResult = {
+      scenario: name,
+      faults,
+      runs: runs.n,
+      rerunsAfterFault: reruns.n,
+      probe: { ok: report.ok, failed: report.failed, longestGapMs: report.longestGapMs },
+      invariants,
+      notes,
+      wallMs: Date.now() - t0,
+      ok: invariants.every((i) => i.ok),
+    };
+    for (const i of invariants.filter((x) => !x.ok)) this.log(`  INVARIANT BROKEN: ${i.name}: ${i.detail}`);
+    return r;
+  }
+
+  // ---- Scenarios ----
+
+  /**
+   * One rollout to the other image, SIGKILLed at each point in turn: each run is armed with
+   * the next point and killed there; the next run resumes. Legs repeat (back and forth
+   * between images) until every point was hit or a leg passes none.
+   */
+  killChain(points: KillPoint[]): Promise<ScenarioResult> {
+    return this.scenario(`SIGKILL at ${points.length} step boundaries`, async ({ faults, notes, runs, rerunsAfterFault }) => {
+      let next = 0;
+      while (next < points.length) {
+        const target = this.other();
+        this.setImage(target);
+        const hitThisLeg = next;
+        for (;;) {
+          if (next >= points.length) break;
+          const point = points[next];
+          const res = await this.runArmed(point);
+          runs.n++;
+          if (res.killed) {
+            faults.push(`${point.id} ${point.what}`);
+            this.log(`killed at ${point.id} (${point.what})`);
+            next++;
+            continue;
+          }
+          // The run ended without reaching the point: the leg is over.
+          if (res.run.code !== 0) throw new Error(`a run after a kill failed: ${summaryOrError(res.run)}`);
+          if (point.optional) {
+            notes.push(`${point.id} (${point.what}) did not occur in this leg`);
+            next++;
+          }
+          break;
+        }
+        if (next === hitThisLeg && !points[next]?.optional) throw new Error(`no kill point was reached in a whole leg (stuck at ${points[next]?.id})`);
+        // Finish the leg (runs until converged).
+        const c = await this.converge();
+        runs.n += c.runs;
+        rerunsAfterFault.n = c.last.code === 0 && summaryOf(c.last).result === "noop" ? c.runs - 1 : c.runs;
+        this.settled(target);
+      }
+    });
+  }
+
+  /** One run, killed at `point` if it reaches it. */
+  private async runArmed(point: KillPoint): Promise<{ killed: boolean; run: CliRun }> {
+    const st: RunState = { op: "" };
+    let fired = false;
+    let watcher: Promise<void> | undefined;
+    let stopWatch = false;
+    let stepOver = false;
+    const handle = this.start((e, kill) => {
+      if (e.type === "decision") st.op = (e.operation as { kind: string }).kind;
+      if (e.type === "phase" && e.phase === "provision") stepOver = true;
+      if (fired) return;
+      if (point.match?.(e, st)) {
+        fired = true;
+        setTimeout(kill, point.delayMs ?? 0);
+      }
+      if (point.cluster && e.type === "decision" && st.op === point.cluster.during && !watcher) {
+        watcher = this.watchCluster(point.cluster.test, () => stopWatch || fired || stepOver).then((hit) => {
+          if (hit && !fired) {
+            fired = true;
+            kill();
+          }
+        });
+      }
+    });
+    const run = await handle.done;
+    stopWatch = true;
+    await watcher;
+    return { killed: fired && run.signal === "SIGKILL", run };
+  }
+
+  /** Polls the member list (its own tunnels) until `test` holds or `stop()`. */
+  private async watchCluster(test: (m: { voters: number; learners: number }) => boolean, stop: () => boolean): Promise<boolean> {
+    const st = await this.stored();
+    while (!stop()) {
+      const eps = labEndpoints(this.lab);
+      const access = await EtcdAccess.open(eps, { user: "root", privateKey: st.sshPrivateKey! }).catch(() => undefined);
+      if (access) {
+        try {
+          while (!stop()) {
+            const ms = await access.memberList(access.nodes()[0]);
+            if (test({ voters: ms.filter((m) => !m.isLearner).length, learners: ms.filter((m) => m.isLearner).length })) return true;
+            // A new machine appeared: reopen with its tunnel too.
+            if (labEndpoints(this.lab).length !== eps.length) break;
+            await new Promise((r) => setTimeout(r, 50)); // poll interval of the watcher
+          }
+        } catch {
+          /* a node went away: reopen */
+        } finally {
+          await access.close();
+        }
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return false;
+  }
+
+  /** A new node whose bootstrap fails: the rollout rolls it back (exit 4), the old nodes untouched. */
+  bootstrapFails(image: "lab-broken" | "lab-nossh", what: string): Promise<ScenarioResult> {
+    return this.scenario(`bootstrap fails: ${what}`, async ({ faults, notes, runs, rerunsAfterFault }) => {
+      const before = (await this.stored()).nodes.map((n) => n.name).sort();
+      this.setImage(image, { joinSeconds: 30 });
+      faults.push(`image ${image}`);
+      const run = await this.rollout();
+      runs.n++;
+      const s = summaryOf(run);
+      notes.push(`exit ${run.code} ${s.result} after ${(s.wallMs / 1000).toFixed(1)} s: ${s.reason.slice(0, 160)}`);
+      if (run.code !== 4 || s.result !== "rolled-back") throw new Error(`expected rolled-back (exit 4), got exit ${run.code}: ${s.result}: ${s.reason}`);
+      const after = (await this.stored()).nodes.map((n) => n.name).sort();
+      if (JSON.stringify(after) !== JSON.stringify(before)) throw new Error(`old nodes changed: [${before}] -> [${after}]`);
+      this.setImage(this.current);
+      const c = await this.converge();
+      runs.n += c.runs;
+      rerunsAfterFault.n = 0;
+      if (summaryOf(c.last).result !== "noop") notes.push(`the run after it did: ${summaryOf(c.last).result}`);
+    });
+  }
+
+  /**
+   * An old node's etcd dies mid-rollout (after the first new node joined). molt must stop
+   * without removing anything and say why; then `molt rollout --replace-dead <node>`
+   * replaces it remove-first and the rollout completes.
+   */
+  oldMemberDies(): Promise<ScenarioResult> {
+    return this.scenario("an old member dies mid-rollout; recovery with --replace-dead", async ({ faults, notes, runs, rerunsAfterFault }) => {
+      const stored = await this.stored();
+      // The victim of the fault: the newest old node (the rollout retires the oldest first).
+      const victim = [...stored.nodes].sort((a, b) => b.generation - a.generation)[0].name;
+      const target = this.other();
+      this.setImage(target, { settleSeconds: 15 });
+      let killed = false;
+      const h = this.start((e) => {
+        if (!killed && phase("provision", "surge")(e)) {
+          killed = true;
+          killEtcdOn(this.lab, victim);
+          faults.push(`etcd of ${victim} killed after the first surge`);
+        }
+      });
+      const run = await h.done;
+      runs.n++;
+      const s = summaryOf(run);
+      notes.push(`stopped: exit ${run.code} ${s.result}: ${s.reason.slice(0, 200)}`);
+      if (!killed) throw new Error("the fault was never injected");
+      if (run.code === 0) throw new Error("the rollout succeeded with a dead member");
+      if (!new RegExp(victim).test(s.reason) || !/--replace-dead/.test(s.reason)) throw new Error(`the stop does not name ${victim} and the recovery: ${s.reason}`);
+      const st = await this.stored();
+      if (!st.nodes.some((n) => n.name === victim)) throw new Error(`${victim} was removed without being asked to`);
+      const rec = await this.rollout(["--replace-dead", victim]);
+      runs.n++;
+      const rs = summaryOf(rec);
+      notes.push(`--replace-dead ${victim}: exit ${rec.code} ${rs.result} in ${(rs.wallMs / 1000).toFixed(1)} s`);
+      const kinds = rec.events.filter((e) => e.type === "decision").map((e) => (e.operation as { kind: string }).kind).filter((k) => k !== "wait");
+      const firstChange = kinds[0];
+      if (firstChange !== "remove-member") throw new Error(`recovery did not start with removing the dead member: ${kinds.join(",")}`);
+      if (rec.code !== 0) throw new Error(`recovery failed: ${rs.reason}`);
+      rerunsAfterFault.n = 1;
+      this.settled(target);
+      this.setImage(target);
+    });
+  }
+
+  /** The backend folder turns read-only while a surge's `up` runs, then writable again. */
+  backendUnwritable(): Promise<ScenarioResult> {
+    return this.scenario("backend read-only during `up`", async ({ faults, notes, runs, rerunsAfterFault }) => {
+      const state = join(this.suite.wd.dir, "state");
+      const target = this.other();
+      this.setImage(target);
+      let flipped = false;
+      const h = this.start((e, _kill) => {
+        if (!flipped && engine("machine", "creating")(e, { op: "surge" })) {
+          flipped = true;
+          execFileSync("mount", ["-o", "remount,ro", state]);
+          faults.push("backend remounted read-only while the machine was being created");
+        }
+      });
+      let run: CliRun;
+      try {
+        run = await h.done;
+      } finally {
+        if (flipped) execFileSync("mount", ["-o", "remount,rw", state]);
+      }
+      runs.n++;
+      notes.push(`faulted run: exit ${run.code}: ${summaryOrError(run).slice(0, 200)}`);
+      if (!flipped) throw new Error("the fault was never injected");
+      const c = await this.converge();
+      runs.n += c.runs;
+      rerunsAfterFault.n = c.runs;
+      this.settled(target);
+    });
+  }
+
+  /** HAProxy is killed and started again while a node is attached to it. */
+  lbRestart(): Promise<ScenarioResult> {
+    return this.scenario("load balancer restarts mid-rollout", async ({ faults, notes, runs, rerunsAfterFault }) => {
+      const target = this.other();
+      this.setImage(target);
+      let n = 0;
+      const h = this.start((e) => {
+        if (n < 2 && engine("lb", n === 0 ? "creating" : "deleting")(e, { op: n === 0 ? "surge" : "prune" })) {
+          n++;
+          restartLb(this.lab);
+          faults.push(`HAProxy killed and restarted during an LB ${n === 1 ? "attach" : "detach"}`);
+        }
+      });
+      const run = await h.done;
+      runs.n++;
+      notes.push(`faulted run: exit ${run.code}: ${summaryOrError(run).slice(0, 160)}`);
+      if (n === 0) throw new Error("the fault was never injected");
+      if (run.code === 0) rerunsAfterFault.n = 0;
+      else {
+        const c = await this.converge();
+        runs.n += c.runs;
+        rerunsAfterFault.n = c.runs;
+      }
+      this.settled(target);
+    });
+  }
+
+  /** Every established SSH connection to every machine is cut, several times during a rollout. */
+  sshDrops(): Promise<ScenarioResult> {
+    return this.scenario("SSH connections dropped mid-rollout", async ({ faults, notes, runs, rerunsAfterFault }) => {
+      const target = this.other();
+      this.setImage(target);
+      const at = new Set(["remove-member", "prune", "surge"]);
+      const h = this.start((e) => {
+        if (e.type !== "decision") return;
+        const k = (e.operation as { kind: string }).kind;
+        if (!at.has(k)) return;
+        at.delete(k);
+        // Inside the step: cut a moment after it started.
+        setTimeout(() => {
+          const cut = dropSshSessions(this.lab);
+          faults.push(`${cut} SSH session(s) cut during ${k}`);
+        }, k === "surge" ? 1500 : 100);
+      });
+      const run = await h.done;
+      runs.n++;
+      notes.push(`faulted run: exit ${run.code}: ${summaryOrError(run).slice(0, 160)}`);
+      if (faults.length === 0) throw new Error("the fault was never injected");
+      if (run.code === 0) rerunsAfterFault.n = 0;
+      else {
+        const c = await this.converge();
+        runs.n += c.runs;
+        rerunsAfterFault.n = c.runs;
+      }
+      this.settled(target);
+    });
+  }
+
+  async teardown(): Promise<void> {
+    await this.suite.teardown().catch(() => undefined);
+    if (this.stateMount) {
+      try {
+        execFileSync("umount", [join(this.suite.wd.dir, "state")]);
+      } catch {
+        /* already gone with the directory */
+      }
+    }
+  }
+}
+
+function summaryOrError(run: CliRun): string {
+  const s = run.events.find((e) => e.type === "summary") as { result?: string; reason?: string } | undefined;
+  if (s) return `${s.result}: ${s.reason}`;
+  const err = run.events.find((e) => e.type === "error") as { message?: string } | undefined;
+  return err?.message ?? (run.signal ? `killed (${run.signal})` : `no summary; stderr: ${run.stderr.slice(-300)}`);
+}
+
+/** The pids of a lab machine (its network namespace). */
+function machinePids(lab: LabSettings, name: string): number[] {
+  return execFileSync("ip", ["netns", "pids", `molt-${lab.lab}-${name}`], { encoding: "utf8" }).split(/\s+/).filter(Boolean).map(Number);
+}
+
+const comm = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+  } catch {
+    return "";
+  }
+};
+const cmdline = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ");
+  } catch {
+    return "";
+  }
+};
+
+/** SIGKILLs the etcd process on one machine (nothing restarts it: the member is dead). */
+export function killEtcdOn(lab: LabSettings, name: string): void {
+  const pids = machinePids(lab, name).filter((p) => comm(p) === "etcd");
+  if (pids.length === 0) throw new Error(`no etcd running on ${name}`);
+  for (const p of pids) process.kill(p, "SIGKILL");
+}
+
+/** Cuts every established SSH connection to the lab's machines (the listeners stay). */
+export function dropSshSessions(lab: LabSettings): number {
+  let cut = 0;
+  for (const ep of labEndpoints(lab)) {
+    let pids: number[] = [];
+    try {
+      pids = machinePids(lab, ep.name);
+    } catch {
+      continue;
+    }
+    for (const p of pids) {
+      // Per-connection sshd processes ("sshd: root@notty", "sshd: root [priv]"), not the listener (-D).
+      if (comm(p) === "sshd" && !cmdline(p).includes(" -D")) {
+        try {
+          process.kill(p, "SIGKILL");
+          cut++;
+        } catch {
+          /* gone */
+        }
+      }
+    }
+  }
+  return cut;
+}
+
+/** Kills the lab's HAProxy and starts it again with its configuration (like a service restart). */
+export function restartLb(lab: LabSettings): void {
+  const dir = join(lab.labRoot, "labs", lab.lab, "lb");
+  const cfg = join(dir, "haproxy.cfg");
+  // Master and workers: a crashed load balancer leaves nothing serving.
+  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p)).map(Number)) {
+    if (comm(pid) === "haproxy" && cmdline(pid).includes(cfg)) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        /* gone */
+      }
+    }
+  }
+  execFileSync("haproxy", ["-W", "-D", "-f", cfg, "-p", join(dir, "haproxy.pid")]);
+}
+
+/** The table the issue asks for. */
+export function formatTable(rows: ScenarioResult[]): string {
+  const header = ["scenario", "faults", "runs", "reruns after fault", "probe ok/failed", "longest gap", "invariants", "wall"];
+  const data = rows.map((r) => [
+    r.scenario,
+    String(r.faults.length),
+    String(r.runs),
+    String(r.rerunsAfterFault),
+    `${r.probe.ok}/${r.probe.failed}`,
+    `${(r.probe.longestGapMs / 1000).toFixed(1)} s`,
+    r.ok ? `all ${r.invariants.length} held` : `BROKEN: ${r.invariants.filter((i) => !i.ok).map((i) => i.name).join("; ")}`,
+    `${(r.wallMs / 1000).toFixed(0)} s`,
+  ]);
+  const w = header.map((h, i) => Math.max(h.length, ...data.map((d) => d[i].length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(w[i])).join(" | ")} |`;
+  return [line(header), line(w.map((n) => "-".repeat(n))), ...data.map(line)].join("\n");
+}

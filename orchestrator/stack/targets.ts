@@ -1,0 +1,89 @@
+// Targeted `up`: each change to the node list touches one node, so the engine is told
+// exactly which resources it may create, diff or delete. The rest of the stack is carried
+// over unchanged, without a provider call, so a step costs the same in a 3-node and a
+// 7-node stack. A pure function over the exported state, so its rules are table-tested.
+//
+// What a step targets:
+//  - the node's own resources: the component named after the node, and every resource
+//    named `<node>-…` (its children and, on the clouds, its host key), resolving each name
+//    to the longest node name it starts with (so `s-cp-3-x-lb` belongs to `s-cp-3-x`);
+//  - for a node not yet in the state (a surge), name globs for the same;
+//  - every resource that depends on one of those, transitively (through `dependencies`,
+//    property dependencies, `deletedWith` and `parent`). The engine carries an untargeted
+//    resource over with the dependencies it had; if one of them is a resource being
+//    deleted, the engine silently skips that delete. Targeting the dependents too lets
+//    them be re-registered with their new inputs first (molt's nodes depend on the node
+//    they joined through);
+//  - every resource that belongs to no node (the load balancer, the SSH client key, a
+//    vSphere anti-affinity rule over all VMs, ...): few, cheap to diff, and some follow
+//    the node list.
+
+export interface StateResource {
+  urn: string;
+  type: string;
+  parent?: string;
+  dependencies?: string[];
+  propertyDependencies?: Record<string, string[]>;
+  deletedWith?: string;
+}
+
+/** The resource name at the end of a URN (`urn:pulumi:stack::project::type$type::name`). */
+export function urnName(urn: string): string {
+  const i = urn.lastIndexOf("::");
+  return i < 0 ? urn : urn.slice(i + 2);
+}
+
+/** The node a resource belongs to, by name: the longest node name it is, or starts with followed by `-`. */
+export function ownerOf(name: string, nodeNames: readonly string[]): string | undefined {
+  let best: string | undefined;
+  for (const n of nodeNames) if ((name === n || name.startsWith(n + "-")) && (!best || n.length > best.length)) best = n;
+  return best;
+}
+
+const ENGINE_OWNED = (r: StateResource) => r.type === "pulumi:pulumi:Stack" || r.type.startsWith("pulumi:providers:");
+
+export interface TargetPlan {
+  /** URNs and URN globs for `up --target`. */
+  targets: string[];
+  /** URNs of resources of `node` in the state (a prune must see all of them gone afterwards). */
+  nodeResources: string[];
+}
+
+/**
+ * Targets for a change that adds or removes `node`. `nodeNames` are all node names the
+ * stack knows (stored list plus the new entry). Returns undefined when the whole stack
+ * must be updated (an empty state: the first node creates the cluster-wide resources).
+ */
+export function targetsFor(resources: readonly StateResource[], node: string, nodeNames: readonly string[]): TargetPlan | undefined {
+  const real = resources.filter((r) => !ENGINE_OWNED(r));
+  if (real.length === 0) return undefined;
+  const names = nodeNames.includes(node) ? nodeNames : [...nodeNames, node];
+  const owned = real.filter((r) => ownerOf(urnName(r.urn), names) === node).map((r) => r.urn);
+  const target = new Set<string>(owned);
+  for (const r of real) if (ownerOf(urnName(r.urn), names) === undefined) target.add(r.urn);
+
+  // Dependents, transitively.
+  const refs = (r: StateResource): string[] => [
+    ...(r.dependencies ?? []),
+    ...Object.values(r.propertyDependencies ?? {}).flat(),
+    ...(r.deletedWith ? [r.deletedWith] : []),
+    ...(r.parent ? [r.parent] : []),
+  ];
+  const closure = new Set<string>(owned);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const r of real) {
+      if (closure.has(r.urn)) continue;
+      if (refs(r).some((u) => closure.has(u))) {
+        closure.add(r.urn);
+        target.add(r.urn);
+        grew = true;
+      }
+    }
+  }
+  // A node not (fully) in the state yet: its resources by name. `**` spans the type and
+  // parent parts of the URN; the name part is matched exactly or as `<node>-…`.
+  const escaped = node.replace(/[*?[\]\\]/g, "\\$&");
+  const globs = [`**::${escaped}`, `**::${escaped}-*`];
+  return { targets: [...globs, ...[...target].sort()], nodeResources: owned.sort() };
+}

@@ -1,0 +1,44 @@
+// The chaos harness's CI subset (chaos/harness.ts; `npm run chaos` runs every scenario):
+// SIGKILL at 8 step boundaries of one rollout, a bootstrap that never starts etcd, an old
+// member that dies mid-rollout and its recovery with --replace-dead, and a backend that
+// turns read-only during `up`. Every scenario must keep every invariant.
+import * as assert from "node:assert/strict";
+import { Chaos, CI_KILL_POINTS, formatTable, KILL_POINTS, type ScenarioResult } from "../../chaos/harness";
+import { testLab } from "../support/lab";
+
+describe("chaos on the lab (e2e, CI subset)", function () {
+  let chaos: Chaos;
+  const rows: ScenarioResult[] = [];
+  const expectHeld = (r: ScenarioResult) => {
+    rows.push(r);
+    const broken = r.invariants.filter((i) => !i.ok);
+    assert.equal(broken.length, 0, broken.map((i) => `${i.name}: ${i.detail}`).join("\n"));
+    assert.ok(r.faults.length > 0, "the fault was injected");
+    assert.ok(r.probe.ok > 20, "the probe really wrote through the whole scenario");
+  };
+
+  before(async function () {
+    this.timeout(600_000);
+    chaos = new Chaos({ lab: testLab(6) });
+    await chaos.create();
+  });
+  after(async function () {
+    this.timeout(600_000);
+    if (rows.length) console.log(formatTable(rows).replace(/^/gm, "    "));
+    await chaos?.teardown();
+  });
+
+  it(`converges after SIGKILL at ${CI_KILL_POINTS.length} step boundaries of one rollout`, async () => {
+    const r = await chaos.killChain(KILL_POINTS.filter((p) => CI_KILL_POINTS.includes(p.id)));
+    expectHeld(r);
+    assert.equal(r.faults.length, CI_KILL_POINTS.length, `every kill point was hit: ${r.faults.join("; ")}`);
+  });
+
+  it("rolls back a new node whose etcd never starts", async () => expectHeld(await chaos.bootstrapFails("lab-broken", "etcd never starts")));
+
+  it("rolls back a new node whose SSH never comes up", async () => expectHeld(await chaos.bootstrapFails("lab-nossh", "SSH never comes up")));
+
+  it("stops when an old member dies mid-rollout, and recovers through --replace-dead", async () => expectHeld(await chaos.oldMemberDies()));
+
+  it("survives the backend turning read-only during `up`", async () => expectHeld(await chaos.backendUnwritable()));
+});
