@@ -1,0 +1,83 @@
+// The bench's observers of a Kubernetes upgrade, in a child process of their own so the
+// orchestrator's RSS and CPU are molt's alone:
+//  - the API client of test/support/kube-workload.ts (a ConfigMap written and read through
+//    the load balancer every 100 ms);
+//  - a gate probe: for each node molt adds (the parent names it when molt decides the
+//    surge), polled every 100 ms from outside molt: its kube-apiserver /readyz,
+//    kube-controller-manager /healthz and kube-scheduler /livez (inside the machine's
+//    network namespace), and its Node's Ready condition (through the load balancer).
+// Protocol (IPC): argv = [admin.conf, lab name]; child sends "ready"; parent sends
+// { watch: node } and finally "stop"; child answers { api, seen } and exits.
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { labKubeConfig, startApiProbe, type ApiProbeStats } from "../test/support/kube-workload";
+
+export interface Seen {
+  watchedAt: number;
+  apiReady?: number;
+  cm?: number;
+  sched?: number;
+  nodeReady?: number;
+}
+
+export type ProbeReply = { api: ApiProbeStats; seen: Record<string, Seen> };
+
+const TICK_MS = 100;
+
+function curlInNetns(ns: string): Promise<string[]> {
+  return new Promise((res) =>
+    execFile(
+      "ip",
+      ["netns", "exec", ns, "sh", "-c", 'for u in https://127.0.0.1:6443/readyz https://127.0.0.1:10257/healthz https://127.0.0.1:10259/livez; do curl -sk -m 1 -o /dev/null -w "%{http_code} " "$u"; done'],
+      { timeout: 5000 },
+      (_e, out) => res(String(out ?? "").trim().split(/\s+/)),
+    ),
+  );
+}
+
+async function main(): Promise<void> {
+  const [adminConf, labName] = process.argv.slice(2);
+  const kc = await labKubeConfig(adminConf);
+  const m = await import("@kubernetes/client-node");
+  const core = kc.makeApiClient(m.CoreV1Api);
+  const api = await startApiProbe(kc, 100);
+  const watched = new Map<string, Seen>();
+  let running = true;
+  process.on("message", (msg: unknown) => {
+    if (msg === "stop") running = false;
+    else if (msg && typeof msg === "object" && "watch" in msg) watched.set(String((msg as { watch: string }).watch), { watchedAt: Date.now() });
+  });
+  process.send!("ready");
+  while (running) {
+    const started = Date.now();
+    await Promise.all(
+      [...watched].map(async ([node, seen]) => {
+        if (seen.apiReady && seen.cm && seen.sched && seen.nodeReady) return;
+        const ns = `molt-${labName}-${node}`;
+        if (!existsSync(join("/run/netns", ns))) return;
+        const [a, c, s] = await curlInNetns(ns);
+        const now = Date.now();
+        if (a === "200") seen.apiReady ??= now;
+        if (c === "200") seen.cm ??= now;
+        if (s === "200") seen.sched ??= now;
+        if (!seen.nodeReady) {
+          const ready = await core.readNode({ name: node }).then(
+            (n) => !!n.status?.conditions?.some((x) => x.type === "Ready" && x.status === "True"),
+            () => false,
+          );
+          if (ready) seen.nodeReady = Date.now();
+        }
+      }),
+    );
+    const rest = TICK_MS - (Date.now() - started);
+    if (rest > 0) await new Promise((r) => setTimeout(r, rest));
+  }
+  const reply: ProbeReply = { api: await api.stop(), seen: Object.fromEntries(watched) };
+  process.send!(reply, () => process.exit(0));
+}
+
+main().catch((e) => {
+  console.error("bench probe:", e);
+  process.exit(1);
+});
