@@ -262,16 +262,18 @@ export class Chaos {
       return locks.length ? `locks left: ${locks.join(", ")}` : undefined;
     });
     await check("no orphaned engine or provider process", () => {
+      // An engine, language host or provider process of this project whose parent is gone.
       const mine = readdirSync("/proc")
         .filter((p) => /^\d+$/.test(p))
         .filter((pid) => {
           try {
-            return readlinkSync(`/proc/${pid}/cwd`) === this.suite.wd.dir;
+            const ppid = Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[1]);
+            return readlinkSync(`/proc/${pid}/cwd`) === this.suite.wd.dir && /pulumi|dynamic-provider/.test(cmdline(Number(pid))) && ppid === 1;
           } catch {
             return false;
           }
         });
-      return mine.length ? `processes still running in the project: ${mine.join(", ")}` : undefined;
+      return mine.length ? `orphaned engine processes: ${mine.map((p) => `${p} ${cmdline(Number(p)).slice(0, 80)}`).join("; ")}` : undefined;
     });
     await check("cluster healthy, nothing left to do", async () => {
       const i = await inspect({ stack: this.stack, workDir: this.suite.wd.dir, env: this.env });

@@ -17,6 +17,7 @@ export interface NodeView {
 export type RolloutEvent =
   | { type: "start"; stack: string; command: string; provider: string; replicas: number; image: string; kubernetesVersion?: string; time: string }
   | { type: "lock-recovered"; previousPid: number; previousStartedAt: string }
+  | { type: "pending-cleared"; operations: { urn: string; operation: string; reason: string }[] }
   | { type: "observed"; pass: number; nodes: NodeView[]; ms: number }
   | { type: "decision"; pass: number; operation: Operation }
   | { type: "phase"; phase: Phase; operation: OperationKind; node?: string; ms: number; ok: boolean; detail?: string }

@@ -17,6 +17,7 @@ import type { KubeAccess, KubeObservation } from "./edges/kube";
 import { decide, isOutdated } from "./plan";
 import { placeNewNode, programInputFor } from "./program-input";
 import { openStack } from "./stack/driver";
+import { explainPending, type PendingOperation } from "./stack/pending";
 import { targetsFor, type StateResource } from "./stack/targets";
 import { backendUrl, moltHome, repoRoot } from "./stack/engine";
 
@@ -157,6 +158,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const waits = new Map<string, number>();
   const expired = new Set<string>();
   let rollingBack: string | undefined;
+  /** Why the last surge's `up` failed. */
+  let surgeError: string | undefined;
   /** The stored state as this run last read or wrote it (undefined: read it from the backend). */
   let known: StoredState | undefined;
   /** The node this run surged and has not yet seen as a healthy voter. */
@@ -174,6 +177,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
     stack = await openStack({ stackName: o.stack, workDir, env: o.env, program: buildProgram(programInputFor(cfg, [])) });
     await settleEngineLock(backend, o.stack, intent.timeouts.joinSeconds + 120);
     const theStack = stack;
+    await clearPendingOperations(theStack, emit);
     if (intent.replaceDead?.length) {
       // Named before anything is looked at closer: a typo must not pass silently.
       const names = (await readStoredState(theStack)).nodes.map((n) => n.name);
@@ -259,7 +263,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       // A failed surge whose node never reached the stored list (its machine did not come
       // up) has nothing left to undo: stop here rather than surge again.
       if (rollingBack && !stored.nodes.some((n) => n.name === rollingBack)) {
-        return finish("rolled-back", `new node ${rollingBack} could not be created (its machine did not come up); the existing nodes were left untouched, and what little of it the stack still holds goes with the next run`);
+        return finish("rolled-back", `new node ${rollingBack} could not be created (${surgeError ?? "its machine did not come up"}); the existing nodes were left untouched, and what little of it the stack still holds goes with the next run`);
       }
       const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, ...(etcd ? { etcd } : {}), ...(etcdError ? { etcdError } : {}), ...(kubeObs ? { kube: kubeObs } : {}), ...(kubeError ? { kubeError } : {}), expired: [...expired], ...(joining ? { joining } : {}) };
       lastViews = nodeViews(snapshot);
@@ -314,6 +318,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
             if (op.kind === "create-first") return finish("failed", `creating the first node failed: ${firstLines((e as Error).message)}`);
             expired.add(`join:${op.entry.name}`);
             rollingBack = op.entry.name;
+            surgeError = firstLines((e as Error).message, 3);
             if (intent.rollout.onFailure === "pause") return finish("paused", `new node ${op.entry.name} failed to join; left in place for inspection: ${firstLines((e as Error).message)}`);
           }
           continue;
@@ -491,6 +496,19 @@ async function takeSnapshot(
   return path;
 }
 
+/** Resolves what a killed engine left pending (orchestrator/stack/pending.ts), and says so. */
+async function clearPendingOperations(stack: Stack, emit: (e: RolloutEvent) => void): Promise<void> {
+  const exported = await stack.exportStack();
+  const d = exported.deployment as { resources?: (StateResource & { outputs?: { molt?: { nodes?: { name: string }[] } } })[]; pending_operations?: PendingOperation[] };
+  const pending = d.pending_operations ?? [];
+  if (pending.length === 0) return;
+  const resources = d.resources ?? [];
+  const listed = (resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes ?? []).map((n) => n.name);
+  const operations = explainPending(pending, resources, listed);
+  await stack.importStack({ ...exported, deployment: { ...d, pending_operations: [] } });
+  emit({ type: "pending-cleared", operations });
+}
+
 /**
  * The engine's own lock on the stack (file backend). Holding molt's lock, any engine lock
  * left is a dead or orphaned run's: an engine process still alive on this host (its
@@ -526,5 +544,6 @@ async function settleEngineLock(backend: string, stack: string, deadlineSeconds:
       await pollInterval(250);
     }
     rmSync(path, { force: true });
+    rmSync(`${path}.attrs`, { force: true }); // the file backend's metadata of the lock
   }
 }
