@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { BackendError } from "./stack/driver";
 import { moltHome } from "./stack/engine";
 
 export interface LockInfo {
@@ -50,7 +51,16 @@ export interface HeldLock {
 
 export function acquireLock(backendUrl: string, stack: string, command: string): HeldLock {
   const dir = lockDir(backendUrl);
-  mkdirSync(dir, { recursive: true });
+  // A file backend's folder is never created here: a mistyped PULUMI_BACKEND_URL would
+  // otherwise become a new, empty backend (and a rollout would create a new cluster).
+  if (backendUrl.startsWith("file://") && !existsSync(fileURLToPath(backendUrl))) {
+    throw new BackendError(backendUrl, `the folder ${fileURLToPath(backendUrl)} does not exist`);
+  }
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch (e) {
+    throw new BackendError(backendUrl, `cannot create the lock folder ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
   const path = join(dir, `${stack}.json`);
   const me: LockInfo = { pid: process.pid, host: hostname(), startedAt: new Date().toISOString(), command };
   let recoveredFrom: LockInfo | undefined;

@@ -5,6 +5,7 @@ import { NODE_LIST_SCHEMA, type MoltOutputs } from "../infra/program";
 import { EtcdAccess, type Member } from "./edges/etcd";
 import { KubeAccess, type ComponentHealth, type KubeObservation } from "./edges/kube";
 import type { SshSession } from "../infra/remote/ssh";
+import { classifyEngineError } from "./stack/driver";
 import type { NodeView } from "./events";
 import { agreedLeader, isHealthyVoter, isOutdated, kubeProblem, memberOfNode } from "./plan";
 import type { EtcdObservation, Intent, NodeEndpoint, NodeEntry, Snapshot, StatusResult } from "./model";
@@ -56,7 +57,14 @@ export interface StoredState {
 
 /** The node list as the stack state holds it (empty for a new stack). */
 export async function readStoredState(stack: Stack): Promise<StoredState> {
-  return parseStoredState(stack, await stack.outputs());
+  let out: OutputMap;
+  try {
+    out = await stack.outputs();
+  } catch (e) {
+    // A wrong passphrase shows first here (the outputs hold the stack's secrets).
+    throw classifyEngineError(e, stack.name, (stack.workspace as { envVars?: Record<string, string> }).envVars?.PULUMI_BACKEND_URL ?? "the backend");
+  }
+  return parseStoredState(stack, out);
 }
 
 /** Validates stack outputs (from `stack.outputs()` or an `up` result) into the stored state. */

@@ -2,7 +2,7 @@
 // molt's command line: rollout, plan, status. Exit codes are part of the interface:
 //   0 succeeded or nothing to do      2 invalid input or refused preflight (nothing changed)
 //   3 another run holds the stack     4 a new node failed and was rolled back (old nodes intact)
-//   5 paused for inspection           6 not confirmed (nothing changed)
+//   5 paused for inspection           6 not confirmed, or no --yes without a terminal (nothing changed)
 //   7 failed after changes (see the report; rerun to converge)   130 cancelled (SIGINT/SIGTERM)
 //   1 unexpected error
 import { Command, Option } from "commander";
@@ -13,11 +13,19 @@ import { inspect, type Inspection } from "../inspect";
 import { ConcurrentRolloutError } from "../lock";
 import { CorruptStateError } from "../observe";
 import { RefusedError, rollout, type PlannedReplacement, type Summary } from "../rollout";
-import { StackNotFoundError } from "../stack/driver";
+import { BackendError, classifyEngineError, PassphraseError, StackNotFoundError } from "../stack/driver";
 import { EngineMissingError } from "../stack/engine";
 import { LabHostError } from "../../infra/lab/host";
 
 export const EXIT = { ok: 0, unexpected: 1, invalid: 2, locked: 3, rolledBack: 4, paused: 5, notConfirmed: 6, failed: 7, cancelled: 130 } as const;
+
+/** A rollout that may not ask (no terminal, or --json) and was not given --yes. */
+class NotConfirmedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "NotConfirmedError";
+  }
+}
 
 function exitFor(s: Summary): number {
   switch (s.result) {
@@ -37,15 +45,20 @@ function exitFor(s: Summary): number {
   }
 }
 
-function errorExit(e: unknown, json: boolean): number {
+function errorExit(e: unknown, json: boolean, stack?: string): number {
+  // The engine's refusals of a backend or a passphrase are bad input wherever they show.
+  if (stack !== undefined) e = classifyEngineError(e, stack, process.env.PULUMI_BACKEND_URL ?? "the default backend (~/.molt/state)");
   const known: [new (...a: never[]) => Error, number][] = [
     [InvalidConfigError, EXIT.invalid],
     [StackNotFoundError, EXIT.invalid],
     [CorruptStateError, EXIT.invalid],
     [EngineMissingError, EXIT.invalid],
+    [BackendError, EXIT.invalid],
+    [PassphraseError, EXIT.invalid],
     [RefusedError, EXIT.invalid],
     [LabHostError, EXIT.invalid],
     [ConcurrentRolloutError, EXIT.locked],
+    [NotConfirmedError, EXIT.notConfirmed],
   ];
   const code = known.find(([cls]) => e instanceof cls)?.[1] ?? EXIT.unexpected;
   const message = e instanceof Error ? e.message : String(e);
@@ -124,7 +137,14 @@ async function confirmOnTty(rows: PlannedReplacement[]): Promise<boolean> {
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const program = new Command().name("molt").description("Rolling, immutable, add-first upgrades of kubeadm-style control planes (stacked etcd)").exitOverride();
+  const json = argv.includes("--json");
+  const program = new Command()
+    .name("molt")
+    .description("Rolling, immutable, add-first upgrades of kubeadm-style control planes (stacked etcd)")
+    .exitOverride()
+    // Inherited by the commands: a usage error says what to run for help.
+    .showHelpAfterError("(run `molt --help` or `molt <command> --help` for usage; nothing was changed)")
+    .configureOutput({ writeErr: (s) => (json ? undefined : process.stderr.write(s)) });
   let code = EXIT.ok as number;
   const stackOpt = () => new Option("-s, --stack <name>", "stack (stacks/Pulumi.<name>.yaml)").makeOptionMandatory();
 
@@ -139,7 +159,7 @@ export async function main(argv: string[]): Promise<number> {
     .action(async (opts: { stack: string; yes?: boolean; json?: boolean; onFailure?: "rollback" | "pause"; verbose?: boolean }) => {
       const json = !!opts.json;
       if (!opts.yes && (!process.stdin.isTTY || json)) {
-        code = errorExit(new RefusedError("confirmation needed: run with --yes (stdin is not a terminal, or --json was given); nothing was changed"), json);
+        code = errorExit(new NotConfirmedError("not confirmed: run with --yes to proceed (stdin is not a terminal, or --json was given, so molt cannot ask); nothing was changed"), json);
         return;
       }
       const ac = new AbortController();
@@ -157,7 +177,7 @@ export async function main(argv: string[]): Promise<number> {
         });
         code = exitFor(summary);
       } catch (e) {
-        code = errorExit(e, json);
+        code = errorExit(e, json, opts.stack);
       } finally {
         process.removeListener("SIGINT", stop);
         process.removeListener("SIGTERM", stop);
@@ -176,7 +196,7 @@ export async function main(argv: string[]): Promise<number> {
           if (opts.json) process.stdout.write(JSON.stringify(i, (_k, v) => (typeof v === "bigint" ? v.toString() : v), 2) + "\n");
           else printInspection(i, what);
         } catch (e) {
-          code = errorExit(e, !!opts.json);
+          code = errorExit(e, !!opts.json, opts.stack);
         }
       });
   }
@@ -186,6 +206,8 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     const ce = e as { code?: string; exitCode?: number };
     if (ce.code === "commander.helpDisplayed" || ce.code === "commander.version" || ce.code === "commander.help") return EXIT.ok;
+    // With --json the usage error is a JSON line too (commander's own text goes to stderr otherwise).
+    if (json) process.stdout.write(JSON.stringify({ type: "error", error: "UsageError", message: `${(e as Error).message.replace(/^error: /, "")}; run \`molt <command> --help\` for usage; nothing was changed`, exitCode: EXIT.invalid }) + "\n");
     return EXIT.invalid;
   }
   return code;

@@ -184,7 +184,8 @@ export class EtcdAccess {
 
   async alarms(via: string): Promise<Alarm[]> {
     const r = await this.endpoint(via).maintenance.alarm({ action: "Get", memberID: "0", alarm: "None" } as never);
-    return (r.alarms ?? []).map((a) => ({ memberId: a.memberID, alarm: String(a.alarm) }));
+    // etcd3 names the enum "Nospace"/"Corrupt"; etcd and its docs say NOSPACE/CORRUPT.
+    return (r.alarms ?? []).map((a) => ({ memberId: a.memberID, alarm: String(a.alarm).toUpperCase() }));
   }
 
   /** Removes a member; "member not found" (a retried call that already landed) counts as done. */

@@ -22,6 +22,46 @@ export class StackNotFoundError extends Error {
   }
 }
 
+/** The backend (PULUMI_BACKEND_URL) cannot be opened: a bad URL, a missing folder, no login. */
+export class BackendError extends Error {
+  constructor(readonly backend: string, detail: string) {
+    super(
+      `cannot open the Pulumi backend ${backend}: ${detail}; nothing was changed. ` +
+        `Set PULUMI_BACKEND_URL to a backend you can use (file://<existing folder>, s3://..., azblob://..., or https://api.pulumi.com with PULUMI_ACCESS_TOKEN), or unset it for ~/.molt/state.`,
+    );
+    this.name = "BackendError";
+  }
+}
+
+/** The passphrase does not decrypt the stack's secrets. */
+export class PassphraseError extends Error {
+  constructor(readonly stackName: string) {
+    super(
+      `the passphrase does not decrypt the secrets of stack "${stackName}" (incorrect passphrase); nothing was changed. ` +
+        `Set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE to the passphrase the stack was created with (molt's default is ~/.molt/passphrase).`,
+    );
+    this.name = "PassphraseError";
+  }
+}
+
+/** The engine's own error line (the Automation API wraps it in the whole command line). */
+function engineErrorLine(message: string): string {
+  return /^error: (.+)$/m.exec(message)?.[1].trim() ?? message.split("\n")[0];
+}
+
+/**
+ * Maps the engine's refusals that are bad input (backend, passphrase) to typed errors;
+ * anything else is returned as it is.
+ */
+export function classifyEngineError(e: unknown, stackName: string, backend: string): unknown {
+  if (!(e instanceof Error)) return e;
+  if (/incorrect passphrase|passphrase must be set|failed to decrypt/i.test(e.message)) return new PassphraseError(stackName);
+  if (/PULUMI_ACCESS_TOKEN must be set|unable to open state directory|unable to open bucket|unknown backend|unsupported (backend|scheme)|problem logging in|failed to log ?in|getting user info|could not (log|sign) ?in/i.test(e.message)) {
+    return new BackendError(backend, engineErrorLine(e.message));
+  }
+  return e;
+}
+
 export async function openStack(o: OpenStackOptions): Promise<Stack> {
   const engine = locateEngine();
   const pulumiCommand = await PulumiCommand.get({ root: dirname(engine.binDir), skipVersionCheck: false });
@@ -33,8 +73,12 @@ export async function openStack(o: OpenStackOptions): Promise<Stack> {
       return await LocalWorkspace.selectStack(args, wsOpts);
     } catch (e) {
       if (e instanceof Error && /no stack named|not found/i.test(e.message)) throw new StackNotFoundError(o.stackName, envVars.PULUMI_BACKEND_URL);
-      throw e;
+      throw classifyEngineError(e, o.stackName, envVars.PULUMI_BACKEND_URL);
     }
   }
-  return LocalWorkspace.createOrSelectStack(args, wsOpts);
+  try {
+    return await LocalWorkspace.createOrSelectStack(args, wsOpts);
+  } catch (e) {
+    throw classifyEngineError(e, o.stackName, envVars.PULUMI_BACKEND_URL);
+  }
 }

@@ -66,7 +66,16 @@ export interface Engine {
 export function locateEngine(): Engine {
   const { PULUMI_VERSION, PULUMI_MIN_VERSION } = readVersions();
   const tried: string[] = [];
-  const candidates = [process.env.MOLT_PULUMI, onPath("pulumi"), join(cacheDir(), "toolchain", `pulumi-${PULUMI_VERSION}`, "bin", "pulumi")];
+  // An engine named explicitly is the one to use: never silently another.
+  const explicit = process.env.MOLT_PULUMI;
+  if (explicit) {
+    const v = existsSync(explicit) ? versionOf(explicit) : undefined;
+    if (v && semver.valid(v) && semver.gte(v, PULUMI_MIN_VERSION)) return { binDir: dirname(explicit), version: v };
+    throw new EngineMissingError(
+      `MOLT_PULUMI=${explicit} is not a usable Pulumi engine (${!existsSync(explicit) ? "no such file" : v && semver.valid(v) ? `version ${v} is older than ${PULUMI_MIN_VERSION}` : `\`${explicit} version\` printed ${v ? JSON.stringify(v.slice(0, 60)) : "no version"}`}); point it at a pulumi binary or unset it`,
+    );
+  }
+  const candidates = [onPath("pulumi"), join(cacheDir(), "toolchain", `pulumi-${PULUMI_VERSION}`, "bin", "pulumi")];
   for (const c of candidates) {
     if (!c || !existsSync(c)) continue;
     const v = versionOf(c);
