@@ -73,6 +73,23 @@ export const KILL_POINTS: KillPoint[] = [
   { id: "k22", what: "second surge decided (next node)", match: op("surge") },
 ];
 
+/**
+ * The Kubernetes steps of an upgrade (k8s-v1.36.3 → k8s-v1.37.2), in flow order: the first
+ * node replacement passes the first eight, the addon update comes after the last one.
+ */
+export const KUBE_KILL_POINTS: KillPoint[] = [
+  { id: "q01", what: "kubeadm-config update decided", match: op("update-cluster-config") },
+  { id: "q02", what: "kubeadm-config updated, before the first surge", match: phase("kube", "update-cluster-config") },
+  { id: "q03", what: "`kubeadm join --control-plane` running", match: engine("etcd", "creating"), delayMs: 3000 },
+  { id: "q04", what: "drain decided (cordon next)", match: op("drain") },
+  { id: "q05", what: "drained, before the API server stops", match: phase("kube", "drain") },
+  { id: "q06", what: "API server stopped, before member removal", match: phase("kube", "stop-apiserver") },
+  { id: "q07", what: "prune `up`: kubeadm reset running", match: engine("etcd", "deleting"), delayMs: 500 },
+  { id: "q08", what: "machine destroyed, before its Node is deleted", match: phase("provision", "prune") },
+  { id: "q09", what: "addon update decided (every node upgraded)", match: op("update-addons") },
+  { id: "q10", what: "addon images set, DaemonSet rolling out", match: (e) => e.type === "decision" && (e.operation as { kind: string }).kind === "update-addons", delayMs: 1500 },
+];
+
 /** A bounded subset for CI: one point in each stretch of the flow. */
 export const CI_KILL_POINTS = ["k02", "k04", "k08", "k10", "k14", "k16", "k19", "k21"];
 
@@ -99,6 +116,11 @@ export interface ChaosOptions {
   lab: LabSettings;
   stack?: string;
   log?: (line: string) => void;
+  /**
+   * The images the cluster goes through: it is created on the first, and each leg rolls to
+   * the next. With two, legs go back and forth; Kubernetes images only ever go forward.
+   */
+  images?: string[];
 }
 
 /** One lab, one stack, one backend on its own tmpfs (so it can be made read-only). */
@@ -107,13 +129,16 @@ export class Chaos {
   readonly suite: CliSuite;
   readonly lab: LabSettings;
   private readonly log: (line: string) => void;
-  private image = "lab-v1";
+  private image: string;
+  private readonly images: string[];
   private stateMount = false;
 
   constructor(o: ChaosOptions) {
     this.lab = o.lab;
     this.stack = o.stack ?? "chaos";
     this.log = o.log ?? ((l) => console.log(`    ${l}`));
+    this.images = o.images ?? ["lab-v1", "lab-v2"];
+    this.image = this.images[0];
     this.suite = cliSuite("molt-chaos-", this.stack, o.lab);
     const state = join(this.suite.wd.dir, "state");
     execFileSync("mount", ["-t", "tmpfs", "-o", "size=256m,mode=700", "molt-chaos-state", state]);
@@ -161,7 +186,10 @@ export class Chaos {
   }
 
   other(): string {
-    return this.image === "lab-v1" ? "lab-v2" : "lab-v1";
+    const i = this.images.indexOf(this.image);
+    if (this.images.length === 2) return this.images[1 - i];
+    if (i + 1 >= this.images.length) throw new Error(`no image after ${this.image} to roll to`);
+    return this.images[i + 1];
   }
 
   /** `molt rollout --json --verbose`; `onEvent` may kill it. */
@@ -187,7 +215,7 @@ export class Chaos {
   }
 
   async create(): Promise<void> {
-    this.setImage("lab-v1");
+    this.setImage(this.images[0]);
     const run = await this.rollout();
     if (run.code !== 0) throw new Error(`creating the chaos cluster failed: ${summaryOrError(run)}`);
   }
@@ -325,8 +353,8 @@ export class Chaos {
    * the next point and killed there; the next run resumes. Legs repeat (back and forth
    * between images) until every point was hit or a leg passes none.
    */
-  killChain(points: KillPoint[]): Promise<ScenarioResult> {
-    return this.scenario(`SIGKILL at ${points.length} step boundaries`, async ({ faults, notes, runs, rerunsAfterFault }) => {
+  killChain(points: KillPoint[], label = "step boundaries"): Promise<ScenarioResult> {
+    return this.scenario(`SIGKILL at ${points.length} ${label}`, async ({ faults, notes, runs, rerunsAfterFault }) => {
       let next = 0;
       while (next < points.length) {
         const target = this.other();

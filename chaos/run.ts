@@ -4,26 +4,30 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { testLab } from "../test/support/lab";
-import { Chaos, CI_KILL_POINTS, formatTable, KILL_POINTS, type ScenarioResult } from "./harness";
+import { Chaos, CI_KILL_POINTS, formatTable, KILL_POINTS, KUBE_KILL_POINTS, type ScenarioResult } from "./harness";
 
 async function main(): Promise<number> {
   const quick = process.argv.includes("--quick");
+  // --only kill,member-dies,kube: run just these scenarios (ids above; "kube" is the Kubernetes chain).
+  const onlyAt = process.argv.indexOf("--only");
+  const only = onlyAt > 0 ? (process.argv[onlyAt + 1] ?? "").split(",") : [];
   const chaos = new Chaos({ lab: testLab(6), log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`) });
   const rows: ScenarioResult[] = [];
   const outDir = resolve(__dirname, "..", "..", "chaos", "results");
   mkdirSync(outDir, { recursive: true });
   const save = () => writeFileSync(join(outDir, "latest.json"), JSON.stringify({ when: new Date().toISOString(), quick, rows }, null, 2) + "\n");
   try {
-    await chaos.create();
+    if (only.length === 0 || only.some((o) => o !== "kube")) await chaos.create();
     const points = quick ? KILL_POINTS.filter((p) => CI_KILL_POINTS.includes(p.id)) : KILL_POINTS;
-    const steps: (() => Promise<ScenarioResult>)[] = [
-      () => chaos.killChain(points),
-      () => chaos.bootstrapFails("lab-broken", "etcd never starts"),
-      () => chaos.bootstrapFails("lab-nossh", "SSH never comes up"),
-      () => chaos.oldMemberDies(),
-      () => chaos.backendUnwritable(),
-      ...(quick ? [] : [() => chaos.lbRestart(), () => chaos.sshDrops()]),
+    const all: [string, () => Promise<ScenarioResult>][] = [
+      ["kill", () => chaos.killChain(points)],
+      ["etcd-never-starts", () => chaos.bootstrapFails("lab-broken", "etcd never starts")],
+      ["ssh-never-up", () => chaos.bootstrapFails("lab-nossh", "SSH never comes up")],
+      ["member-dies", () => chaos.oldMemberDies()],
+      ["backend-ro", () => chaos.backendUnwritable()],
+      ...(quick ? [] : ([["lb-restart", () => chaos.lbRestart()], ["ssh-drops", () => chaos.sshDrops()]] as [string, () => Promise<ScenarioResult>][])),
     ];
+    const steps = all.filter(([id]) => only.length === 0 || only.includes(id)).map(([, f]) => f);
     for (const step of steps) {
       rows.push(await step());
       save();
@@ -31,6 +35,18 @@ async function main(): Promise<number> {
     }
   } finally {
     await chaos.teardown();
+  }
+  // Kubernetes steps, on a control plane of their own (full run only; MOLT_CHAOS_KUBE=0 skips).
+  if (!quick && process.env.MOLT_CHAOS_KUBE !== "0" && (only.length === 0 || only.includes("kube"))) {
+    const kube = new Chaos({ lab: testLab(7), stack: "kchaos", images: ["k8s-v1.36.3", "k8s-v1.37.2", "k8s-v1.37.2-os2"], log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`) });
+    try {
+      await kube.create();
+      rows.push(await kube.killChain(KUBE_KILL_POINTS, "Kubernetes step boundaries (1.36 → 1.37)"));
+      save();
+      console.log(formatTable(rows.slice(-1)));
+    } finally {
+      await kube.teardown();
+    }
   }
   console.log("\n" + formatTable(rows));
   for (const r of rows) {

@@ -17,6 +17,20 @@ peer_url="https://$NODE_IP:2380"
 
 member_line() { ctl "$JOIN_ENDPOINTS" member list | grep -F ", $peer_url, " || true; }
 
+# Local data of a member the cluster no longer has: an earlier join of this machine was
+# interrupted, and its member removed as a stray. It can never rejoin with that identity:
+# stop it and start over (only on a positive answer from the cluster, never on an error).
+members=$(ctl "$JOIN_ENDPOINTS" member list) || die "cannot list the members through $JOIN_ENDPOINTS"
+if [ -d "$DATA/member" ] && ! printf '%s\n' "$members" | grep -qF ", $peer_url, "; then
+  log "local etcd data belongs to a member the cluster no longer has; starting the join over"
+  if etcd_running; then
+    pid=$(cat "$PIDFILE")
+    kill "$pid" 2>/dev/null || true
+    wait_for "the stale etcd to stop" sh -c "! kill -0 $pid"
+  fi
+  rm -rf "${DATA:?}"/* "$PIDFILE"
+fi
+
 if [ ! -d "$DATA/member" ]; then
   line=$(member_line)
   if [ -z "$line" ]; then

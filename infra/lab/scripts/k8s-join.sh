@@ -7,6 +7,16 @@
 [ -n "${LB_ENDPOINT:-}" ] || die "LB_ENDPOINT is empty"
 KV=$(kubeadm version -o short) || die "kubeadm does not answer"
 KLOG=/var/log/molt/kubeadm.log
+# An earlier join of this machine was interrupted (its run was killed): what it left is
+# reset first, as kubeadm's docs say to retry a failed join. Its etcd member, if it was
+# added, is gone already: molt surges only when no member without a node is left.
+if [ ! -f /etc/kubernetes/.molt-join-done ] && { [ -d "$DATA/member" ] || ls /etc/kubernetes/manifests/*.yaml >/dev/null 2>&1; }; then
+  log "an earlier join of this machine was interrupted; resetting it before joining again"
+  rm -f /etc/kubernetes/manifests/*.yaml
+  stopped() { [ -z "$(ss -ltnH '( sport = :2379 or sport = :6443 or sport = :10257 or sport = :10259 )')" ]; }
+  wait_for "the static pods of the interrupted join to stop" stopped
+  rm -rf "${DATA:?}"/* /etc/kubernetes/pki /etc/kubernetes/*.conf /var/lib/kubelet/pki
+fi
 if [ ! -f /etc/kubernetes/.molt-join-done ]; then
   token=""
   path=""
