@@ -54,7 +54,7 @@ function engineErrorLine(message: string): string {
  * anything else is returned as it is.
  */
 export function classifyEngineError(e: unknown, stackName: string, backend: string): unknown {
-  if (!(e instanceof Error)) return e;
+  if (!(e instanceof Error) || e instanceof BackendError || e instanceof PassphraseError) return e;
   if (/incorrect passphrase|passphrase must be set|failed to decrypt/i.test(e.message)) return new PassphraseError(stackName);
   if (/PULUMI_ACCESS_TOKEN must be set|unable to open state directory|unable to open bucket|unknown backend|unsupported (backend|scheme)|problem logging in|failed to log ?in|getting user info|could not (log|sign) ?in/i.test(e.message)) {
     return new BackendError(backend, engineErrorLine(e.message));
