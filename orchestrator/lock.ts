@@ -67,6 +67,8 @@ export function acquireLock(backendUrl: string, stack: string, command: string):
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       writeFileSync(path, JSON.stringify(me), { flag: "wx" });
+      // The dead holder's lock was moved aside to take it atomically; the event reports it.
+      if (recoveredFrom) rmSync(`${path}.stale-${recoveredFrom.pid}`, { force: true });
       return {
         path,
         recoveredFrom,
@@ -89,7 +91,7 @@ export function acquireLock(backendUrl: string, stack: string, command: string):
       holder = { pid: 0, host: hostname(), startedAt: "unknown", command: "unreadable lock" };
     }
     if (holder.host !== hostname() || (holder.pid > 0 && alive(holder.pid))) throw new ConcurrentRolloutError(stack, holder, path);
-    // The holder died on this host: move its lock aside (kept for the record) and retry.
+    // The holder died on this host: move its lock aside and retry (only one taker wins the rename).
     const aside = `${path}.stale-${holder.pid}`;
     if (existsSync(path)) renameSync(path, aside);
     recoveredFrom = holder;

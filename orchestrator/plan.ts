@@ -70,9 +70,17 @@ export function selectNodeForRetirement(nodes: NodeEntry[], intent: Intent): Nod
   return byAge.find((n) => isOutdated(n, intent)) ?? byAge[0];
 }
 
+const nodeNamePrefix = (stack: string) => `${stack}-cp-`.toLowerCase().replace(/[^a-z0-9-]/g, "-");
+
 export function nextNodeName(nodes: NodeEntry[], stack: string, generation: number): string {
-  const base = `${stack}-cp-${generation}`.toLowerCase().replace(/[^a-z0-9-]/g, "-");
+  const base = `${nodeNamePrefix(stack)}${generation}`;
   return nodes.some((n) => n.name === base) ? `${base}-x` : base;
+}
+
+/** Is `name` a node name molt would give in this stack? */
+export function isNodeName(stack: string, name: string): boolean {
+  const p = nodeNamePrefix(stack);
+  return name.startsWith(p) && /^\d+(-x)?$/.test(name.slice(p.length));
 }
 
 export function newEntry(s: Snapshot, stack: string, init: boolean): NodeEntry {

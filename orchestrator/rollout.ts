@@ -14,11 +14,11 @@ import { acquireLock, type HeldLock } from "./lock";
 import type { Intent, Operation, Snapshot } from "./model";
 import { ensureAccess, nodeViews, observeEtcd, observeKube, openKube, parseStoredState, readStoredState, type StoredState } from "./observe";
 import type { KubeAccess, KubeObservation } from "./edges/kube";
-import { decide, isOutdated } from "./plan";
+import { decide, isNodeName, isOutdated } from "./plan";
 import { placeNewNode, programInputFor } from "./program-input";
 import { openStack } from "./stack/driver";
 import { explainPending, type PendingOperation } from "./stack/pending";
-import { targetsFor, type StateResource } from "./stack/targets";
+import { orphanedNodes, targetsFor, urnName, type StateResource } from "./stack/targets";
 import { backendUrl, moltHome, repoRoot } from "./stack/engine";
 
 export interface RolloutOptions {
@@ -190,6 +190,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       }
     }
 
+    const engineOut = o.engineOutput ? { onOutput: (line: string) => emit({ type: "engine", line: line.trimEnd() }) } : {};
     const up = async (prev: NodeEntry[], next: NodeEntry[], op: Operation, node: string) => {
       assertListTransition(prev, next, op);
       // The list is re-read under our lock right before the change: it must be the one we
@@ -204,7 +205,6 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       // The state is read from the backend again only after a failed up: while this run
       // holds the stack's lock, the list it last wrote is the list in the backend.
       known = undefined;
-      const engineOut = o.engineOutput ? { onOutput: (line: string) => emit({ type: "engine", line: line.trimEnd() }) } : {};
       let result = await timed("provision", op.kind, node, () => theStack.up({ ...engineOut, ...(plan ? { target: plan.targets } : {}) }));
       if (plan && (op.kind === "prune" || op.kind === "rollback")) {
         // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
@@ -217,6 +217,38 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       }
       known = await parseStoredState(theStack, result.outputs);
     };
+
+    /**
+     * Destroys what the state holds of nodes the list does not (a failed or killed surge),
+     * with a targeted `up` over the unchanged list. Returns the nodes removed.
+     */
+    const removeOrphans = async (): Promise<string[]> => {
+      const resources = (((await theStack.exportStack()).deployment as { resources?: (StateResource & { outputs?: { molt?: { nodes?: NodeEntry[] } } })[] }).resources ?? []);
+      const listedNodes = resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes;
+      if (!Array.isArray(listedNodes)) return [];
+      const listed = listedNodes.map((n) => n.name);
+      const orphans = orphanedNodes(resources, listed, (n) => isNodeName(o.stack, n));
+      if (orphans.length === 0) return [];
+      const names = [...listed, ...orphans];
+      const targets = new Set<string>();
+      const owned = new Set<string>();
+      for (const n of orphans) {
+        const plan = targetsFor(resources, n, names);
+        plan?.targets.forEach((t) => targets.add(t));
+        plan?.nodeResources.forEach((u) => owned.add(u));
+      }
+      const current = (await readStoredState(theStack)).nodes;
+      for (const n of orphans) emit({ type: "decision", pass: 0, operation: { kind: "prune", node: n, reason: `the state holds resources of ${n}, which never reached the node list (a surge that failed or was killed): destroy them` } });
+      operations++;
+      theStack.workspace.program = buildProgram(programInputFor(cfg, current));
+      known = undefined;
+      const result = await timed("provision", "prune", orphans.join(","), () => theStack.up({ ...engineOut, target: [...targets] }));
+      known = await parseStoredState(theStack, result.outputs);
+      const left = (((await theStack.exportStack()).deployment as { resources?: StateResource[] }).resources ?? []).filter((r) => owned.has(r.urn));
+      if (left.length) throw new Error(`a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ${left.map((r) => urnName(r.urn)).join(", ")}`);
+      return orphans;
+    };
+    await removeOrphans();
 
     for (let pass = 1; ; pass++) {
       if (o.signal?.aborted) return finish("cancelled", "cancelled by the caller; stopped at a boundary between operations");
@@ -263,7 +295,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       // A failed surge whose node never reached the stored list (its machine did not come
       // up) has nothing left to undo: stop here rather than surge again.
       if (rollingBack && !stored.nodes.some((n) => n.name === rollingBack)) {
-        return finish("rolled-back", `new node ${rollingBack} could not be created (${surgeError ?? "its machine did not come up"}); the existing nodes were left untouched, and what little of it the stack still holds goes with the next run`);
+        const removed = await removeOrphans();
+        return finish("rolled-back", `new node ${rollingBack} could not be created (${surgeError ?? "its machine did not come up"}); the existing nodes were left untouched${removed.length ? ", and what the stack held of it was destroyed" : ""}`);
       }
       const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, ...(etcd ? { etcd } : {}), ...(etcdError ? { etcdError } : {}), ...(kubeObs ? { kube: kubeObs } : {}), ...(kubeError ? { kubeError } : {}), expired: [...expired], ...(joining ? { joining } : {}) };
       lastViews = nodeViews(snapshot);

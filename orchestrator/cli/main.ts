@@ -76,6 +76,9 @@ function human(e: RolloutEvent): void {
       return out(`rollout of stack ${e.stack}: ${e.replicas} × ${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`);
     case "lock-recovered":
       return out(`took over the lock of a run that died (pid ${e.previousPid}, started ${e.previousStartedAt})`);
+    case "pending-cleared":
+      for (const p of e.operations) out(`cleared an operation a killed engine left pending: ${p.operation} ${p.urn.split("::").pop()}: ${p.reason}`);
+      return;
     case "observed":
       return out(`pass ${e.pass}: ${e.nodes.map((n) => `${n.name}[${n.image}${n.member ? (n.member.learner ? ",learner" : n.member.leader ? ",leader" : "") + (n.member.healthy ? "" : ",unhealthy") : ",no member"}${n.kube ? (n.kube.cordoned ? ",cordoned" : "") + (n.kube.healthy ? "" : ",k8s-unhealthy") : ""}${n.outdated ? ",outdated" : ""}]`).join(" ") || "(no nodes)"}`);
     case "decision":
@@ -156,7 +159,8 @@ export async function main(argv: string[]): Promise<number> {
     .option("--json", "one JSON event per line on stdout, ending with a summary event")
     .addOption(new Option("--on-failure <mode>", "what to do with a new node that does not become healthy").choices(["rollback", "pause"]))
     .option("--verbose", "also print the engine's output")
-    .action(async (opts: { stack: string; yes?: boolean; json?: boolean; onFailure?: "rollback" | "pause"; verbose?: boolean }) => {
+    .option("--replace-dead <node...>", "replace these nodes whose etcd member is dead, remove-first (quorum checked); never applied to a healthy member")
+    .action(async (opts: { stack: string; yes?: boolean; json?: boolean; onFailure?: "rollback" | "pause"; verbose?: boolean; replaceDead?: string[] }) => {
       const json = !!opts.json;
       if (!opts.yes && (!process.stdin.isTTY || json)) {
         code = errorExit(new NotConfirmedError("not confirmed: run with --yes to proceed (stdin is not a terminal, or --json was given, so molt cannot ask); nothing was changed"), json);
@@ -171,6 +175,7 @@ export async function main(argv: string[]): Promise<number> {
           stack: opts.stack,
           signal: ac.signal,
           ...(opts.onFailure ? { onFailure: opts.onFailure } : {}),
+          ...(opts.replaceDead ? { replaceDead: opts.replaceDead } : {}),
           engineOutput: !!opts.verbose,
           onEvent: (e) => (json ? process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n") : human(e)),
           ...(opts.yes ? {} : { confirm: confirmOnTty }),

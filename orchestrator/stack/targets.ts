@@ -87,3 +87,22 @@ export function targetsFor(resources: readonly StateResource[], node: string, no
   const globs = [`**::${escaped}`, `**::${escaped}-*`];
   return { targets: [...globs, ...[...target].sort()], nodeResources: owned.sort() };
 }
+
+/**
+ * Nodes the state holds resources of but the node list does not: a surge whose `up` failed
+ * or was killed before the list was written. Found by the node components' type and by
+ * molt's node names (`isNodeName`), so a cloud host key made before its component counts too.
+ */
+export function orphanedNodes(resources: readonly StateResource[], listed: readonly string[], isNodeName: (name: string) => boolean): string[] {
+  const found = new Set<string>();
+  for (const r of resources) {
+    const name = urnName(r.urn);
+    if (ownerOf(name, listed)) continue;
+    if (/:ControlPlaneNode$/.test(r.type) || isNodeName(name)) found.add(name);
+    else {
+      const m = /^(.+)-[a-z]+$/.exec(name);
+      if (m && isNodeName(m[1])) found.add(m[1]);
+    }
+  }
+  return [...found].sort();
+}

@@ -2,7 +2,7 @@
 // skips a targeted delete that an untargeted resource still depends on, so the dependents
 // rule is what makes a prune delete anything at all.
 import * as assert from "node:assert/strict";
-import { ownerOf, targetsFor, urnName, type StateResource } from "../../orchestrator/stack/targets";
+import { orphanedNodes, ownerOf, targetsFor, urnName, type StateResource } from "../../orchestrator/stack/targets";
 
 const U = (type: string, name: string) => `urn:pulumi:s::molt::${type}::${name}`;
 const comp = "molt:lab:ControlPlaneNode";
@@ -92,5 +92,20 @@ describe("targeted up", () => {
   it("escapes glob characters in a node name", () => {
     const p = targetsFor(labState(["a"]), "we*ird", ["a"])!;
     assert.ok(p.targets.includes("**::we\\*ird"));
+  });
+});
+
+describe("orphaned nodes", () => {
+  const isNode = (n: string) => /^s-cp-\d+(-x)?$/.test(n);
+  it("finds the resources of a node the list does not hold, by component and by name", () => {
+    const state = labState(["s-cp-1", "s-cp-2", "s-cp-3", "s-cp-4"]);
+    assert.deepEqual(orphanedNodes(state, ["s-cp-1", "s-cp-2", "s-cp-3"], isNode), ["s-cp-4"]);
+    assert.deepEqual(orphanedNodes(state, ["s-cp-1", "s-cp-2", "s-cp-3", "s-cp-4"], isNode), []);
+    // A cloud host key made before its node's component.
+    const hostKeyOnly = [...labState(["s-cp-1"]), { urn: U("pulumi-nodejs:dynamic:Resource", "s-cp-2-hostkey"), type: "pulumi-nodejs:dynamic:Resource" }];
+    assert.deepEqual(orphanedNodes(hostKeyOnly, ["s-cp-1"], isNode), ["s-cp-2"]);
+  });
+  it("never takes a cluster-wide resource for a node", () => {
+    assert.deepEqual(orphanedNodes(labState([]), [], isNode), []);
   });
 });
