@@ -176,6 +176,13 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
   await sh("ip", ["-n", ns, "addr", "add", `${address}/${subnet.bits}`, "dev", "eth0"]);
   await sh("ip", ["-n", ns, "link", "set", "eth0", "up"]);
   await sh("ip", ["-n", ns, "link", "set", "lo", "up"]);
+  // etcd's ports are for the other members only: the host (the gateway; a "cloud" outside
+  // the control plane) reaches a machine's etcd only through an SSH tunnel, like a security
+  // group that admits 2379-2380 from the control-plane subnet's machines. The local table
+  // moves behind a rule that refuses those ports from the gateway.
+  await sh("ip", ["-n", ns, "rule", "add", "pref", "100", "lookup", "local"]);
+  await sh("ip", ["-n", ns, "rule", "del", "pref", "0"]);
+  await sh("ip", ["-n", ns, "rule", "add", "pref", "10", "from", subnet.gateway, "ipproto", "tcp", "dport", "2379-2380", "prohibit"]);
 
   const log = openSync(join(dir, "boot.log"), "a");
   const child = spawn("ip", ["netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private", "/bin/sh", join(dir, "init.sh")], {

@@ -469,7 +469,7 @@ describe("bad input and security (e2e, lab t5)", function () {
       assert.deepEqual(after, before, "nothing changed");
     });
 
-    it("etcd's ports on the node addresses: client port demands a client certificate (finding: reachable from the host)", async function () {
+    it("etcd is reachable from outside a machine only through the tunnel (and demands a client certificate)", async function () {
       const tcp = (host: string, port: number) =>
         new Promise<boolean>((resolve) => {
           const s = netConnect({ host, port, timeout: 2_000 });
@@ -492,6 +492,7 @@ describe("bad input and security (e2e, lab t5)", function () {
         const client = await tcp(e.privateAddress, 2379);
         const peer = await tcp(e.privateAddress, 2380);
         findings.push(`${e.name} ${e.privateAddress}: 2379 ${client ? "REACHABLE" : "closed"}, 2380 ${peer ? "REACHABLE" : "closed"} from the host`);
+        assert.ok(!client && !peer, `etcd on ${e.name} is reachable from the host: 2379 ${client}, 2380 ${peer}`);
         if (client) assert.doesNotMatch(await noCertAnswer(e.privateAddress), /HTTP\/1\.[01] 200|etcdserver/, `etcd on ${e.name} answered a client without a certificate`);
       }
       console.log("    etcd ports seen from the host:\n      " + findings.join("\n      "));
