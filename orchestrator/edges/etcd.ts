@@ -221,7 +221,8 @@ export class EtcdAccess {
     const ssh = this.session(node);
     if (!ssh) throw new EtcdUnreachableError(`no session to ${node}`);
     if (!/^\d+$/.test(revision)) throw new Error(`invalid revision ${revision}`);
-    const out = await ssh.run(etcdctlOnNode(ssh.target.user, `endpoint hashkv --rev=${revision} -w json`), `hashKV on ${node}`);
+    // Hashing a large keyspace takes longer than etcdctl's default 5 s command timeout.
+    const out = await ssh.run(etcdctlOnNode(ssh.target.user, `--command-timeout=300s endpoint hashkv --rev=${revision} -w json`), `hashKV on ${node}`);
     const parsed = JSON.parse(out) as { HashKV: { hash: number; compact_revision: number } }[];
     return { hash: String(parsed[0].HashKV.hash), compactRevision: String(parsed[0].HashKV.compact_revision ?? 0) };
   }
