@@ -329,6 +329,7 @@ export class Chaos {
       failure = (e as Error).message.split("\n")[0];
     }
     const report = await probe.stop();
+    for (const e of report.errors.slice(0, 5)) notes.push(`probe error: ${e}`);
     const invariants = await this.invariants(report);
     if (failure) invariants.unshift({ name: "scenario ran as expected", ok: false, detail: failure });
     const r: ScenarioResult = {

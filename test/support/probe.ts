@@ -59,9 +59,11 @@ export function startClusterProbe(lab: LabSettings, sshPrivateKey: string, inter
         const client = access.voters(access.nodes());
         const key = `molt-probe/${i++}`;
         const value = `${Date.now()}`;
-        await client.put(key).value(value);
+        // A request stuck on a tunnel to a machine that just vanished is the probe's problem,
+        // not the cluster's: give up on it after 2 s and go again through fresh tunnels.
+        await within(2000, client.put(key).value(value).exec(), "write");
         report.acknowledged.set(key, value);
-        const got = await client.get(key).string();
+        const got = await within(2000, client.get(key).string(), "read");
         if (got !== value) throw new Error(`read ${got} after writing ${value}`);
         report.ok++;
         const now = Date.now();
@@ -69,7 +71,7 @@ export function startClusterProbe(lab: LabSettings, sshPrivateKey: string, inter
         lastOk = now;
       } catch (e) {
         report.failed++;
-        if (report.errors.length < 20) report.errors.push((e as Error).message.split("\n")[0]);
+        if (report.errors.length < 20) report.errors.push(`${new Date().toISOString().slice(11, 23)} ${(e as Error).message.split("\n")[0]}`);
         known = ""; // re-open tunnels: a node may have gone
       }
       await new Promise((r) => setTimeout(r, intervalMs));
@@ -84,4 +86,10 @@ export function startClusterProbe(lab: LabSettings, sshPrivateKey: string, inter
       return report;
     },
   };
+}
+
+function within<T>(ms: number, p: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
