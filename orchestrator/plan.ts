@@ -372,7 +372,7 @@ export function decide(s: Snapshot, stack: string): Operation {
       return { kind: "update-addons", version: intent.kubernetesVersion, reason: `every control-plane node runs ${intent.kubernetesVersion}: update kube-proxy (${proxy.version}) and CoreDNS to its versions` };
     }
     if (proxy && !proxy.rolledOut) {
-      if (s.expired.includes("addons")) return { kind: "refuse", condition: "AddonsRolledOut", reason: "the kube-proxy DaemonSet did not finish rolling out" };
+      if (s.expired.includes("addons")) return { kind: "refuse", condition: "AddonsRolledOut", reason: "the kube-proxy DaemonSet did not finish rolling out within molt:timeouts.drainSeconds; every control-plane node already runs the target version. Check its pods, then run molt again to wait for it" };
       return { kind: "wait", key: "addons", reason: "waiting for the kube-proxy DaemonSet to roll out" };
     }
   }

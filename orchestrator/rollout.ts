@@ -330,7 +330,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
         case "wait": {
           const started = waits.get(op.key) ?? Date.now();
           waits.set(op.key, started);
-          const limitS = op.key.startsWith("join:") ? intent.timeouts.joinSeconds : intent.timeouts.settleSeconds;
+          // A DaemonSet rolls over every node of the cluster (workers too): pods moving, like a drain.
+          const limitS = op.key.startsWith("join:") ? intent.timeouts.joinSeconds : op.key === "addons" ? Math.max(intent.timeouts.settleSeconds, intent.timeouts.drainSeconds) : intent.timeouts.settleSeconds;
           if (Date.now() - started > limitS * 1000) {
             expired.add(op.key);
             continue;
