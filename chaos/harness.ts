@@ -530,13 +530,7 @@ export class Chaos {
       } finally {
         if (flipped) execFileSync("mount", ["-o", "remount,rw", state]);
       }
-      runs.n++;
-      notes.push(`faulted run: exit ${run.code}: ${summaryOrError(run).slice(0, 200)}`);
-      if (!flipped) throw new Error("the fault was never injected");
-      const c = await this.converge();
-      runs.n += c.runs;
-      rerunsAfterFault.n = c.runs;
-      this.settled(target);
+      await this.afterFault(run, flipped, target, { notes, runs, rerunsAfterFault });
     });
   }
 
@@ -553,17 +547,7 @@ export class Chaos {
           faults.push(`HAProxy killed and restarted during an LB ${n === 1 ? "attach" : "detach"}`);
         }
       });
-      const run = await h.done;
-      runs.n++;
-      notes.push(`faulted run: exit ${run.code}: ${summaryOrError(run).slice(0, 160)}`);
-      if (n === 0) throw new Error("the fault was never injected");
-      if (run.code === 0) rerunsAfterFault.n = 0;
-      else {
-        const c = await this.converge();
-        runs.n += c.runs;
-        rerunsAfterFault.n = c.runs;
-      }
-      this.settled(target);
+      await this.afterFault(await h.done, n > 0, target, { notes, runs, rerunsAfterFault });
     });
   }
 
@@ -585,17 +569,22 @@ export class Chaos {
         }, k === "surge" ? 1500 : 100);
       });
       const run = await h.done;
-      runs.n++;
-      notes.push(`faulted run: exit ${run.code}: ${summaryOrError(run).slice(0, 160)}`);
-      if (faults.length === 0) throw new Error("the fault was never injected");
-      if (run.code === 0) rerunsAfterFault.n = 0;
-      else {
-        const c = await this.converge();
-        runs.n += c.runs;
-        rerunsAfterFault.n = c.runs;
-      }
-      this.settled(target);
+      await this.afterFault(run, faults.length > 0, target, { notes, runs, rerunsAfterFault });
     });
+  }
+
+  /** The faulted run is recorded; if it did not converge itself, reruns until it does. */
+  private async afterFault(run: CliRun, injected: boolean, target: string, r: { notes: string[]; runs: { n: number }; rerunsAfterFault: { n: number } }): Promise<void> {
+    r.runs.n++;
+    r.notes.push(`faulted run: exit ${run.code}: ${summaryOrError(run).slice(0, 200)}`);
+    if (!injected) throw new Error("the fault was never injected");
+    r.rerunsAfterFault.n = 0;
+    if (run.code !== 0) {
+      const c = await this.converge();
+      r.runs.n += c.runs;
+      r.rerunsAfterFault.n = c.runs;
+    }
+    this.settled(target);
   }
 
   async teardown(): Promise<void> {

@@ -195,10 +195,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       assertListTransition(prev, next, op);
       // The list is re-read under our lock right before the change: it must be the one we
       // decided on. The same export of the state says which resources this change targets.
-      const deployment = (await theStack.exportStack()).deployment as { resources?: (StateResource & { outputs?: { molt?: { nodes?: unknown } } })[] };
-      const resources = deployment.resources ?? [];
-      const exported = resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes;
-      const storedList = Array.isArray(exported) ? exported : (await readStoredState(theStack)).nodes;
+      const { resources, listed } = await exportState(theStack);
+      const storedList = listed ?? (await readStoredState(theStack)).nodes;
       if (canonical(storedList) !== canonical(prev)) throw new Error("the stored node list changed under this run; stopping without changes");
       const plan = targetsFor(resources, node, [...new Set([...prev, ...next].map((n) => n.name))]);
       theStack.workspace.program = buildProgram(programInputFor(cfg, next));
@@ -209,7 +207,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       if (plan && (op.kind === "prune" || op.kind === "rollback")) {
         // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
         // resource still depends on it. Every resource of the node must be gone.
-        const left = ((await theStack.exportStack()).deployment as { resources?: StateResource[] }).resources?.filter((r) => plan.nodeResources.includes(r.urn)) ?? [];
+        const left = (await exportState(theStack)).resources.filter((r) => plan.nodeResources.includes(r.urn));
         if (left.length > 0) {
           emit({ type: "phase", phase: "provision", operation: op.kind, node, ms: 0, ok: false, detail: `a targeted update left ${left.length} resource(s) of ${node} in place; updating the whole stack` });
           result = await timed("provision", op.kind, node, () => theStack.up(engineOut));
@@ -223,9 +221,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
      * with a targeted `up` over the unchanged list. Returns the nodes removed.
      */
     const removeOrphans = async (): Promise<string[]> => {
-      const resources = (((await theStack.exportStack()).deployment as { resources?: (StateResource & { outputs?: { molt?: { nodes?: NodeEntry[] } } })[] }).resources ?? []);
-      const listedNodes = resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes;
-      if (!Array.isArray(listedNodes)) return [];
+      const { resources, listed: listedNodes } = await exportState(theStack);
+      if (!listedNodes) return [];
       const listed = listedNodes.map((n) => n.name);
       const orphans = orphanedNodes(resources, listed, (n) => isNodeName(o.stack, n));
       if (orphans.length === 0) return [];
@@ -244,7 +241,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       known = undefined;
       const result = await timed("provision", "prune", orphans.join(","), () => theStack.up({ ...engineOut, target: [...targets] }));
       known = await parseStoredState(theStack, result.outputs);
-      const left = (((await theStack.exportStack()).deployment as { resources?: StateResource[] }).resources ?? []).filter((r) => owned.has(r.urn));
+      const left = (await exportState(theStack)).resources.filter((r) => owned.has(r.urn));
       if (left.length) throw new Error(`a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ${left.map((r) => urnName(r.urn)).join(", ")}`);
       return orphans;
     };
@@ -530,16 +527,22 @@ async function takeSnapshot(
   return path;
 }
 
+/** The exported state: its resources, pending operations and the node list in its outputs (undefined if it has none yet). */
+async function exportState(stack: Stack) {
+  const exported = await stack.exportStack();
+  const deployment = exported.deployment as { resources?: (StateResource & { outputs?: { molt?: { nodes?: unknown } } })[]; pending_operations?: PendingOperation[] };
+  const resources = deployment.resources ?? [];
+  const nodes = resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes;
+  return { exported, deployment, resources, listed: Array.isArray(nodes) ? (nodes as NodeEntry[]) : undefined };
+}
+
 /** Resolves what a killed engine left pending (orchestrator/stack/pending.ts), and says so. */
 async function clearPendingOperations(stack: Stack, emit: (e: RolloutEvent) => void): Promise<void> {
-  const exported = await stack.exportStack();
-  const d = exported.deployment as { resources?: (StateResource & { outputs?: { molt?: { nodes?: { name: string }[] } } })[]; pending_operations?: PendingOperation[] };
-  const pending = d.pending_operations ?? [];
+  const { exported, deployment, resources, listed } = await exportState(stack);
+  const pending = deployment.pending_operations ?? [];
   if (pending.length === 0) return;
-  const resources = d.resources ?? [];
-  const listed = (resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes ?? []).map((n) => n.name);
-  const operations = explainPending(pending, resources, listed);
-  await stack.importStack({ ...exported, deployment: { ...d, pending_operations: [] } });
+  const operations = explainPending(pending, resources, (listed ?? []).map((n) => n.name));
+  await stack.importStack({ ...exported, deployment: { ...deployment, pending_operations: [] } });
   emit({ type: "pending-cleared", operations });
 }
 
