@@ -18,6 +18,7 @@ import { rollout, type Summary } from "../orchestrator/rollout";
 import { openStack } from "../orchestrator/stack/driver";
 import { deployWorkload, labKubeConfig, waitForReadyPods } from "../test/support/kube-workload";
 import type { ProbeReply, Seen } from "./probe";
+import { labStackYaml } from "../test/support/lab";
 import { makeWorkDir, type TestWorkDir } from "../test/support/workdir";
 
 const LAB_ROOT = process.env.MOLT_LAB_ROOT ?? "/var/lib/molt-lab";
@@ -35,13 +36,8 @@ function lab(id: number): LabSettings {
   return { lab: `b${id}`, labRoot: LAB_ROOT, bridge: `moltbr-b${id}`, subnet: `10.77.${200 + id}.0/24`, lbPort: 6443 };
 }
 
-function stackYaml(l: LabSettings, replicas: number, image: string): string {
-  return `config:\n  molt:provider: lab\n  molt:replicas: ${replicas}\n  molt:image: ${image}\n  molt:timeouts:\n    joinSeconds: 900\n  molt:lab:\n    name: ${l.lab}\n    bridge: ${l.bridge}\n    subnet: ${l.subnet}\n`;
-}
-
-function kubeStackYaml(l: LabSettings, image: string): string {
-  return `config:\n  molt:provider: lab\n  molt:replicas: 3\n  molt:image: ${image}\n  molt:timeouts:\n    joinSeconds: 600\n    settleSeconds: 120\n    drainSeconds: 180\n  molt:lab:\n    name: ${l.lab}\n    bridge: ${l.bridge}\n    subnet: ${l.subnet}\n`;
-}
+const stackYaml = (l: LabSettings, replicas: number, image: string) => labStackYaml(l, { image, replicas, joinSeconds: 900 });
+const kubeStackYaml = (l: LabSettings, image: string) => labStackYaml(l, { image, joinSeconds: 600, settleSeconds: 120, drainSeconds: 180 });
 
 type TimedEvent = RolloutEvent & { at: number };
 

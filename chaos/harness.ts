@@ -16,7 +16,7 @@ import { ownerOf, urnName, type StateResource } from "../orchestrator/stack/targ
 import { openStack } from "../orchestrator/stack/driver";
 import { startCli, summaryOf, type CliRun } from "../test/support/cli";
 import { cliSuite, type CliSuite } from "../test/support/cli-suite";
-import { labLeftovers } from "../test/support/lab";
+import { labLeftovers, labStackYaml } from "../test/support/lab";
 import { labEndpoints, startClusterProbe, type ProbeReport } from "../test/support/probe";
 
 export type Event = Record<string, unknown>;
@@ -87,7 +87,7 @@ export const KUBE_KILL_POINTS: KillPoint[] = [
   { id: "q07", what: "prune `up`: kubeadm reset running", match: engine("etcd", "deleting"), delayMs: 500 },
   { id: "q08", what: "machine destroyed, before its Node is deleted", match: phase("provision", "prune") },
   { id: "q09", what: "addon update decided (every node upgraded)", match: op("update-addons") },
-  { id: "q10", what: "addon images set, DaemonSet rolling out", match: (e) => e.type === "decision" && (e.operation as { kind: string }).kind === "update-addons", delayMs: 1500 },
+  { id: "q10", what: "addon images set, DaemonSet rolling out", match: op("update-addons"), delayMs: 1500 },
 ];
 
 /** A bounded subset for CI: one point in each stretch of the flow. */
@@ -153,26 +153,8 @@ export class Chaos {
     return this.suite.stored();
   }
 
-  stackYaml(image: string, o: { joinSeconds?: number; settleSeconds?: number } = {}): string {
-    const l = this.lab;
-    return [
-      "config:",
-      "  molt:provider: lab",
-      "  molt:replicas: 3",
-      `  molt:image: ${image}`,
-      "  molt:timeouts:",
-      `    joinSeconds: ${o.joinSeconds ?? 120}`,
-      `    settleSeconds: ${o.settleSeconds ?? 30}`,
-      "  molt:lab:",
-      `    name: ${l.lab}`,
-      `    bridge: ${l.bridge}`,
-      `    subnet: ${l.subnet}`,
-      "",
-    ].join("\n");
-  }
-
   setImage(image: string, o: { joinSeconds?: number; settleSeconds?: number } = {}): void {
-    this.suite.wd.writeStackConfig(this.stack, this.stackYaml(image, o));
+    this.suite.wd.writeStackConfig(this.stack, labStackYaml(this.lab, { image, joinSeconds: o.joinSeconds ?? 120, settleSeconds: o.settleSeconds ?? 30 }));
   }
 
   /** Records that the cluster converged on `image`. */
@@ -265,8 +247,9 @@ export class Chaos {
     }
     await check("nodes == stack resources", async () => {
       const s = await openStack({ stackName: this.stack, workDir: this.suite.wd.dir, env: this.env, create: false, program: async () => ({}) });
-      const resources = ((await s.exportStack()).deployment?.resources ?? []) as (StateResource & { custom?: boolean })[];
-      const pending = ((await s.exportStack()).deployment?.pending_operations ?? []) as unknown[];
+      const { deployment } = await s.exportStack();
+      const resources = (deployment?.resources ?? []) as StateResource[];
+      const pending = (deployment?.pending_operations ?? []) as unknown[];
       if (pending.length) return `${pending.length} pending operation(s) in the state`;
       // Every node-shaped resource (`<stack>-cp-N…`) belongs to a listed node, and every listed node has a machine.
       const nodeLike = resources.map((r) => urnName(r.urn)).filter((n) => n.startsWith(`${this.stack}-cp-`));

@@ -155,6 +155,17 @@ export function kubeProblem(s: Snapshot, node: string): string | undefined {
   return problems.length ? problems.join("; ") : undefined;
 }
 
+/**
+ * How long a wait the planner decided may last before its key expires: a join has the join
+ * deadline; the kube-proxy rollout after an upgrade moves pods on every node of the cluster
+ * (workers too), like a drain; anything else is a transient condition.
+ */
+export function waitDeadlineSeconds(key: string, t: Intent["timeouts"]): number {
+  if (key.startsWith("join:")) return t.joinSeconds;
+  if (key === "addons") return Math.max(t.settleSeconds, t.drainSeconds);
+  return t.settleSeconds;
+}
+
 /** Seconds after which a Node whose Lease was not renewed belongs to no running machine. */
 export const STALE_LEASE_SECONDS = 40;
 

@@ -14,7 +14,7 @@ import { acquireLock, type HeldLock } from "./lock";
 import type { Intent, Operation, Snapshot } from "./model";
 import { ensureAccess, nodeViews, observeEtcd, observeKube, openKube, parseStoredState, readStoredState, type StoredState } from "./observe";
 import type { KubeAccess, KubeObservation } from "./edges/kube";
-import { decide, isNodeName, isOutdated } from "./plan";
+import { decide, isNodeName, isOutdated, waitDeadlineSeconds } from "./plan";
 import { placeNewNode, programInputFor } from "./program-input";
 import { openStack } from "./stack/driver";
 import { explainPending, type PendingOperation } from "./stack/pending";
@@ -177,10 +177,12 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
     stack = await openStack({ stackName: o.stack, workDir, env: o.env, program: buildProgram(programInputFor(cfg, [])) });
     await settleEngineLock(backend, o.stack, intent.timeouts.joinSeconds + 120);
     const theStack = stack;
-    await clearPendingOperations(theStack, emit);
+    // One export of the state at the start serves both clean-ups of what a killed run left.
+    const atStart = await exportState(theStack);
+    await clearPendingOperations(theStack, atStart, emit);
     if (intent.replaceDead?.length) {
       // Named before anything is looked at closer: a typo must not pass silently.
-      const names = (await readStoredState(theStack)).nodes.map((n) => n.name);
+      const names = (atStart.listed ?? []).map((n) => n.name);
       const unknown = intent.replaceDead.filter((n) => !names.includes(n));
       if (unknown.length) {
         throw new RefusedError(
@@ -220,8 +222,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
      * Destroys what the state holds of nodes the list does not (a failed or killed surge),
      * with a targeted `up` over the unchanged list. Returns the nodes removed.
      */
-    const removeOrphans = async (): Promise<string[]> => {
-      const { resources, listed: listedNodes } = await exportState(theStack);
+    const removeOrphans = async (state?: ExportedState): Promise<string[]> => {
+      const { resources, listed: listedNodes } = state ?? (await exportState(theStack));
       if (!listedNodes) return [];
       const listed = listedNodes.map((n) => n.name);
       const orphans = orphanedNodes(resources, listed, (n) => isNodeName(o.stack, n));
@@ -245,7 +247,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       if (left.length) throw new Error(`a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ${left.map((r) => urnName(r.urn)).join(", ")}`);
       return orphans;
     };
-    await removeOrphans();
+    await removeOrphans(atStart);
 
     for (let pass = 1; ; pass++) {
       if (o.signal?.aborted) return finish("cancelled", "cancelled by the caller; stopped at a boundary between operations");
@@ -327,8 +329,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
         case "wait": {
           const started = waits.get(op.key) ?? Date.now();
           waits.set(op.key, started);
-          // A DaemonSet rolls over every node of the cluster (workers too): pods moving, like a drain.
-          const limitS = op.key.startsWith("join:") ? intent.timeouts.joinSeconds : op.key === "addons" ? Math.max(intent.timeouts.settleSeconds, intent.timeouts.drainSeconds) : intent.timeouts.settleSeconds;
+          const limitS = waitDeadlineSeconds(op.key, intent.timeouts);
           if (Date.now() - started > limitS * 1000) {
             expired.add(op.key);
             continue;
@@ -536,9 +537,11 @@ async function exportState(stack: Stack) {
   return { exported, deployment, resources, listed: Array.isArray(nodes) ? (nodes as NodeEntry[]) : undefined };
 }
 
+type ExportedState = Awaited<ReturnType<typeof exportState>>;
+
 /** Resolves what a killed engine left pending (orchestrator/stack/pending.ts), and says so. */
-async function clearPendingOperations(stack: Stack, emit: (e: RolloutEvent) => void): Promise<void> {
-  const { exported, deployment, resources, listed } = await exportState(stack);
+async function clearPendingOperations(stack: Stack, state: ExportedState, emit: (e: RolloutEvent) => void): Promise<void> {
+  const { exported, deployment, resources, listed } = state;
   const pending = deployment.pending_operations ?? [];
   if (pending.length === 0) return;
   const operations = explainPending(pending, resources, (listed ?? []).map((n) => n.name));

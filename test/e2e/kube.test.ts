@@ -12,7 +12,7 @@ import type { KubeObservation } from "../../orchestrator/edges/kube";
 import { observeKube, openKube, type StoredState } from "../../orchestrator/observe";
 import { runCli, summaryOf, type CliRun } from "../support/cli";
 import { deployWorkload, labKubeConfig, setPdb, startApiProbe, waitForReadyPods, workloadPods, type ApiProbeStats } from "../support/kube-workload";
-import { labLeftovers, testLab } from "../support/lab";
+import { labLeftovers, labStackYaml, testLab } from "../support/lab";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import type { TestWorkDir } from "../support/workdir";
 
@@ -20,24 +20,7 @@ const lab = testLab(3);
 const STACK = "kube";
 const V1 = "1.36.3";
 const V2 = "1.37.2";
-
-function stackYaml(image: string, o: { drainSeconds?: number } = {}): string {
-  return [
-    "config:",
-    "  molt:provider: lab",
-    "  molt:replicas: 3",
-    `  molt:image: ${image}`,
-    "  molt:timeouts:",
-    "    joinSeconds: 240",
-    "    settleSeconds: 60",
-    `    drainSeconds: ${o.drainSeconds ?? 120}`,
-    "  molt:lab:",
-    `    name: ${lab.lab}`,
-    `    bridge: ${lab.bridge}`,
-    `    subnet: ${lab.subnet}`,
-    "",
-  ].join("\n");
-}
+const stackYaml = (image: string, o: { drainSeconds?: number } = {}) => labStackYaml(lab, { image, joinSeconds: 240, settleSeconds: 60, drainSeconds: o.drainSeconds ?? 120 });
 
 interface ClusterView {
   stored: StoredState;

@@ -10,32 +10,14 @@ import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { inspect } from "../../orchestrator/inspect";
 import type { StoredState } from "../../orchestrator/observe";
 import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
-import { labLeftovers, testLab } from "../support/lab";
+import { labLeftovers, labStackYaml, testLab } from "../support/lab";
 import { labEndpoints, startClusterProbe, type ProbeReport } from "../support/probe";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import type { TestWorkDir } from "../support/workdir";
 
 const lab = testLab(2);
 const STACK = "roll";
-
-function stackYaml(image: string, extra: { maxSurge?: number; joinSeconds?: number } = {}): string {
-  return [
-    "config:",
-    "  molt:provider: lab",
-    "  molt:replicas: 3",
-    `  molt:image: ${image}`,
-    "  molt:rollout:",
-    `    maxSurge: ${extra.maxSurge ?? 1}`,
-    "  molt:timeouts:",
-    `    joinSeconds: ${extra.joinSeconds ?? 120}`,
-    "    settleSeconds: 30",
-    "  molt:lab:",
-    `    name: ${lab.lab}`,
-    `    bridge: ${lab.bridge}`,
-    `    subnet: ${lab.subnet}`,
-    "",
-  ].join("\n");
-}
+const stackYaml = (image: string, o: { maxSurge?: 0 | 1; joinSeconds?: number } = {}) => labStackYaml(lab, { image, maxSurge: o.maxSurge ?? 1, joinSeconds: o.joinSeconds ?? 120, settleSeconds: 30 });
 
 describe("rollout on the lab (e2e)", function () {
   let wd: TestWorkDir;

@@ -3,6 +3,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { stringify } from "yaml";
 import type { LabSettings } from "../../infra/lab/node";
 
 export const LAB_ROOT = process.env.MOLT_LAB_ROOT ?? "/var/lib/molt-lab";
@@ -30,4 +31,28 @@ export function labLeftovers(lab: LabSettings): { netns: string[]; ports: string
     .split("\n")
     .filter((l) => l.includes("haproxy") && l.includes(`/labs/${lab.lab}/lb/`));
   return { netns, ports, machineDirs, haproxy };
+}
+
+export interface LabStackOptions {
+  image: string;
+  replicas?: number;
+  maxSurge?: 0 | 1;
+  joinSeconds?: number;
+  settleSeconds?: number;
+  drainSeconds?: number;
+}
+
+/** stacks/Pulumi.<stack>.yaml of a lab stack (what a user writes; unset values keep molt's defaults). */
+export function labStackYaml(lab: LabSettings, o: LabStackOptions): string {
+  const timeouts = Object.fromEntries(Object.entries({ joinSeconds: o.joinSeconds, settleSeconds: o.settleSeconds, drainSeconds: o.drainSeconds }).filter(([, v]) => v !== undefined));
+  return stringify({
+    config: {
+      "molt:provider": "lab",
+      "molt:replicas": o.replicas ?? 3,
+      "molt:image": o.image,
+      ...(o.maxSurge !== undefined ? { "molt:rollout": { maxSurge: o.maxSurge } } : {}),
+      ...(Object.keys(timeouts).length ? { "molt:timeouts": timeouts } : {}),
+      "molt:lab": { name: lab.lab, bridge: lab.bridge, subnet: lab.subnet },
+    },
+  });
 }

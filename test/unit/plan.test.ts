@@ -13,6 +13,7 @@ import {
   newEntry,
   quorum,
   selectNodeForRetirement,
+  waitDeadlineSeconds,
 } from "../../orchestrator/plan";
 
 const STACK = "lab";
@@ -1093,5 +1094,18 @@ describe("planner (orchestrator/plan.ts)", () => {
         );
       });
     });
+  });
+
+  describe("wait deadlines", () => {
+    const t = { joinSeconds: 300, settleSeconds: 60, drainSeconds: 120 };
+    const table: [string, number][] = [
+      ["join:lab-cp-4", 300],
+      ["addons", 120],
+      ["health:lab-cp-2", 60],
+      ["leader", 60],
+      ["kube", 60],
+    ];
+    for (const [key, want] of table) it(`${key}: ${want} s`, () => assert.equal(waitDeadlineSeconds(key, t), want));
+    it("the addon rollout never gets less than the settle deadline", () => assert.equal(waitDeadlineSeconds("addons", { ...t, drainSeconds: 10 }), 60));
   });
 });
