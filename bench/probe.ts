@@ -29,9 +29,21 @@ function curlInNetns(ns: string): Promise<string[]> {
   return new Promise((res) =>
     execFile(
       "ip",
-      ["netns", "exec", ns, "sh", "-c", 'for u in https://127.0.0.1:6443/readyz https://127.0.0.1:10257/healthz https://127.0.0.1:10259/livez; do curl -sk -m 1 -o /dev/null -w "%{http_code} " "$u"; done'],
+      [
+        "netns",
+        "exec",
+        ns,
+        "sh",
+        "-c",
+        'for u in https://127.0.0.1:6443/readyz https://127.0.0.1:10257/healthz https://127.0.0.1:10259/livez; do curl -sk -m 1 -o /dev/null -w "%{http_code} " "$u"; done',
+      ],
       { timeout: 5000 },
-      (_e, out) => res(String(out ?? "").trim().split(/\s+/)),
+      (_e, out) =>
+        res(
+          String(out ?? "")
+            .trim()
+            .split(/\s+/),
+        ),
     ),
   );
 }
@@ -46,7 +58,8 @@ async function main(): Promise<void> {
   let running = true;
   process.on("message", (msg: unknown) => {
     if (msg === "stop") running = false;
-    else if (msg && typeof msg === "object" && "watch" in msg) watched.set(String((msg as { watch: string }).watch), { watchedAt: Date.now() });
+    else if (msg && typeof msg === "object" && "watch" in msg)
+      watched.set(String((msg as { watch: string }).watch), { watchedAt: Date.now() });
   });
   process.send!("ready");
   while (running) {

@@ -5,7 +5,7 @@
 // Sections: --only k8s|scaling|baseline|catchup (repeatable) runs a subset.
 import { fork } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { loadavg } from "node:os";
+import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { buildProgram } from "../infra/program";
 import type { LabSettings } from "../infra/lab/node";
@@ -26,8 +26,11 @@ const outDir = resolve(__dirname, "..", "..", "bench", "results");
 const quick = process.argv.includes("--quick");
 const dataMiB = Number(process.env.MOLT_BENCH_DATA_MIB ?? (quick ? 64 : 1024));
 const SECTIONS = ["k8s", "scaling", "baseline", "catchup"] as const;
-const only = process.argv.flatMap((a, i, all) => (a === "--only" ? [all[i + 1]] : a.startsWith("--only=") ? [a.slice(7)] : []));
-for (const o of only) if (!(SECTIONS as readonly string[]).includes(o)) throw new Error(`--only ${o}: one of ${SECTIONS.join(", ")}`);
+const only = process.argv.flatMap((a, i, all) =>
+  a === "--only" ? [all[i + 1]] : a.startsWith("--only=") ? [a.slice(7)] : [],
+);
+for (const o of only)
+  if (!(SECTIONS as readonly string[]).includes(o)) throw new Error(`--only ${o}: one of ${SECTIONS.join(", ")}`);
 const runs = (section: (typeof SECTIONS)[number]) => only.length === 0 || only.includes(section);
 const K8S_FROM = "1.36.3";
 const K8S_TO = "1.37.2";
@@ -36,8 +39,10 @@ function lab(id: number): LabSettings {
   return { lab: `b${id}`, labRoot: LAB_ROOT, bridge: `moltbr-b${id}`, subnet: `10.77.${200 + id}.0/24`, lbPort: 6443 };
 }
 
-const stackYaml = (l: LabSettings, replicas: number, image: string) => labStackYaml(l, { image, replicas, joinSeconds: 900 });
-const kubeStackYaml = (l: LabSettings, image: string) => labStackYaml(l, { image, joinSeconds: 600, settleSeconds: 120, drainSeconds: 180 });
+const stackYaml = (l: LabSettings, replicas: number, image: string) =>
+  labStackYaml(l, { image, replicas, joinSeconds: 900 });
+const kubeStackYaml = (l: LabSettings, image: string) =>
+  labStackYaml(l, { image, joinSeconds: 600, settleSeconds: 120, drainSeconds: 180 });
 
 type TimedEvent = RolloutEvent & { at: number };
 
@@ -59,7 +64,12 @@ function childCpuMs(): number {
   return (Number(rest[13]) + Number(rest[14])) * 10;
 }
 
-async function measuredRollout(wd: TestWorkDir, stack: string, hook?: (op: Operation) => Promise<void>, onEvent?: (e: TimedEvent) => void): Promise<Run> {
+async function measuredRollout(
+  wd: TestWorkDir,
+  stack: string,
+  hook?: (op: Operation) => Promise<void>,
+  onEvent?: (e: TimedEvent) => void,
+): Promise<Run> {
   const events: TimedEvent[] = [];
   let rssPeak = process.memoryUsage().rss;
   const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 100);
@@ -78,15 +88,29 @@ async function measuredRollout(wd: TestWorkDir, stack: string, hook?: (op: Opera
       ...(hook ? { beforeOperation: (op) => hook(op) } : {}),
     });
     const cpu = process.cpuUsage(cpu0);
-    if (summary.result !== "succeeded" && summary.result !== "noop") throw new Error(`rollout ${summary.result}: ${summary.reason}`);
-    return { summary, events, rssPeakMiB: Math.round(rssPeak / 2 ** 20), cpuUserMs: Math.round(cpu.user / 1000), cpuSystemMs: Math.round(cpu.system / 1000), childCpuMs: childCpuMs() - child0 };
+    if (summary.result !== "succeeded" && summary.result !== "noop")
+      throw new Error(`rollout ${summary.result}: ${summary.reason}`);
+    return {
+      summary,
+      events,
+      rssPeakMiB: Math.round(rssPeak / 2 ** 20),
+      cpuUserMs: Math.round(cpu.user / 1000),
+      cpuSystemMs: Math.round(cpu.system / 1000),
+      childCpuMs: childCpuMs() - child0,
+    };
   } finally {
     clearInterval(sampler);
   }
 }
 
 async function destroy(wd: TestWorkDir, stack: string): Promise<void> {
-  const s = await openStack({ stackName: stack, workDir: wd.dir, env: wd.env, create: false, program: async () => ({}) });
+  const s = await openStack({
+    stackName: stack,
+    workDir: wd.dir,
+    env: wd.env,
+    create: false,
+    program: async () => ({}),
+  });
   await s.destroy();
 }
 
@@ -101,15 +125,23 @@ const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.l
  */
 function phaseMs(r: Run, op: string): number[] {
   const per = new Map<string, number>();
-  for (const e of r.events) if (e.type === "phase" && e.phase === "provision" && e.operation === op && e.ok) per.set(e.node ?? "", (per.get(e.node ?? "") ?? 0) + e.ms);
+  for (const e of r.events)
+    if (e.type === "phase" && e.phase === "provision" && e.operation === op && e.ok)
+      per.set(e.node ?? "", (per.get(e.node ?? "") ?? 0) + e.ms);
   return [...per.values()];
 }
 
 /** Targeted updates that left a node's resources in place, so molt updated the whole stack. */
-const fallbacks = (r: Run) => r.events.filter((e) => e.type === "phase" && e.phase === "provision" && !e.ok && /targeted update left/.test(e.detail ?? "")).length;
+const fallbacks = (r: Run) =>
+  r.events.filter(
+    (e) => e.type === "phase" && e.phase === "provision" && !e.ok && /targeted update left/.test(e.detail ?? ""),
+  ).length;
 
 const sec = (ms: number, d = 1) => `${(ms / 1000).toFixed(d)} s`;
-const loadNow = () => loadavg().map((x) => x.toFixed(2)).join(", ");
+const loadNow = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(", ");
 
 /** Gate latency: from the end of the step that made a condition true to molt's next decision. */
 function gateLatencies(r: Run): number[] {
@@ -124,14 +156,25 @@ function gateLatencies(r: Run): number[] {
 }
 
 function timelineSvg(r: Run, title: string): string {
-  const phases = r.events.filter((e) => e.type === "phase") as (Extract<RolloutEvent, { type: "phase" }> & { at: number })[];
+  const phases = r.events.filter((e) => e.type === "phase") as (Extract<RolloutEvent, { type: "phase" }> & {
+    at: number;
+  })[];
   if (phases.length === 0) return "";
   const t0 = Math.min(...phases.map((p) => p.at - p.ms));
   const t1 = Math.max(...phases.map((p) => p.at));
   const nodes = [...new Set(phases.map((p) => p.node ?? "cluster"))];
-  const W = 900, rowH = 26, left = 130, top = 40;
+  const W = 900,
+    rowH = 26,
+    left = 130,
+    top = 40;
   const x = (t: number) => left + ((t - t0) / Math.max(1, t1 - t0)) * (W - left - 20);
-  const colour: Record<string, string> = { provision: "#4e79a7", etcd: "#f28e2b", kube: "#e15759", wait: "#bab0ac", snapshot: "#59a14f" };
+  const colour: Record<string, string> = {
+    provision: "#4e79a7",
+    etcd: "#f28e2b",
+    kube: "#e15759",
+    wait: "#bab0ac",
+    snapshot: "#59a14f",
+  };
   const bars = phases.map((p) => {
     const y = top + nodes.indexOf(p.node ?? "cluster") * rowH;
     const w = Math.max(2, x(p.at) - x(p.at - p.ms));
@@ -144,7 +187,10 @@ function timelineSvg(r: Run, title: string): string {
   });
   const legend = Object.entries(colour)
     .filter(([k]) => phases.some((p) => p.phase === k))
-    .map(([k, c], i) => `<rect x="${left + i * 110}" y="${top + nodes.length * rowH + 10}" width="12" height="12" fill="${c}"/><text x="${left + i * 110 + 16}" y="${top + nodes.length * rowH + 21}" font-size="12">${k}</text>`);
+    .map(
+      ([k, c], i) =>
+        `<rect x="${left + i * 110}" y="${top + nodes.length * rowH + 10}" width="12" height="12" fill="${c}"/><text x="${left + i * 110 + 16}" y="${top + nodes.length * rowH + 21}" font-size="12">${k}</text>`,
+    );
   const H = top + nodes.length * rowH + 40;
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/><text x="8" y="18" font-size="14" font-weight="bold">${title}</text>${ticks.join("")}${labels.join("")}${bars.join("")}${legend.join("")}</svg>`;
 }
@@ -157,7 +203,9 @@ function timelineSvg(r: Run, title: string): string {
  * gate latency.
  */
 async function startProbes(adminConf: string, l: LabSettings) {
-  const child = fork(join(__dirname, "probe.js"), [adminConf, l.lab], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = fork(join(__dirname, "probe.js"), [adminConf, l.lab], {
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
   const replies: unknown[] = [];
   let wake: (() => void) | undefined;
   child.on("message", (m) => (replies.push(m), wake?.()));
@@ -173,7 +221,8 @@ async function startProbes(adminConf: string, l: LabSettings) {
   let stopped: Promise<ProbeReply> | undefined;
   return {
     onEvent(e: TimedEvent) {
-      if (e.type === "decision" && e.operation.kind === "surge" && child.connected) child.send({ watch: e.operation.entry.name });
+      if (e.type === "decision" && e.operation.kind === "surge" && child.connected)
+        child.send({ watch: e.operation.entry.name });
     },
     stop(): Promise<ProbeReply> {
       stopped ??= (async () => {
@@ -203,8 +252,12 @@ function kubeGates(r: Run, seen: Record<string, Seen>): KubeGate[] {
   for (const [node, s] of Object.entries(seen)) {
     // molt cannot see a node before its own `up` returns; kubeadm join promotes the learner
     // itself (molt promotes only when it did not).
-    const upEnd = r.events.find((e) => e.type === "phase" && e.phase === "provision" && e.operation === "surge" && e.node === node && e.ok);
-    const promoted = r.events.find((e) => e.type === "phase" && e.phase === "etcd" && e.operation === "promote" && e.node === node && e.ok);
+    const upEnd = r.events.find(
+      (e) => e.type === "phase" && e.phase === "provision" && e.operation === "surge" && e.node === node && e.ok,
+    );
+    const promoted = r.events.find(
+      (e) => e.type === "phase" && e.phase === "etcd" && e.operation === "promote" && e.node === node && e.ok,
+    );
     if (!upEnd || !s.apiReady || !s.cm || !s.sched || !s.nodeReady) {
       out.push({ node });
       continue;
@@ -225,7 +278,20 @@ function kubeGates(r: Run, seen: Record<string, Seen>): KubeGate[] {
       out.push({ node });
       continue;
     }
-    out.push({ node, apiReadyToActMs: act.at - s.apiReady, allTrueToActMs: act.at - allTrue, last, action: act.operation.kind, upEndToApiReadyMs: s.apiReady - upEnd.at, seenRelativeToUpEndMs: { apiReady: s.apiReady - upEnd.at, cm: s.cm - upEnd.at, sched: s.sched - upEnd.at, nodeReady: s.nodeReady - upEnd.at } });
+    out.push({
+      node,
+      apiReadyToActMs: act.at - s.apiReady,
+      allTrueToActMs: act.at - allTrue,
+      last,
+      action: act.operation.kind,
+      upEndToApiReadyMs: s.apiReady - upEnd.at,
+      seenRelativeToUpEndMs: {
+        apiReady: s.apiReady - upEnd.at,
+        cm: s.cm - upEnd.at,
+        sched: s.sched - upEnd.at,
+        nodeReady: s.nodeReady - upEnd.at,
+      },
+    });
   }
   return out;
 }
@@ -240,9 +306,23 @@ async function kubeScenario(say: Say, result: Record<string, unknown>): Promise<
   try {
     wd.writeStackConfig(stack, kubeStackYaml(l, `k8s-v${K8S_FROM}`));
     const created = await measuredRollout(wd, stack);
-    const st = await readStoredState(await openStack({ stackName: stack, workDir: wd.dir, env: wd.env, create: false, program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab: l, joinDeadlineSeconds: 600 }) }));
+    const st = await readStoredState(
+      await openStack({
+        stackName: stack,
+        workDir: wd.dir,
+        env: wd.env,
+        create: false,
+        program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab: l, joinDeadlineSeconds: 600 }),
+      }),
+    );
     const ep = st.endpoints[0];
-    const ssh = await SshSession.connect({ host: ep.sshHost, port: ep.sshPort, user: st.sshUser, privateKey: st.sshPrivateKey!, hostKey: ep.hostPublicKey });
+    const ssh = await SshSession.connect({
+      host: ep.sshHost,
+      port: ep.sshPort,
+      user: st.sshUser,
+      privateKey: st.sshPrivateKey!,
+      hostKey: ep.hostPublicKey,
+    });
     const adminConf = join(wd.dir, "admin.conf");
     writeFileSync(adminConf, await ssh.run("cat /etc/kubernetes/admin.conf", "admin.conf"), { mode: 0o600 });
     ssh.close();
@@ -261,35 +341,76 @@ async function kubeScenario(say: Say, result: Record<string, unknown>): Promise<
     const p = r.summary.phases;
     const wall = r.summary.wallMs;
     const kubeOps: Record<string, number> = {};
-    for (const e of r.events) if (e.type === "phase" && e.phase === "kube") kubeOps[e.operation] = (kubeOps[e.operation] ?? 0) + e.ms;
+    for (const e of r.events)
+      if (e.type === "phase" && e.phase === "kube") kubeOps[e.operation] = (kubeOps[e.operation] ?? 0) + e.ms;
     const surges = phaseMs(r, "surge");
     const prunes = phaseMs(r, "prune");
-    const promote = r.events.filter((e) => e.type === "phase" && e.phase === "etcd" && e.operation === "promote").length;
+    const promote = r.events.filter(
+      (e) => e.type === "phase" && e.phase === "etcd" && e.operation === "promote",
+    ).length;
     const gates = kubeGates(r, seen);
     const okGates = gates.filter((g) => g.allTrueToActMs !== undefined);
     const stepGates = gateLatencies(r);
     const share = (ms: number) => `${((100 * ms) / wall).toFixed(0)}%`;
     say(`k8s ${K8S_FROM} -> ${K8S_TO}: create 3 nodes wall`, sec(created.summary.wallMs));
     say(`k8s upgrade (3 nodes, etcd 3.6 -> 3.7): wall`, sec(wall));
-    say("  provisioning (targeted up: surge incl. kubeadm join / prune)", `${sec(p.provision)} (${share(p.provision)}); per surge ${sec(mean(surges))}, per prune ${sec(mean(prunes))}`);
+    say(
+      "  provisioning (targeted up: surge incl. kubeadm join / prune)",
+      `${sec(p.provision)} (${share(p.provision)}); per surge ${sec(mean(surges))}, per prune ${sec(mean(prunes))}`,
+    );
     say("  waiting on conditions (etcd catch-up, control plane healthy)", `${sec(p.wait)} (${share(p.wait)})`);
     say("  kube phase (Kubernetes API calls)", `${sec(p.kube)} (${share(p.kube)})`);
     for (const op of ["update-cluster-config", "drain", "stop-apiserver", "delete-node", "update-addons"]) {
       if (kubeOps[op] !== undefined) say(`    ${op}`, sec(kubeOps[op], 2));
     }
-    say("  etcd membership calls (move-leader, remove; kubeadm join promotes)", `${sec(p.etcd, 2)}${promote ? ` (${promote} promoted by molt)` : ""}`);
+    say(
+      "  etcd membership calls (move-leader, remove; kubeadm join promotes)",
+      `${sec(p.etcd, 2)}${promote ? ` (${promote} promoted by molt)` : ""}`,
+    );
     say("  snapshot", sec(p.snapshot, 2));
     say("  observing (state, etcd, components over SSH)", `${sec(p.observe)} (${share(p.observe)})`);
     say("  molt itself (everything else)", `${sec(p.molt)} (${share(p.molt)})`);
     say("  molt overhead share (observe + molt)", `${((100 * (p.observe + p.molt)) / wall).toFixed(1)}%`);
-    say("  gate latency, API server ready -> molt acts (each new node)", okGates.map((g) => `${g.apiReadyToActMs} ms`).join(", ") || "n/a");
-    say("  gate latency, last condition true -> molt acts p50 / p95", okGates.length ? `${pct(okGates.map((g) => g.allTrueToActMs!), 50)} ms / ${pct(okGates.map((g) => g.allTrueToActMs!), 95)} ms (last: ${[...new Set(okGates.map((g) => g.last))].join(", ")})` : "n/a");
-    say("  gate latency, step end -> next decision p50 / p95", `${pct(stepGates, 50)} ms / ${pct(stepGates, 95)} ms (n=${stepGates.length})`);
-    say("  API requests through the LB during the upgrade ok / failed", `${apiStats.requests - apiStats.failures} / ${apiStats.failures} (longest outage ${apiStats.longestOutageMs} ms)`);
-    say("  new node: its surge up returned -> its API server ready (each)", okGates.map((g) => `${g.upEndToApiReadyMs} ms`).join(", ") || "n/a");
-    say("  orchestrator process: peak RSS / CPU user+sys / engine CPU", `${r.rssPeakMiB} MiB / ${sec(r.cpuUserMs + r.cpuSystemMs)} / ${sec(r.childCpuMs)}`);
+    say(
+      "  gate latency, API server ready -> molt acts (each new node)",
+      okGates.map((g) => `${g.apiReadyToActMs} ms`).join(", ") || "n/a",
+    );
+    say(
+      "  gate latency, last condition true -> molt acts p50 / p95",
+      okGates.length
+        ? `${pct(
+            okGates.map((g) => g.allTrueToActMs!),
+            50,
+          )} ms / ${pct(
+            okGates.map((g) => g.allTrueToActMs!),
+            95,
+          )} ms (last: ${[...new Set(okGates.map((g) => g.last))].join(", ")})`
+        : "n/a",
+    );
+    say(
+      "  gate latency, step end -> next decision p50 / p95",
+      `${pct(stepGates, 50)} ms / ${pct(stepGates, 95)} ms (n=${stepGates.length})`,
+    );
+    say(
+      "  API requests through the LB during the upgrade ok / failed",
+      `${apiStats.requests - apiStats.failures} / ${apiStats.failures} (longest outage ${apiStats.longestOutageMs} ms)`,
+    );
+    say(
+      "  new node: its surge up returned -> its API server ready (each)",
+      okGates.map((g) => `${g.upEndToApiReadyMs} ms`).join(", ") || "n/a",
+    );
+    say(
+      "  orchestrator process: peak RSS / CPU user+sys / engine CPU",
+      `${r.rssPeakMiB} MiB / ${sec(r.cpuUserMs + r.cpuSystemMs)} / ${sec(r.childCpuMs)}`,
+    );
     if (fallbacks(r) > 0) say("  targeted prunes that fell back to a whole-stack up", String(fallbacks(r)));
-    writeFileSync(join(outDir, "timeline-k8s.svg"), timelineSvg(r, `molt: 3-node Kubernetes ${K8S_FROM} -> ${K8S_TO} upgrade on the lab (${(wall / 1000).toFixed(0)} s)`));
+    writeFileSync(
+      join(outDir, "timeline-k8s.svg"),
+      timelineSvg(
+        r,
+        `molt: 3-node Kubernetes ${K8S_FROM} -> ${K8S_TO} upgrade on the lab (${(wall / 1000).toFixed(0)} s)`,
+      ),
+    );
     result.kube = {
       from: K8S_FROM,
       to: K8S_TO,
@@ -303,8 +424,18 @@ async function kubeScenario(say: Say, result: Record<string, unknown>): Promise<
       gates,
       gateProbeTickMs: 100,
       stepGateLatencyMs: { p50: pct(stepGates, 50), p95: pct(stepGates, 95), n: stepGates.length },
-      api: { requests: apiStats.requests, failures: apiStats.failures, longestOutageMs: apiStats.longestOutageMs, errors: apiStats.errors },
-      orchestrator: { rssPeakMiB: r.rssPeakMiB, cpuUserMs: r.cpuUserMs, cpuSystemMs: r.cpuSystemMs, childCpuMs: r.childCpuMs },
+      api: {
+        requests: apiStats.requests,
+        failures: apiStats.failures,
+        longestOutageMs: apiStats.longestOutageMs,
+        errors: apiStats.errors,
+      },
+      orchestrator: {
+        rssPeakMiB: r.rssPeakMiB,
+        cpuUserMs: r.cpuUserMs,
+        cpuSystemMs: r.cpuSystemMs,
+        childCpuMs: r.childCpuMs,
+      },
       targetedFallbacks: fallbacks(r),
     };
   } finally {
@@ -316,10 +447,20 @@ async function kubeScenario(say: Say, result: Record<string, unknown>): Promise<
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error("the bench runs on the lab, which needs root");
   mkdirSync(outDir, { recursive: true });
-  const result: Record<string, unknown> = { date: new Date().toISOString(), quick, only, machine: { cpus: require("node:os").cpus().length }, upMode: "targeted: pulumi up --target with one node's resources (orchestrator/stack/targets.ts)" };
+  const result: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    quick,
+    only,
+    machine: { cpus: cpus().length },
+    upMode: "targeted: pulumi up --target with one node's resources (orchestrator/stack/targets.ts)",
+  };
   const rows: [string, string][] = [];
   // The JSON is rewritten after every figure, so a run stopped part-way keeps what it measured.
-  const save = () => writeFileSync(join(outDir, only.length ? "latest-partial.json" : "latest.json"), JSON.stringify({ ...result, table: rows }, null, 2));
+  const save = () =>
+    writeFileSync(
+      join(outDir, only.length ? "latest-partial.json" : "latest.json"),
+      JSON.stringify({ ...result, table: rows }, null, 2),
+    );
   const say = (k: string, v: string) => {
     rows.push([k, v]);
     console.log(`${k.padEnd(62)} ${v}`);
@@ -333,7 +474,18 @@ async function main(): Promise<void> {
 
   // 1 + 2 + 3 + 6: rollouts at 3, 5 (and 7) nodes; phases, gate latency and the orchestrator's cost at 3.
   if (runs("scaling")) {
-    const scaling: Record<number, { surgeMs: number; pruneMs: number; stepMs: number; wallMs: number; surgeUpMs: number[]; pruneUpMs: number[]; fallbacks: number }> = {};
+    const scaling: Record<
+      number,
+      {
+        surgeMs: number;
+        pruneMs: number;
+        stepMs: number;
+        wallMs: number;
+        surgeUpMs: number[];
+        pruneUpMs: number[];
+        fallbacks: number;
+      }
+    > = {};
     let three: Run | undefined;
     for (const [i, n] of (quick ? [3, 5] : [3, 5, 7]).entries()) {
       const l = lab(i + 1);
@@ -348,10 +500,22 @@ async function main(): Promise<void> {
         const prunes = phaseMs(r, "prune");
         const surge = mean(surges);
         const prune = mean(prunes);
-        scaling[n] = { surgeMs: Math.round(surge), pruneMs: Math.round(prune), stepMs: Math.round((surge + prune) / 2), wallMs: r.summary.wallMs, surgeUpMs: surges, pruneUpMs: prunes, fallbacks: fallbacks(r) };
+        scaling[n] = {
+          surgeMs: Math.round(surge),
+          pruneMs: Math.round(prune),
+          stepMs: Math.round((surge + prune) / 2),
+          wallMs: r.summary.wallMs,
+          surgeUpMs: surges,
+          pruneUpMs: prunes,
+          fallbacks: fallbacks(r),
+        };
         say(`${n} nodes: create wall`, sec(created.summary.wallMs));
-        say(`${n} nodes: rollout wall / per surge up / per prune up (targeted)`, `${sec(r.summary.wallMs)} / ${sec(surge)} / ${sec(prune)}`);
-        if (fallbacks(r) > 0) say(`${n} nodes: targeted prunes that fell back to a whole-stack up`, `${fallbacks(r)} of ${prunes.length}`);
+        say(
+          `${n} nodes: rollout wall / per surge up / per prune up (targeted)`,
+          `${sec(r.summary.wallMs)} / ${sec(surge)} / ${sec(prune)}`,
+        );
+        if (fallbacks(r) > 0)
+          say(`${n} nodes: targeted prunes that fell back to a whole-stack up`, `${fallbacks(r)} of ${prunes.length}`);
         if (n === 3) three = r;
       } finally {
         await destroy(wd, stack).catch((e) => console.error("destroy:", (e as Error).message.split("\n")[0]));
@@ -363,22 +527,52 @@ async function main(): Promise<void> {
     const wall = r3.summary.wallMs;
     const overhead = (p.molt + p.observe) / wall;
     say("3-node rollout lab-v1 -> lab-v2 (etcd only): wall", sec(wall));
-    say("  provisioning (targeted up: surge + prune, incl. bootstrap/join)", `${sec(p.provision)} (${((100 * p.provision) / wall).toFixed(0)}%)`);
+    say(
+      "  provisioning (targeted up: surge + prune, incl. bootstrap/join)",
+      `${sec(p.provision)} (${((100 * p.provision) / wall).toFixed(0)}%)`,
+    );
     say("  etcd membership calls (move-leader, remove, promote)", sec(p.etcd, 2));
     say("  waiting on conditions", sec(p.wait));
     say("  snapshot", sec(p.snapshot, 2));
-    say("  observing (state read + etcd status over SSH)", `${sec(p.observe)} (${((100 * p.observe) / wall).toFixed(0)}%)`);
+    say(
+      "  observing (state read + etcd status over SSH)",
+      `${sec(p.observe)} (${((100 * p.observe) / wall).toFixed(0)}%)`,
+    );
     say("  molt itself (everything else)", `${sec(p.molt)} (${((100 * p.molt) / wall).toFixed(0)}%)`);
     say("  molt overhead share (observe + molt)", `${(100 * overhead).toFixed(1)}%`);
     const gates = gateLatencies(r3);
     say("etcd gate latency p50 / p95 (step end -> next decision)", `${pct(gates, 50)} ms / ${pct(gates, 95)} ms`);
-    say("orchestrator process: peak RSS / CPU user+sys / engine CPU", `${r3.rssPeakMiB} MiB / ${sec(r3.cpuUserMs + r3.cpuSystemMs)} / ${sec(r3.childCpuMs)}`);
+    say(
+      "orchestrator process: peak RSS / CPU user+sys / engine CPU",
+      `${r3.rssPeakMiB} MiB / ${sec(r3.cpuUserMs + r3.cpuSystemMs)} / ${sec(r3.childCpuMs)}`,
+    );
     const biggest = Math.max(...Object.keys(scaling).map(Number));
     const ratio = scaling[biggest].stepMs / scaling[3].stepMs;
-    say(`per surge / prune up (targeted), ${Object.keys(scaling).join(" -> ")} nodes`, Object.values(scaling).map((x) => `${(x.surgeMs / 1000).toFixed(1)}/${(x.pruneMs / 1000).toFixed(1)}`).join(" -> ") + " s");
+    say(
+      `per surge / prune up (targeted), ${Object.keys(scaling).join(" -> ")} nodes`,
+      Object.values(scaling)
+        .map((x) => `${(x.surgeMs / 1000).toFixed(1)}/${(x.pruneMs / 1000).toFixed(1)}`)
+        .join(" -> ") + " s",
+    );
     say(`per-step ratio ${biggest}-node / 3-node (targeted up)`, ratio.toFixed(2));
-    writeFileSync(join(outDir, "timeline.svg"), timelineSvg(r3, `molt: 3-node lab rollout lab-v1 -> lab-v2 (${(wall / 1000).toFixed(0)} s)`));
-    Object.assign(result, { phases3: p, wall3Ms: wall, overheadShare: overhead, gateLatencyMs: { p50: pct(gates, 50), p95: pct(gates, 95), n: gates.length }, orchestrator: { rssPeakMiB: r3.rssPeakMiB, cpuUserMs: r3.cpuUserMs, cpuSystemMs: r3.cpuSystemMs, childCpuMs: r3.childCpuMs }, scaling, stepRatio: ratio });
+    writeFileSync(
+      join(outDir, "timeline.svg"),
+      timelineSvg(r3, `molt: 3-node lab rollout lab-v1 -> lab-v2 (${(wall / 1000).toFixed(0)} s)`),
+    );
+    Object.assign(result, {
+      phases3: p,
+      wall3Ms: wall,
+      overheadShare: overhead,
+      gateLatencyMs: { p50: pct(gates, 50), p95: pct(gates, 95), n: gates.length },
+      orchestrator: {
+        rssPeakMiB: r3.rssPeakMiB,
+        cpuUserMs: r3.cpuUserMs,
+        cpuSystemMs: r3.cpuSystemMs,
+        childCpuMs: r3.childCpuMs,
+      },
+      scaling,
+      stepRatio: ratio,
+    });
   }
 
   // 5: the same rollout paced like today's tools, in this process, on the same lab.
@@ -388,16 +582,22 @@ async function main(): Promise<void> {
     for (const [name, hook] of [
       ["molt", undefined],
       // KubeOne: a fixed 30 s sleep between nodes, no check.
-      ["kubeone-pacing", async (op: Operation) => {
-        if (op.kind === "surge") await sleepFixed(30_000);
-      }],
+      [
+        "kubeone-pacing",
+        async (op: Operation) => {
+          if (op.kind === "surge") await sleepFixed(30_000);
+        },
+      ],
       // kops: after each replaced node, validate on 30 s ticks until 2 consecutive successes 10 s apart.
-      ["kops-pacing", async (op: Operation) => {
-        if (op.kind === "surge") {
-          await sleepFixed(30_000 - (Date.now() % 30_000));
-          await sleepFixed(10_000);
-        }
-      }],
+      [
+        "kops-pacing",
+        async (op: Operation) => {
+          if (op.kind === "surge") {
+            await sleepFixed(30_000 - (Date.now() % 30_000));
+            await sleepFixed(10_000);
+          }
+        },
+      ],
     ] as [string, ((op: Operation) => Promise<void>) | undefined][]) {
       const wd = makeWorkDir(`molt-bench-${name}-`);
       try {
@@ -424,7 +624,13 @@ async function main(): Promise<void> {
     try {
       wd.writeStackConfig("big", stackYaml(lc, 3, "lab-v1"));
       await measuredRollout(wd, "big");
-      const stack = await openStack({ stackName: "big", workDir: wd.dir, env: wd.env, create: false, program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab: lc, joinDeadlineSeconds: 900 }) });
+      const stack = await openStack({
+        stackName: "big",
+        workDir: wd.dir,
+        env: wd.env,
+        create: false,
+        program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab: lc, joinDeadlineSeconds: 900 }),
+      });
       const st = await readStoredState(stack);
       const access = await EtcdAccess.open(st.endpoints, { user: st.sshUser, privateKey: st.sshPrivateKey! });
       const tw = Date.now();
@@ -434,7 +640,13 @@ async function main(): Promise<void> {
       const writeMs = Date.now() - tw;
       // Raw copy time of the same data: stream the member's database file off a node over SSH.
       const ep = st.endpoints[0];
-      const ssh = await SshSession.connect({ host: ep.sshHost, port: ep.sshPort, user: st.sshUser, privateKey: st.sshPrivateKey!, hostKey: ep.hostPublicKey });
+      const ssh = await SshSession.connect({
+        host: ep.sshHost,
+        port: ep.sshPort,
+        user: st.sshUser,
+        privateKey: st.sshPrivateKey!,
+        hostKey: ep.hostPublicKey,
+      });
       const dbBytes = Number((await ssh.run("stat -c %s /var/lib/etcd/member/snap/db", "db size")).trim());
       const tc = Date.now();
       await ssh.run("cat /var/lib/etcd/member/snap/db | wc -c", "raw copy");
@@ -447,12 +659,25 @@ async function main(): Promise<void> {
       // After its up (machine, etcd started as a learner), until molt saw it caught up and promoted it.
       const toPromoted = r.events.flatMap((e) => {
         if (e.type !== "phase" || e.phase !== "etcd" || e.operation !== "promote" || !e.ok) return [];
-        const up = r.events.find((x) => x.type === "phase" && x.phase === "provision" && x.operation === "surge" && x.node === e.node && x.ok);
+        const up = r.events.find(
+          (x) => x.type === "phase" && x.phase === "provision" && x.operation === "surge" && x.node === e.node && x.ok,
+        );
         return up ? [e.at - e.ms - up.at] : [];
       });
-      say(`catch-up: ${dataMiB} MiB written in`, `${(writeMs / 1000).toFixed(1)} s (db ${(dbBytes / 2 ** 20).toFixed(0)} MiB)`);
-      say("catch-up: join incl. catch-up per node (mean) / raw copy of the db", `${(mean(joins) / 1000).toFixed(1)} s / ${(rawMs / 1000).toFixed(1)} s`);
-      say("catch-up: surge up end -> promoted by molt, per node (mean)", toPromoted.length ? sec(mean(toPromoted)) : "n/a: each join waited for catch-up and promoted its own learner within its up");
+      say(
+        `catch-up: ${dataMiB} MiB written in`,
+        `${(writeMs / 1000).toFixed(1)} s (db ${(dbBytes / 2 ** 20).toFixed(0)} MiB)`,
+      );
+      say(
+        "catch-up: join incl. catch-up per node (mean) / raw copy of the db",
+        `${(mean(joins) / 1000).toFixed(1)} s / ${(rawMs / 1000).toFixed(1)} s`,
+      );
+      say(
+        "catch-up: surge up end -> promoted by molt, per node (mean)",
+        toPromoted.length
+          ? sec(mean(toPromoted))
+          : "n/a: each join waited for catch-up and promoted its own learner within its up",
+      );
       say("catch-up: rollout wall with the large keyspace", `${(r.summary.wallMs / 1000).toFixed(1)} s`);
       const after = await readStoredState(stack);
       const a2 = await EtcdAccess.open(after.endpoints, { user: after.sshUser, privateKey: after.sshPrivateKey! });
@@ -464,12 +689,30 @@ async function main(): Promise<void> {
       const hashes = new Set<string>();
       for (const n of a2.nodes()) {
         const pki = "/etc/kubernetes/pki/etcd";
-        const out = await a2.session(n)!.run(`${sudoFor(after.sshUser)}env ETCDCTL_API=3 /usr/local/bin/etcdctl --command-timeout=300s --endpoints=https://127.0.0.1:2379 --cacert=${pki}/ca.crt --cert=${pki}/healthcheck-client.crt --key=${pki}/healthcheck-client.key endpoint hashkv --rev=${rev} -w json`, `hashKV on ${n}`);
+        const out = await a2
+          .session(n)!
+          .run(
+            `${sudoFor(after.sshUser)}env ETCDCTL_API=3 /usr/local/bin/etcdctl --command-timeout=300s --endpoints=https://127.0.0.1:2379 --cacert=${pki}/ca.crt --cert=${pki}/healthcheck-client.crt --key=${pki}/healthcheck-client.key endpoint hashkv --rev=${rev} -w json`,
+            `hashKV on ${n}`,
+          );
         hashes.add(String((JSON.parse(out) as { HashKV: { hash: number } }[])[0].HashKV.hash));
       }
       await a2.close();
-      say("catch-up: keys present after rollout / hashKV equal on all members", `${count}/${dataMiB} / ${hashes.size === 1 ? "yes" : "NO"}`);
-      result.catchUp = { dataMiB, dbBytes, writeMs, joinMs: joins, upEndToPromotedMs: toPromoted, rawCopyMs: rawMs, wallMs: r.summary.wallMs, keysAfter: count, hashKvEqual: hashes.size === 1 };
+      say(
+        "catch-up: keys present after rollout / hashKV equal on all members",
+        `${count}/${dataMiB} / ${hashes.size === 1 ? "yes" : "NO"}`,
+      );
+      result.catchUp = {
+        dataMiB,
+        dbBytes,
+        writeMs,
+        joinMs: joins,
+        upEndToPromotedMs: toPromoted,
+        rawCopyMs: rawMs,
+        wallMs: r.summary.wallMs,
+        keysAfter: count,
+        hashKvEqual: hashes.size === 1,
+      };
     } finally {
       await destroy(wd, "big").catch(() => undefined);
       wd.cleanup();
@@ -479,7 +722,9 @@ async function main(): Promise<void> {
   result.loadAtEnd = loadavg();
   say("host load average 1/5/15 min at end", loadNow());
   save();
-  console.log(`\nwrote ${join(outDir, only.length ? "latest-partial.json" : "latest.json")}, ${join(outDir, "timeline.svg")} and ${join(outDir, "timeline-k8s.svg")}`);
+  console.log(
+    `\nwrote ${join(outDir, only.length ? "latest-partial.json" : "latest.json")}, ${join(outDir, "timeline.svg")} and ${join(outDir, "timeline-k8s.svg")}`,
+  );
 }
 
 /** The baselines' fixed pacing: the very thing molt avoids, modelled here to compare. */

@@ -41,23 +41,37 @@ interface RunState {
 }
 
 const op = (kind: string) => (e: Event) => e.type === "decision" && (e.operation as { kind: string }).kind === kind;
-const phase = (p: string, kind: string) => (e: Event) => e.type === "phase" && e.phase === p && e.operation === kind && e.ok === true;
+const phase = (p: string, kind: string) => (e: Event) =>
+  e.type === "phase" && e.phase === p && e.operation === kind && e.ok === true;
 const engine = (suffix: string, verb: string) => {
   const re = new RegExp(`\\S+-${suffix} ${verb}\\b`);
-  return (e: Event, st: RunState) => e.type === "engine" && (st.op === "surge" || st.op === "prune") && re.test(String(e.line));
+  return (e: Event, st: RunState) =>
+    e.type === "engine" && (st.op === "surge" || st.op === "prune") && re.test(String(e.line));
 };
 
 /** In flow order: one node replacement passes every point once (move-leader only if the victim leads). */
 export const KILL_POINTS: KillPoint[] = [
-  { id: "k01", what: "after a pass observed, before it decides", match: (e) => e.type === "observed" && (e.pass as number) > 1 },
+  {
+    id: "k01",
+    what: "after a pass observed, before it decides",
+    match: (e) => e.type === "observed" && (e.pass as number) > 1,
+  },
   { id: "k02", what: "surge decided, before `up`", match: op("surge") },
   { id: "k03", what: "surge `up`: host key made", match: engine("hostkey", "created") },
   { id: "k04", what: "surge `up`: machine booting", match: engine("machine", "creating"), delayMs: 300 },
   { id: "k05", what: "surge `up`: machine up, LB attachment being made", match: engine("lb", "creating") },
   { id: "k06", what: "surge `up`: join material fetched from the seed", match: engine("join", "created") },
   { id: "k07", what: "surge `up`: join script started", match: engine("etcd", "creating"), delayMs: 300 },
-  { id: "k08", what: "between member add and promote (a learner exists)", cluster: { during: "surge", test: (m) => m.learners > 0 } },
-  { id: "k09", what: "promoted, `up` not yet finished", cluster: { during: "surge", test: (m) => m.voters === 4 && m.learners === 0 } },
+  {
+    id: "k08",
+    what: "between member add and promote (a learner exists)",
+    cluster: { during: "surge", test: (m) => m.learners > 0 },
+  },
+  {
+    id: "k09",
+    what: "promoted, `up` not yet finished",
+    cluster: { during: "surge", test: (m) => m.voters === 4 && m.learners === 0 },
+  },
   { id: "k10", what: "surge `up` finished, before the new node is verified", match: phase("provision", "surge") },
   { id: "k11", what: "etcd snapshot saved, before the first membership change", match: (e) => e.type === "snapshot" },
   { id: "k12", what: "leader move decided", match: op("move-leader"), optional: true },
@@ -154,7 +168,10 @@ export class Chaos {
   }
 
   setImage(image: string, o: { joinSeconds?: number; settleSeconds?: number } = {}): void {
-    this.suite.wd.writeStackConfig(this.stack, labStackYaml(this.lab, { image, joinSeconds: o.joinSeconds ?? 120, settleSeconds: o.settleSeconds ?? 30 }));
+    this.suite.wd.writeStackConfig(
+      this.stack,
+      labStackYaml(this.lab, { image, joinSeconds: o.joinSeconds ?? 120, settleSeconds: o.settleSeconds ?? 30 }),
+    );
   }
 
   /** Records that the cluster converged on `image`. */
@@ -176,7 +193,9 @@ export class Chaos {
 
   /** `molt rollout --json --verbose`; `onEvent` may kill it. */
   start(onEvent?: (e: Event, kill: () => void) => void, extra: string[] = []) {
-    const h = startCli(["rollout", "--stack", this.stack, "--yes", "--json", "--verbose", ...extra], this.env, (e) => onEvent?.(e, h.kill9));
+    const h = startCli(["rollout", "--stack", this.stack, "--yes", "--json", "--verbose", ...extra], this.env, (e) =>
+      onEvent?.(e, h.kill9),
+    );
     return h;
   }
 
@@ -224,7 +243,11 @@ export class Chaos {
       const client = access.voters(access.nodes());
       const members = await access.memberList(access.nodes()[0]);
       if (probe) {
-        await check("quorum kept (no write gap > 5 s)", () => (probe.longestGapMs > 5000 ? `longest gap without a successful write+read: ${probe.longestGapMs} ms` : undefined));
+        await check("quorum kept (no write gap > 5 s)", () =>
+          probe.longestGapMs > 5000
+            ? `longest gap without a successful write+read: ${probe.longestGapMs} ms`
+            : undefined,
+        );
         await check("no acknowledged write lost", async () => {
           let lost = 0;
           for (const [k, v] of probe.acknowledged) if ((await client.get(k).string()) !== v) lost++;
@@ -235,9 +258,15 @@ export class Chaos {
         const put = await client.put("molt-chaos/revision-marker").value(String(Date.now())).exec();
         const rev = put.header.revision;
         const hashes = await Promise.all(access.nodes().map((n) => access.hashKV(n, rev)));
-        return new Set(hashes.map((h) => h.hash)).size === 1 ? undefined : `hashKV differs at revision ${rev}: ${JSON.stringify(hashes)}`;
+        return new Set(hashes.map((h) => h.hash)).size === 1
+          ? undefined
+          : `hashKV differs at revision ${rev}: ${JSON.stringify(hashes)}`;
       });
-      await check("no learner left", () => (members.some((m) => m.isLearner) ? `learners: ${members.filter((m) => m.isLearner).map((m) => m.name)}` : undefined));
+      await check("no learner left", () =>
+        members.some((m) => m.isLearner)
+          ? `learners: ${members.filter((m) => m.isLearner).map((m) => m.name)}`
+          : undefined,
+      );
       await check("members == nodes", () => {
         const names = members.map((m) => m.name).sort();
         return JSON.stringify(names) === JSON.stringify(listed) ? undefined : `members [${names}] vs nodes [${listed}]`;
@@ -246,7 +275,13 @@ export class Chaos {
       await access.close();
     }
     await check("nodes == stack resources", async () => {
-      const s = await openStack({ stackName: this.stack, workDir: this.suite.wd.dir, env: this.env, create: false, program: async () => ({}) });
+      const s = await openStack({
+        stackName: this.stack,
+        workDir: this.suite.wd.dir,
+        env: this.env,
+        create: false,
+        program: async () => ({}),
+      });
       const { deployment } = await s.exportStack();
       const resources = (deployment?.resources ?? []) as StateResource[];
       const pending = (deployment?.pending_operations ?? []) as unknown[];
@@ -256,20 +291,28 @@ export class Chaos {
       const orphans = nodeLike.filter((n) => !ownerOf(n, listed));
       const withMachine = listed.filter((n) => nodeLike.includes(`${n}-machine`));
       if (orphans.length) return `resources of no listed node: ${orphans.join(", ")}`;
-      return withMachine.length === listed.length ? undefined : `nodes without a machine resource: ${listed.filter((n) => !withMachine.includes(n))}`;
+      return withMachine.length === listed.length
+        ? undefined
+        : `nodes without a machine resource: ${listed.filter((n) => !withMachine.includes(n))}`;
     });
     await check("nodes == lab machines (no orphan machine, namespace or port)", () => {
-      const machines = labEndpoints(this.lab).map((e) => e.name).sort();
+      const machines = labEndpoints(this.lab)
+        .map((e) => e.name)
+        .sort();
       const left = labLeftovers(this.lab);
       const ns = left.netns.map((n) => n.replace(`molt-${this.lab.lab}-`, "")).sort();
       if (JSON.stringify(machines) !== JSON.stringify(listed)) return `lab machines [${machines}] vs nodes [${listed}]`;
       if (JSON.stringify(ns) !== JSON.stringify(listed)) return `namespaces [${ns}] vs nodes [${listed}]`;
       if (left.ports.length !== listed.length) return `${left.ports.length} bridge ports for ${listed.length} machines`;
-      return JSON.stringify([...left.machineDirs].sort()) === JSON.stringify(listed) ? undefined : `machine dirs [${left.machineDirs}]`;
+      return JSON.stringify([...left.machineDirs].sort()) === JSON.stringify(listed)
+        ? undefined
+        : `machine dirs [${left.machineDirs}]`;
     });
     await check("stack not left locked (engine and molt locks)", () => {
       const state = join(this.suite.wd.dir, "state");
-      const locks = [join(state, ".pulumi", "locks"), join(state, ".molt", "locks")].flatMap((d) => (existsSync(d) ? execFileSync("find", [d, "-type", "f"], { encoding: "utf8" }).split("\n").filter(Boolean) : []));
+      const locks = [join(state, ".pulumi", "locks"), join(state, ".molt", "locks")].flatMap((d) =>
+        existsSync(d) ? execFileSync("find", [d, "-type", "f"], { encoding: "utf8" }).split("\n").filter(Boolean) : [],
+      );
       return locks.length ? `locks left: ${locks.join(", ")}` : undefined;
     });
     await check("no orphaned engine or provider process", () => {
@@ -279,12 +322,18 @@ export class Chaos {
         .filter((pid) => {
           try {
             const ppid = Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[1]);
-            return readlinkSync(`/proc/${pid}/cwd`) === this.suite.wd.dir && /pulumi|dynamic-provider/.test(cmdline(Number(pid))) && ppid === 1;
+            return (
+              readlinkSync(`/proc/${pid}/cwd`) === this.suite.wd.dir &&
+              /pulumi|dynamic-provider/.test(cmdline(Number(pid))) &&
+              ppid === 1
+            );
           } catch {
             return false;
           }
         });
-      return mine.length ? `orphaned engine processes: ${mine.map((p) => `${p} ${cmdline(Number(p)).slice(0, 80)}`).join("; ")}` : undefined;
+      return mine.length
+        ? `orphaned engine processes: ${mine.map((p) => `${p} ${cmdline(Number(p)).slice(0, 80)}`).join("; ")}`
+        : undefined;
     });
     await check("cluster healthy, nothing left to do", async () => {
       const i = await inspect({ stack: this.stack, workDir: this.suite.wd.dir, env: this.env });
@@ -297,7 +346,15 @@ export class Chaos {
   }
 
   /** Runs `fn` with a probe, then the invariants; builds the table row. */
-  async scenario(name: string, fn: (r: { faults: string[]; notes: string[]; runs: { n: number }; rerunsAfterFault: { n: number } }) => Promise<void>): Promise<ScenarioResult> {
+  async scenario(
+    name: string,
+    fn: (r: {
+      faults: string[];
+      notes: string[];
+      runs: { n: number };
+      rerunsAfterFault: { n: number };
+    }) => Promise<void>,
+  ): Promise<ScenarioResult> {
     const t0 = Date.now();
     const faults: string[] = [];
     const notes: string[] = [];
@@ -363,7 +420,8 @@ export class Chaos {
           }
           break;
         }
-        if (next === hitThisLeg && !points[next]?.optional) throw new Error(`no kill point was reached in a whole leg (stuck at ${points[next]?.id})`);
+        if (next === hitThisLeg && !points[next]?.optional)
+          throw new Error(`no kill point was reached in a whole leg (stuck at ${points[next]?.id})`);
         // Finish the leg (runs until converged).
         const c = await this.converge();
         runs.n += c.runs;
@@ -404,7 +462,10 @@ export class Chaos {
   }
 
   /** Polls the member list (its own tunnels) until `test` holds or `stop()`. */
-  private async watchCluster(test: (m: { voters: number; learners: number }) => boolean, stop: () => boolean): Promise<boolean> {
+  private async watchCluster(
+    test: (m: { voters: number; learners: number }) => boolean,
+    stop: () => boolean,
+  ): Promise<boolean> {
     const st = await this.stored();
     while (!stop()) {
       const eps = labEndpoints(this.lab);
@@ -413,7 +474,8 @@ export class Chaos {
         try {
           while (!stop()) {
             const ms = await access.memberList(access.nodes()[0]);
-            if (test({ voters: ms.filter((m) => !m.isLearner).length, learners: ms.filter((m) => m.isLearner).length })) return true;
+            if (test({ voters: ms.filter((m) => !m.isLearner).length, learners: ms.filter((m) => m.isLearner).length }))
+              return true;
             // A new machine appeared: reopen with its tunnel too.
             if (labEndpoints(this.lab).length !== eps.length) break;
             await new Promise((r) => setTimeout(r, 50)); // poll interval of the watcher
@@ -439,9 +501,11 @@ export class Chaos {
       runs.n++;
       const s = summaryOf(run);
       notes.push(`exit ${run.code} ${s.result} after ${(s.wallMs / 1000).toFixed(1)} s: ${s.reason.slice(0, 160)}`);
-      if (run.code !== 4 || s.result !== "rolled-back") throw new Error(`expected rolled-back (exit 4), got exit ${run.code}: ${s.result}: ${s.reason}`);
+      if (run.code !== 4 || s.result !== "rolled-back")
+        throw new Error(`expected rolled-back (exit 4), got exit ${run.code}: ${s.result}: ${s.reason}`);
       const after = (await this.stored()).nodes.map((n) => n.name).sort();
-      if (JSON.stringify(after) !== JSON.stringify(before)) throw new Error(`old nodes changed: [${before}] -> [${after}]`);
+      if (JSON.stringify(after) !== JSON.stringify(before))
+        throw new Error(`old nodes changed: [${before}] -> [${after}]`);
       this.setImage(this.current);
       const c = await this.converge();
       runs.n += c.runs;
@@ -456,41 +520,49 @@ export class Chaos {
    * replaces it remove-first and the rollout completes.
    */
   oldMemberDies(): Promise<ScenarioResult> {
-    return this.scenario("an old member dies mid-rollout; recovery with --replace-dead", async ({ faults, notes, runs, rerunsAfterFault }) => {
-      const stored = await this.stored();
-      // The victim of the fault: the newest old node (the rollout retires the oldest first).
-      const victim = [...stored.nodes].sort((a, b) => b.generation - a.generation)[0].name;
-      const target = this.other();
-      this.setImage(target, { settleSeconds: 15 });
-      let killed = false;
-      const h = this.start((e) => {
-        if (!killed && phase("provision", "surge")(e)) {
-          killed = true;
-          killEtcdOn(this.lab, victim);
-          faults.push(`etcd of ${victim} killed after the first surge`);
-        }
-      });
-      const run = await h.done;
-      runs.n++;
-      const s = summaryOf(run);
-      notes.push(`stopped: exit ${run.code} ${s.result}: ${s.reason.slice(0, 200)}`);
-      if (!killed) throw new Error("the fault was never injected");
-      if (run.code === 0) throw new Error("the rollout succeeded with a dead member");
-      if (!new RegExp(victim).test(s.reason) || !/--replace-dead/.test(s.reason)) throw new Error(`the stop does not name ${victim} and the recovery: ${s.reason}`);
-      const st = await this.stored();
-      if (!st.nodes.some((n) => n.name === victim)) throw new Error(`${victim} was removed without being asked to`);
-      const rec = await this.rollout(["--replace-dead", victim]);
-      runs.n++;
-      const rs = summaryOf(rec);
-      notes.push(`--replace-dead ${victim}: exit ${rec.code} ${rs.result} in ${(rs.wallMs / 1000).toFixed(1)} s`);
-      const kinds = rec.events.filter((e) => e.type === "decision").map((e) => (e.operation as { kind: string }).kind).filter((k) => k !== "wait");
-      const firstChange = kinds[0];
-      if (firstChange !== "remove-member") throw new Error(`recovery did not start with removing the dead member: ${kinds.join(",")}`);
-      if (rec.code !== 0) throw new Error(`recovery failed: ${rs.reason}`);
-      rerunsAfterFault.n = 1;
-      this.settled(target);
-      this.setImage(target);
-    });
+    return this.scenario(
+      "an old member dies mid-rollout; recovery with --replace-dead",
+      async ({ faults, notes, runs, rerunsAfterFault }) => {
+        const stored = await this.stored();
+        // The victim of the fault: the newest old node (the rollout retires the oldest first).
+        const victim = [...stored.nodes].sort((a, b) => b.generation - a.generation)[0].name;
+        const target = this.other();
+        this.setImage(target, { settleSeconds: 15 });
+        let killed = false;
+        const h = this.start((e) => {
+          if (!killed && phase("provision", "surge")(e)) {
+            killed = true;
+            killEtcdOn(this.lab, victim);
+            faults.push(`etcd of ${victim} killed after the first surge`);
+          }
+        });
+        const run = await h.done;
+        runs.n++;
+        const s = summaryOf(run);
+        notes.push(`stopped: exit ${run.code} ${s.result}: ${s.reason.slice(0, 200)}`);
+        if (!killed) throw new Error("the fault was never injected");
+        if (run.code === 0) throw new Error("the rollout succeeded with a dead member");
+        if (!new RegExp(victim).test(s.reason) || !/--replace-dead/.test(s.reason))
+          throw new Error(`the stop does not name ${victim} and the recovery: ${s.reason}`);
+        const st = await this.stored();
+        if (!st.nodes.some((n) => n.name === victim)) throw new Error(`${victim} was removed without being asked to`);
+        const rec = await this.rollout(["--replace-dead", victim]);
+        runs.n++;
+        const rs = summaryOf(rec);
+        notes.push(`--replace-dead ${victim}: exit ${rec.code} ${rs.result} in ${(rs.wallMs / 1000).toFixed(1)} s`);
+        const kinds = rec.events
+          .filter((e) => e.type === "decision")
+          .map((e) => (e.operation as { kind: string }).kind)
+          .filter((k) => k !== "wait");
+        const firstChange = kinds[0];
+        if (firstChange !== "remove-member")
+          throw new Error(`recovery did not start with removing the dead member: ${kinds.join(",")}`);
+        if (rec.code !== 0) throw new Error(`recovery failed: ${rs.reason}`);
+        rerunsAfterFault.n = 1;
+        this.settled(target);
+        this.setImage(target);
+      },
+    );
   }
 
   /** The backend folder turns read-only while a surge's `up` runs, then writable again. */
@@ -546,10 +618,13 @@ export class Chaos {
         if (!at.has(k)) return;
         at.delete(k);
         // Inside the step: cut a moment after it started.
-        setTimeout(() => {
-          const cut = dropSshSessions(this.lab);
-          faults.push(`${cut} SSH session(s) cut during ${k}`);
-        }, k === "surge" ? 1500 : 100);
+        setTimeout(
+          () => {
+            const cut = dropSshSessions(this.lab);
+            faults.push(`${cut} SSH session(s) cut during ${k}`);
+          },
+          k === "surge" ? 1500 : 100,
+        );
       });
       const run = await h.done;
       await this.afterFault(run, faults.length > 0, target, { notes, runs, rerunsAfterFault });
@@ -557,7 +632,12 @@ export class Chaos {
   }
 
   /** The faulted run is recorded; if it did not converge itself, reruns until it does. */
-  private async afterFault(run: CliRun, injected: boolean, target: string, r: { notes: string[]; runs: { n: number }; rerunsAfterFault: { n: number } }): Promise<void> {
+  private async afterFault(
+    run: CliRun,
+    injected: boolean,
+    target: string,
+    r: { notes: string[]; runs: { n: number }; rerunsAfterFault: { n: number } },
+  ): Promise<void> {
     r.runs.n++;
     r.notes.push(`faulted run: exit ${run.code}: ${summaryOrError(run).slice(0, 200)}`);
     if (!injected) throw new Error("the fault was never injected");
@@ -591,7 +671,10 @@ function summaryOrError(run: CliRun): string {
 
 /** The pids of a lab machine (its network namespace). */
 function machinePids(lab: LabSettings, name: string): number[] {
-  return execFileSync("ip", ["netns", "pids", `molt-${lab.lab}-${name}`], { encoding: "utf8" }).split(/\s+/).filter(Boolean).map(Number);
+  return execFileSync("ip", ["netns", "pids", `molt-${lab.lab}-${name}`], { encoding: "utf8" })
+    .split(/\s+/)
+    .filter(Boolean)
+    .map(Number);
 }
 
 const comm = (pid: number) => {
@@ -646,7 +729,9 @@ export function restartLb(lab: LabSettings): void {
   const dir = join(lab.labRoot, "labs", lab.lab, "lb");
   const cfg = join(dir, "haproxy.cfg");
   // Master and workers: a crashed load balancer leaves nothing serving.
-  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p)).map(Number)) {
+  for (const pid of readdirSync("/proc")
+    .filter((p) => /^\d+$/.test(p))
+    .map(Number)) {
     if (comm(pid) === "haproxy" && cmdline(pid).includes(cfg)) {
       try {
         process.kill(pid, "SIGKILL");
@@ -660,7 +745,16 @@ export function restartLb(lab: LabSettings): void {
 
 /** The table the issue asks for. */
 export function formatTable(rows: ScenarioResult[]): string {
-  const header = ["scenario", "faults", "runs", "reruns after fault", "probe ok/failed", "longest gap", "invariants", "wall"];
+  const header = [
+    "scenario",
+    "faults",
+    "runs",
+    "reruns after fault",
+    "probe ok/failed",
+    "longest gap",
+    "invariants",
+    "wall",
+  ];
   const data = rows.map((r) => [
     r.scenario,
     String(r.faults.length),
@@ -668,7 +762,12 @@ export function formatTable(rows: ScenarioResult[]): string {
     String(r.rerunsAfterFault),
     `${r.probe.ok}/${r.probe.failed}`,
     `${(r.probe.longestGapMs / 1000).toFixed(1)} s`,
-    r.ok ? `all ${r.invariants.length} held` : `BROKEN: ${r.invariants.filter((i) => !i.ok).map((i) => i.name).join("; ")}`,
+    r.ok
+      ? `all ${r.invariants.length} held`
+      : `BROKEN: ${r.invariants
+          .filter((i) => !i.ok)
+          .map((i) => i.name)
+          .join("; ")}`,
     `${(r.wallMs / 1000).toFixed(0)} s`,
   ]);
   const w = header.map((h, i) => Math.max(h.length, ...data.map((d) => d[i].length)));

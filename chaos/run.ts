@@ -11,11 +11,18 @@ async function main(): Promise<number> {
   // --only kill,member-dies,kube: run just these scenarios (ids above; "kube" is the Kubernetes chain).
   const onlyAt = process.argv.indexOf("--only");
   const only = onlyAt > 0 ? (process.argv[onlyAt + 1] ?? "").split(",") : [];
-  const chaos = new Chaos({ lab: testLab(6), log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`) });
+  const chaos = new Chaos({
+    lab: testLab(6),
+    log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`),
+  });
   const rows: ScenarioResult[] = [];
   const outDir = resolve(__dirname, "..", "..", "chaos", "results");
   mkdirSync(outDir, { recursive: true });
-  const save = () => writeFileSync(join(outDir, "latest.json"), JSON.stringify({ when: new Date().toISOString(), quick, rows }, null, 2) + "\n");
+  const save = () =>
+    writeFileSync(
+      join(outDir, "latest.json"),
+      JSON.stringify({ when: new Date().toISOString(), quick, rows }, null, 2) + "\n",
+    );
   try {
     if (only.length === 0 || only.some((o) => o !== "kube")) await chaos.create();
     const points = quick ? KILL_POINTS.filter((p) => CI_KILL_POINTS.includes(p.id)) : KILL_POINTS;
@@ -25,7 +32,12 @@ async function main(): Promise<number> {
       ["ssh-never-up", () => chaos.bootstrapFails("lab-nossh", "SSH never comes up")],
       ["member-dies", () => chaos.oldMemberDies()],
       ["backend-ro", () => chaos.backendUnwritable()],
-      ...(quick ? [] : ([["lb-restart", () => chaos.lbRestart()], ["ssh-drops", () => chaos.sshDrops()]] as [string, () => Promise<ScenarioResult>][])),
+      ...(quick
+        ? []
+        : ([
+            ["lb-restart", () => chaos.lbRestart()],
+            ["ssh-drops", () => chaos.sshDrops()],
+          ] as [string, () => Promise<ScenarioResult>][])),
     ];
     const steps = all.filter(([id]) => only.length === 0 || only.includes(id)).map(([, f]) => f);
     for (const step of steps) {
@@ -38,7 +50,12 @@ async function main(): Promise<number> {
   }
   // Kubernetes steps, on a control plane of their own (full run only; MOLT_CHAOS_KUBE=0 skips).
   if (!quick && process.env.MOLT_CHAOS_KUBE !== "0" && (only.length === 0 || only.includes("kube"))) {
-    const kube = new Chaos({ lab: testLab(7), stack: "kchaos", images: ["k8s-v1.36.3", "k8s-v1.37.2", "k8s-v1.37.2-os2"], log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`) });
+    const kube = new Chaos({
+      lab: testLab(7),
+      stack: "kchaos",
+      images: ["k8s-v1.36.3", "k8s-v1.37.2", "k8s-v1.37.2-os2"],
+      log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`),
+    });
     try {
       await kube.create();
       rows.push(await kube.killChain(KUBE_KILL_POINTS, "Kubernetes step boundaries (1.36 → 1.37)"));
@@ -53,7 +70,8 @@ async function main(): Promise<number> {
     console.log(`\n${r.scenario}:`);
     for (const f of r.faults) console.log(`  fault: ${f}`);
     for (const n of r.notes) console.log(`  note: ${n}`);
-    for (const i of r.invariants) console.log(`  ${i.ok ? "held  " : "BROKEN"} ${i.name}${i.detail ? `: ${i.detail}` : ""}`);
+    for (const i of r.invariants)
+      console.log(`  ${i.ok ? "held  " : "BROKEN"} ${i.name}${i.detail ? `: ${i.detail}` : ""}`);
   }
   return rows.every((r) => r.ok) ? 0 : 1;
 }

@@ -37,7 +37,10 @@ function assertDistinct(domains: readonly string[]): void {
  * The failure domain for the next new node: fewest up-to-date nodes, then fewest nodes
  * overall, then the first in `domains`. Undefined when there are no domains.
  */
-export function selectFailureDomainForNewNode(domains: readonly string[], nodes: readonly PlacedNode[]): string | undefined {
+export function selectFailureDomainForNewNode(
+  domains: readonly string[],
+  nodes: readonly PlacedNode[],
+): string | undefined {
   assertDistinct(domains);
   if (domains.length === 0) return undefined;
   const upToDate = countBy(
@@ -107,7 +110,11 @@ function oldest<T extends PlacedNode>(nodes: readonly T[]): T {
  * has a domain keeps it, and nothing else in `nodes` is looked at again: a node's domain
  * is decided once, when its entry is created, and is stored with it.
  */
-export function assignFailureDomain<E extends PlacedEntry>(entry: E, nodes: readonly PlacedEntry[], domains: readonly string[]): E {
+export function assignFailureDomain<E extends PlacedEntry>(
+  entry: E,
+  nodes: readonly PlacedEntry[],
+  domains: readonly string[],
+): E {
   if (entry.failureDomain !== undefined) return entry;
   const failureDomain = selectFailureDomainForNewNode(
     domains,

@@ -9,7 +9,11 @@ import { LabControlPlaneNode, type LabSettings } from "./lab/node";
 import { AwsControlPlaneNode, type AwsNodeSettings } from "./providers/aws";
 import { AzureControlPlaneNode, type AzureNodeSettings } from "./providers/azure";
 import { publicKeyOfPrivateKey, type CloudControlPlaneNodeArgs } from "./providers/cloud-common";
-import { VsphereControlPlaneAntiAffinity, VsphereControlPlaneNode, type VsphereNodeSettings } from "./providers/vsphere";
+import {
+  VsphereControlPlaneAntiAffinity,
+  VsphereControlPlaneNode,
+  type VsphereNodeSettings,
+} from "./providers/vsphere";
 import type { ConnectionArgs, RemoteCommand } from "./remote/command";
 import { SshKeyPair } from "./remote/keypair";
 
@@ -69,7 +73,13 @@ export function buildProgram(input: ProgramInput): () => Promise<Record<string, 
 
 function labProgram(input: LabProgramInput): Record<string, unknown> {
   const clientKey = new SshKeyPair("ssh-client-key", { comment: `molt@${pulumi.getStack()}` });
-  const lbInputs = { lab: input.lab.lab, labRoot: input.lab.labRoot, bridge: input.lab.bridge, subnet: input.lab.subnet, port: input.lab.lbPort };
+  const lbInputs = {
+    lab: input.lab.lab,
+    labRoot: input.lab.labRoot,
+    bridge: input.lab.bridge,
+    subnet: input.lab.subnet,
+    port: input.lab.lbPort,
+  };
   const lb = new LabLoadBalancer("api-lb", lbInputs);
 
   const built: LabControlPlaneNode[] = [];
@@ -107,7 +117,12 @@ interface CloudNode extends ControlPlaneNodeOutputs {
 function cloudProgram(input: AwsProgramInput | AzureProgramInput | VsphereProgramInput): Record<string, unknown> {
   const privateKey = clientPrivateKey();
   // The public half is not secret; keeping it plain keeps it out of secret-only diffs.
-  const ssh: SshSettings = { user: input.ssh.user, privateKey, publicKey: pulumi.unsecret(privateKey.apply(publicKeyOfPrivateKey)), ...(input.ssh.port ? { port: input.ssh.port } : {}) };
+  const ssh: SshSettings = {
+    user: input.ssh.user,
+    privateKey,
+    publicKey: pulumi.unsecret(privateKey.apply(publicKeyOfPrivateKey)),
+    ...(input.ssh.port ? { port: input.ssh.port } : {}),
+  };
 
   const built: CloudNode[] = [];
   for (const entry of input.nodes) {
@@ -136,12 +151,19 @@ function cloudProgram(input: AwsProgramInput | AzureProgramInput | VsphereProgra
       mandatory: input.antiAffinity.mandatory,
     });
   }
-  return { molt: moltOutput(input.nodes, built, input.ssh.user, pulumi.output(input.bootstrap.controlPlaneEndpoint)), sshPrivateKey: privateKey };
+  return {
+    molt: moltOutput(input.nodes, built, input.ssh.user, pulumi.output(input.bootstrap.controlPlaneEndpoint)),
+    sshPrivateKey: privateKey,
+  };
 }
 
 type NodeArgs = Omit<CloudControlPlaneNodeArgs<unknown>, "settings">;
 
-function cloudNode(input: AwsProgramInput | AzureProgramInput | VsphereProgramInput, entry: NodeEntry, args: NodeArgs): CloudNode {
+function cloudNode(
+  input: AwsProgramInput | AzureProgramInput | VsphereProgramInput,
+  entry: NodeEntry,
+  args: NodeArgs,
+): CloudNode {
   switch (input.provider) {
     case "aws":
       return new AwsControlPlaneNode(entry.name, { ...args, settings: input.aws });
@@ -156,26 +178,39 @@ function cloudNode(input: AwsProgramInput | AzureProgramInput | VsphereProgramIn
 function clientPrivateKey(): pulumi.Output<string> {
   return new pulumi.Config("molt").requireSecretObject<{ privateKey?: unknown }>("ssh").apply((s) => {
     if (typeof s.privateKey !== "string" || s.privateKey.trim() === "") {
-      throw new Error("molt:ssh.privateKey is not set: `pulumi config set --secret --path 'molt:ssh.privateKey' < KEYFILE` (see stacks/Pulumi.aws.yaml)");
+      throw new Error(
+        "molt:ssh.privateKey is not set: `pulumi config set --secret --path 'molt:ssh.privateKey' < KEYFILE` (see stacks/Pulumi.aws.yaml)",
+      );
     }
     return s.privateKey;
   });
 }
 
-function moltOutput(nodes: NodeEntry[], built: ControlPlaneNodeOutputs[], sshUser: string, apiEndpoint: pulumi.Input<string>): pulumi.Output<MoltOutputs> {
+function moltOutput(
+  nodes: NodeEntry[],
+  built: ControlPlaneNodeOutputs[],
+  sshUser: string,
+  apiEndpoint: pulumi.Input<string>,
+): pulumi.Output<MoltOutputs> {
   const endpoints = pulumi.all(
     built.map((n, i) =>
-      pulumi.all([n.privateAddress, n.sshHost, n.sshPort, n.hostPublicKey, n.providerId]).apply(
-        ([privateAddress, sshHost, sshPort, hostPublicKey, providerId]): NodeEndpoint => ({
+      pulumi
+        .all([n.privateAddress, n.sshHost, n.sshPort, n.hostPublicKey, n.providerId])
+        .apply(([privateAddress, sshHost, sshPort, hostPublicKey, providerId]): NodeEndpoint => ({
           name: nodes[i].name,
           privateAddress,
           sshHost,
           sshPort,
           hostPublicKey,
           providerId,
-        }),
-      ),
+        })),
     ),
   );
-  return pulumi.all([endpoints, apiEndpoint]).apply(([eps, api]): MoltOutputs => ({ schema: NODE_LIST_SCHEMA, nodes, endpoints: eps, sshUser, apiEndpoint: api }));
+  return pulumi.all([endpoints, apiEndpoint]).apply(([eps, api]): MoltOutputs => ({
+    schema: NODE_LIST_SCHEMA,
+    nodes,
+    endpoints: eps,
+    sshUser,
+    apiEndpoint: api,
+  }));
 }

@@ -8,20 +8,29 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { readLabImage } from "../infra/lab/image";
 import type { LabSettings } from "../infra/lab/node";
-import { InvalidBootstrapSettingError, kubernetesVersion, validateSettings, type KubeadmBootstrapSettings } from "../infra/kubeadm/settings";
+import {
+  InvalidBootstrapSettingError,
+  kubernetesVersion,
+  validateSettings,
+  type KubeadmBootstrapSettings,
+} from "../infra/kubeadm/settings";
 import type { AwsNodeSettings } from "../infra/providers/aws";
 import { imageReference, type AzureNodeSettings } from "../infra/providers/azure";
 import type { VsphereNodeSettings } from "../infra/providers/vsphere";
 import type { Intent } from "./model";
 
 export class InvalidConfigError extends Error {
-  constructor(readonly file: string, readonly problems: string[]) {
+  constructor(
+    readonly file: string,
+    readonly problems: string[],
+  ) {
     super(`invalid configuration in ${file}; nothing was changed:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
     this.name = "InvalidConfigError";
   }
 }
 
-const SET_PRIVATE_KEY = "`npm run pulumi -- config set --stack <stack> --secret --path 'molt:ssh.privateKey' < <key file>`";
+const SET_PRIVATE_KEY =
+  "`npm run pulumi -- config set --stack <stack> --secret --path 'molt:ssh.privateKey' < <key file>`";
 
 const nameRe = /^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$/;
 
@@ -29,11 +38,21 @@ const labSchema = z
   .object({
     name: z.string().regex(nameRe, "a lowercase DNS label of at most 32 characters").optional(),
     root: z.string().startsWith("/", "an absolute path").optional(),
-    bridge: z.string().regex(/^[a-zA-Z0-9_-]{1,15}$/, "a Linux interface name of at most 15 characters").optional(),
+    bridge: z
+      .string()
+      .regex(/^[a-zA-Z0-9_-]{1,15}$/, "a Linux interface name of at most 15 characters")
+      .optional(),
     subnet: z
       .string()
       .regex(/^\d+\.\d+\.\d+\.0\/24$/, "an IPv4 /24 such as 10.77.0.0/24")
-      .refine((v) => v.split("/")[0].split(".").every((o) => Number(o) <= 255), "an IPv4 /24 such as 10.77.0.0/24 (octets 0-255)")
+      .refine(
+        (v) =>
+          v
+            .split("/")[0]
+            .split(".")
+            .every((o) => Number(o) <= 255),
+        "an IPv4 /24 such as 10.77.0.0/24 (octets 0-255)",
+      )
       .optional(),
     lbPort: z.number().int().min(1).max(65535).optional(),
   })
@@ -43,13 +62,26 @@ const configSchema = z
   .object({
     "molt:provider": z.enum(["lab", "aws", "azure", "vsphere"], { message: "one of lab, aws, azure, vsphere" }),
     // Pulumi rewrites top-level values of the stack file as strings ("3").
-    "molt:replicas": z.preprocess((v) => (typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v), z.number({ message: "a number" }).int("a whole number").min(1, "at least 1").max(9, "at most 9").refine((n) => n % 2 === 1, "an odd number (stacked etcd: an even count adds no fault tolerance)")),
+    "molt:replicas": z.preprocess(
+      (v) => (typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v),
+      z
+        .number({ message: "a number" })
+        .int("a whole number")
+        .min(1, "at least 1")
+        .max(9, "at most 9")
+        .refine((n) => n % 2 === 1, "an odd number (stacked etcd: an even count adds no fault tolerance)"),
+    ),
     "molt:image": z.string().min(1, "the base image: a lab image, AMI, Azure image reference or vSphere template"),
-    "molt:kubernetesVersion": z.string().refine((v) => semver.valid(v.replace(/^v/, "")) !== null, "a full version such as 1.34.2").optional(),
+    "molt:kubernetesVersion": z
+      .string()
+      .refine((v) => semver.valid(v.replace(/^v/, "")) !== null, "a full version such as 1.34.2")
+      .optional(),
     "molt:rollout": z
       .object({
         maxSurge: z.union([z.literal(0), z.literal(1)], { message: "0 or 1" }).optional(),
-        maxUnavailable: z.literal(0, { message: "0: molt never takes a member away before its replacement is healthy" }).optional(),
+        maxUnavailable: z
+          .literal(0, { message: "0: molt never takes a member away before its replacement is healthy" })
+          .optional(),
         onFailure: z.enum(["rollback", "pause"]).optional(),
         maxAppliedLag: z.number().int().min(0).optional(),
       })
@@ -65,10 +97,19 @@ const configSchema = z
       .optional(),
     "molt:ssh": z
       .object({
-        user: z.string().regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name").optional(),
+        user: z
+          .string()
+          .regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name")
+          .optional(),
         port: z.number().int().min(1).max(65535).optional(),
         // Written by `pulumi config set --secret --path`, as { secure: <ciphertext> }.
-        privateKey: z.object({ secure: z.string().min(1) }, { message: `a Pulumi secret, never the key in plain text: ${SET_PRIVATE_KEY}` }).strict().optional(),
+        privateKey: z
+          .object(
+            { secure: z.string().min(1) },
+            { message: `a Pulumi secret, never the key in plain text: ${SET_PRIVATE_KEY}` },
+          )
+          .strict()
+          .optional(),
       })
       .strict()
       .optional(),
@@ -114,10 +155,15 @@ export function stackConfigPath(workDir: string, stack: string): string {
 }
 
 export function loadStackConfig(workDir: string, stack: string): StackConfig {
-  if (!/^[A-Za-z0-9_.-]+$/.test(stack)) throw new InvalidConfigError(`--stack ${stack}`, [`stack name "${stack}" may only contain letters, digits, '-', '_' and '.'`]);
+  if (!/^[A-Za-z0-9_.-]+$/.test(stack))
+    throw new InvalidConfigError(`--stack ${stack}`, [
+      `stack name "${stack}" may only contain letters, digits, '-', '_' and '.'`,
+    ]);
   const file = stackConfigPath(workDir, stack);
   if (!existsSync(file)) {
-    throw new InvalidConfigError(file, [`no such file: create ${file} with at least molt:provider, molt:replicas and molt:image (see stacks/Pulumi.lab.yaml)`]);
+    throw new InvalidConfigError(file, [
+      `no such file: create ${file} with at least molt:provider, molt:replicas and molt:image (see stacks/Pulumi.lab.yaml)`,
+    ]);
   }
   let doc: unknown;
   try {
@@ -132,12 +178,15 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
   const raw = config as Record<string, unknown>;
   // Rules across keys are checked on the raw values too, so every problem is reported at once.
   const crossProblems = crossFieldProblems(raw, stack);
-  const cloudSections = isCloudKind(raw["molt:provider"]) ? parseCloudSections(raw["molt:provider"], config) : undefined;
+  const cloudSections = isCloudKind(raw["molt:provider"])
+    ? parseCloudSections(raw["molt:provider"], config)
+    : undefined;
   if (!r.success || cloudSections?.ok === false) {
     const issues = r.success ? [] : r.error.issues;
     // A key both schemas refuse is reported once, with the general schema's message.
     const reported = new Set(issues.map((i) => i.path.join(".")));
-    const cloudIssues = cloudSections?.ok === false ? cloudSections.issues.filter((i) => !reported.has(i.path.join("."))) : [];
+    const cloudIssues =
+      cloudSections?.ok === false ? cloudSections.issues.filter((i) => !reported.has(i.path.join("."))) : [];
     throw new InvalidConfigError(file, [...[...issues, ...cloudIssues].map(describeIssue), ...crossProblems]);
   }
   const c = r.data;
@@ -190,19 +239,34 @@ export function resolveLabImage(cfg: StackConfig): StackConfig {
   const dir = join(cfg.lab.labRoot, "images");
   const meta = readLabImage(cfg.lab.labRoot, cfg.intent.image);
   if (!meta) {
-    const have = existsSync(dir) ? readdirSync(dir).filter((f) => !f.startsWith(".") && existsSync(join(dir, f, "image.json"))) : [];
-    throw new InvalidConfigError(cfg.file, [`molt:image: lab image "${cfg.intent.image}" does not exist in ${dir} (have: ${have.join(", ") || "none"}); build images with tools/lab/build-images.sh`]);
+    const have = existsSync(dir)
+      ? readdirSync(dir).filter((f) => !f.startsWith(".") && existsSync(join(dir, f, "image.json")))
+      : [];
+    throw new InvalidConfigError(cfg.file, [
+      `molt:image: lab image "${cfg.intent.image}" does not exist in ${dir} (have: ${have.join(", ") || "none"}); build images with tools/lab/build-images.sh`,
+    ]);
   }
   const asked = cfg.intent.kubernetesVersion;
   const carried = meta.kubernetesVersion?.replace(/^v/, "");
   if (asked !== undefined && carried === undefined) {
-    throw new InvalidConfigError(cfg.file, [`molt:kubernetesVersion: lab image "${meta.name}" runs etcd only, without Kubernetes; remove the key or use a k8s-* image`]);
+    throw new InvalidConfigError(cfg.file, [
+      `molt:kubernetesVersion: lab image "${meta.name}" runs etcd only, without Kubernetes; remove the key or use a k8s-* image`,
+    ]);
   }
   if (asked !== undefined && asked !== carried) {
-    throw new InvalidConfigError(cfg.file, [`molt:kubernetesVersion: ${asked} does not match lab image "${meta.name}", which carries Kubernetes ${carried}; remove the key (the image decides) or pick the image of ${asked}`]);
+    throw new InvalidConfigError(cfg.file, [
+      `molt:kubernetesVersion: ${asked} does not match lab image "${meta.name}", which carries Kubernetes ${carried}; remove the key (the image decides) or pick the image of ${asked}`,
+    ]);
   }
   const { kubernetesVersion: _k, etcdVersion: _e, ...rest } = cfg.intent;
-  return { ...cfg, intent: { ...rest, ...(carried ? { kubernetesVersion: carried } : {}), ...(carried && meta.etcdVersion ? { etcdVersion: meta.etcdVersion.replace(/^v/, "") } : {}) } };
+  return {
+    ...cfg,
+    intent: {
+      ...rest,
+      ...(carried ? { kubernetesVersion: carried } : {}),
+      ...(carried && meta.etcdVersion ? { etcdVersion: meta.etcdVersion.replace(/^v/, "") } : {}),
+    },
+  };
 }
 
 const KNOWN_KEYS = [
@@ -223,7 +287,10 @@ const KNOWN_KEYS = [
 ];
 
 function derivedLabName(stack: string): string {
-  return stack.toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 32);
+  return stack
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, "-")
+    .slice(0, 32);
 }
 
 /** Rules that span keys, on raw values (so they are reported even when other keys are invalid). */
@@ -232,14 +299,21 @@ function crossFieldProblems(raw: Record<string, unknown>, stack: string): string
   const replicas = typeof raw["molt:replicas"] === "string" ? Number(raw["molt:replicas"]) : raw["molt:replicas"];
   const rolloutRaw = raw["molt:rollout"] as { maxSurge?: unknown } | undefined;
   if (rolloutRaw?.maxSurge === 0 && typeof replicas === "number" && replicas < 3) {
-    problems.push(`molt:rollout.maxSurge: 0 (retire first) needs at least 3 replicas, or the cluster would lose quorum; use maxSurge 1`);
+    problems.push(
+      `molt:rollout.maxSurge: 0 (retire first) needs at least 3 replicas, or the cluster would lose quorum; use maxSurge 1`,
+    );
   }
   if (raw["molt:provider"] === "lab") {
     const ssh = raw["molt:ssh"] as { privateKey?: unknown; port?: unknown } | undefined;
-    if (ssh && (ssh.privateKey !== undefined || ssh.port !== undefined)) problems.push("molt:ssh: the lab makes its own client key and knows its machines' ports; only user applies there");
+    if (ssh && (ssh.privateKey !== undefined || ssh.port !== undefined))
+      problems.push(
+        "molt:ssh: the lab makes its own client key and knows its machines' ports; only user applies there",
+      );
     const lab = raw["molt:lab"] as { name?: unknown } | undefined;
     if (lab?.name === undefined && !nameRe.test(derivedLabName(stack))) {
-      problems.push(`molt:lab.name: the stack name "${stack}" does not make a valid lab name (a lowercase DNS label); set molt:lab.name`);
+      problems.push(
+        `molt:lab.name: the stack name "${stack}" does not make a valid lab name (a lowercase DNS label); set molt:lab.name`,
+      );
     }
   }
   // A misspelt molt: key would otherwise be ignored silently.
@@ -259,11 +333,15 @@ function describeIssue(i: z.core.$ZodIssue): string {
 // Checked for cloud providers only; lab stacks pass them through as before.
 
 const text = (what: string) => z.string({ message: what }).min(1, what);
-const count = (min: number, what: string) => z.number({ message: what }).int("a whole number").min(min, `at least ${min}`);
+const count = (min: number, what: string) =>
+  z.number({ message: what }).int("a whole number").min(min, `at least ${min}`);
 const stringMap = z.record(z.string(), z.string());
-const azureId = (what: string) => z.string({ message: what }).startsWith("/subscriptions/", `${what}: an Azure resource id (/subscriptions/...)`);
+const azureId = (what: string) =>
+  z.string({ message: what }).startsWith("/subscriptions/", `${what}: an Azure resource id (/subscriptions/...)`);
 /** A message for a missing (or wrongly typed) value; zod's own for everything else. */
-const required = (message: string) => ({ error: (i: { code: string }) => (i.code === "invalid_type" ? message : undefined) });
+const required = (message: string) => ({
+  error: (i: { code: string }) => (i.code === "invalid_type" ? message : undefined),
+});
 
 const bootstrapSchema = z
   .object(
@@ -271,7 +349,10 @@ const bootstrapSchema = z
       controlPlaneEndpoint: text("host:port of the API load balancer, such as api.prod.example.com:6443"),
       install: z.discriminatedUnion(
         "source",
-        [z.object({ source: z.literal("image") }).strict(), z.object({ source: z.literal("packages"), repository: z.string().optional() }).strict()],
+        [
+          z.object({ source: z.literal("image") }).strict(),
+          z.object({ source: z.literal("packages"), repository: z.string().optional() }).strict(),
+        ],
         { message: "image (verify the binaries the image carries) or packages (install them from pkgs.k8s.io)" },
       ),
       clusterName: z.string().optional(),
@@ -291,14 +372,26 @@ const bootstrapSchema = z
 const cloudCommon = {
   "molt:ssh": z.object(
     {
-      user: z.string(required("required on clouds: the image's admin user that cloud-init creates (not root; molt uses sudo -n)")).refine((u) => u !== "root", "not root: cloud images refuse root logins; use the image's admin user (molt uses sudo -n)"),
+      user: z
+        .string(
+          required("required on clouds: the image's admin user that cloud-init creates (not root; molt uses sudo -n)"),
+        )
+        .refine(
+          (u) => u !== "root",
+          "not root: cloud images refuse root logins; use the image's admin user (molt uses sudo -n)",
+        ),
       port: z.number().optional(),
       // Its form is checked with the other molt:ssh keys above; here only that it is there.
-      privateKey: z.unknown().refine((v) => v !== undefined, `required on clouds, as a Pulumi secret: ${SET_PRIVATE_KEY}`),
+      privateKey: z
+        .unknown()
+        .refine((v) => v !== undefined, `required on clouds, as a Pulumi secret: ${SET_PRIVATE_KEY}`),
     },
     required("required on clouds: { user: <the image's admin user>, privateKey: <a Pulumi secret> }"),
   ),
-  "molt:failureDomains": z.array(z.string().min(1)).refine((d) => new Set(d).size === d.length, "distinct names").optional(),
+  "molt:failureDomains": z
+    .array(z.string().min(1))
+    .refine((d) => new Set(d).size === d.length, "distinct names")
+    .optional(),
   "molt:bootstrap": bootstrapSchema,
 };
 
@@ -307,9 +400,23 @@ const awsSchema = z
     {
       region: z.string().min(1).optional(),
       instanceType: text("an EC2 instance type such as m6i.large"),
-      subnetIdsByZone: z.record(z.string(), z.string().startsWith("subnet-", "a subnet id (subnet-...)"), required("the subnet of each availability zone: { eu-central-1a: subnet-... }")).refine((m) => Object.keys(m).length > 0, "at least one zone: subnet id"),
-      securityGroupIds: z.array(z.string().startsWith("sg-", "a security group id (sg-...)"), required("the control-plane security group ids: [sg-...]")).min(1, "at least one security group id"),
-      apiTargetGroupArn: text("the ARN of the API load balancer's TCP 6443 target group").startsWith("arn:", "the ARN of the API load balancer's TCP 6443 target group"),
+      subnetIdsByZone: z
+        .record(
+          z.string(),
+          z.string().startsWith("subnet-", "a subnet id (subnet-...)"),
+          required("the subnet of each availability zone: { eu-central-1a: subnet-... }"),
+        )
+        .refine((m) => Object.keys(m).length > 0, "at least one zone: subnet id"),
+      securityGroupIds: z
+        .array(
+          z.string().startsWith("sg-", "a security group id (sg-...)"),
+          required("the control-plane security group ids: [sg-...]"),
+        )
+        .min(1, "at least one security group id"),
+      apiTargetGroupArn: text("the ARN of the API load balancer's TCP 6443 target group").startsWith(
+        "arn:",
+        "the ARN of the API load balancer's TCP 6443 target group",
+      ),
       rootVolume: z
         .object(
           {
@@ -332,7 +439,10 @@ const awsSchema = z
     required("required for provider aws: the node settings (see stacks/Pulumi.aws.yaml)"),
   )
   .strict()
-  .refine((a) => a.sshAddress !== "public" || a.associatePublicIpAddress === true, { message: 'sshAddress "public" needs associatePublicIpAddress: true', path: ["sshAddress"] });
+  .refine((a) => a.sshAddress !== "public" || a.associatePublicIpAddress === true, {
+    message: 'sshAddress "public" needs associatePublicIpAddress: true',
+    path: ["sshAddress"],
+  });
 
 const azureSchema = z
   .object(
@@ -344,7 +454,12 @@ const azureSchema = z
       apiBackendPoolId: azureId("the API load balancer's backend pool"),
       networkSecurityGroupId: azureId("a network security group").optional(),
       zones: z.array(z.string().min(1)).optional(),
-      osDisk: z.object({ sizeGiB: count(30, "GiB of the OS disk"), storageAccountType: z.string().min(1).optional() }, required("the OS disk: { sizeGiB, storageAccountType }")).strict(),
+      osDisk: z
+        .object(
+          { sizeGiB: count(30, "GiB of the OS disk"), storageAccountType: z.string().min(1).optional() },
+          required("the OS disk: { sizeGiB, storageAccountType }"),
+        )
+        .strict(),
       acceleratedNetworking: z.boolean().optional(),
       tags: stringMap.optional(),
     },
@@ -372,7 +487,13 @@ const vsphereSchema = z
       memoryMiB: count(2048, "MiB of memory per node"),
       diskGiB: count(10, "GiB of the OS disk"),
       guestNetTimeoutMinutes: z.number().int().min(1).optional(),
-      failureDomains: z.record(z.string(), vsphereDomainSchema, required("where VMs go, by domain name: { rack-a: { computeCluster, datastore } }")).refine((m) => Object.keys(m).length > 0, "at least one domain (name: { computeCluster, datastore })"),
+      failureDomains: z
+        .record(
+          z.string(),
+          vsphereDomainSchema,
+          required("where VMs go, by domain name: { rack-a: { computeCluster, datastore } }"),
+        )
+        .refine((m) => Object.keys(m).length > 0, "at least one domain (name: { computeCluster, datastore })"),
     },
     required("required for provider vsphere: the node settings (see stacks/Pulumi.vsphere.yaml)"),
   )
@@ -381,7 +502,11 @@ const vsphereSchema = z
 const cloudSchemas = {
   aws: z.object({ ...cloudCommon, "molt:aws": awsSchema }),
   azure: z.object({ ...cloudCommon, "molt:azure": azureSchema }),
-  vsphere: z.object({ ...cloudCommon, "molt:vsphere": vsphereSchema, "molt:vsphereAntiAffinity": z.object({ mandatory: z.boolean().optional() }).strict().optional() }),
+  vsphere: z.object({
+    ...cloudCommon,
+    "molt:vsphere": vsphereSchema,
+    "molt:vsphereAntiAffinity": z.object({ mandatory: z.boolean().optional() }).strict().optional(),
+  }),
 };
 
 type CloudKind = keyof typeof cloudSchemas;
@@ -391,27 +516,36 @@ function isCloudKind(p: unknown): p is CloudKind {
   return p === "aws" || p === "azure" || p === "vsphere";
 }
 
-function parseCloudSections(kind: CloudKind, config: unknown): { ok: true; value: CloudSections } | { ok: false; issues: z.core.$ZodIssue[] } {
+function parseCloudSections(
+  kind: CloudKind,
+  config: unknown,
+): { ok: true; value: CloudSections } | { ok: false; issues: z.core.$ZodIssue[] } {
   const r = cloudSchemas[kind].safeParse(config);
-  return r.success ? { ok: true, value: { kind, sections: r.data } as CloudSections } : { ok: false, issues: r.error.issues };
+  return r.success
+    ? { ok: true, value: { kind, sections: r.data } as CloudSections }
+    : { ok: false, issues: r.error.issues };
 }
 
 /** The typed settings of a cloud stack; what the schemas cannot see is added to `problems`. */
 function cloudConfig(parsed: CloudSections, raw: Record<string, unknown>, problems: string[]): CloudConfig {
   const { kind, sections: s } = parsed;
   for (const key of ["molt:lab", "molt:aws", "molt:azure", "molt:vsphere", "molt:vsphereAntiAffinity"]) {
-    if (raw[key] !== undefined && !(key in cloudSchemas[kind].shape)) problems.push(`${key}: not a setting of provider ${kind}; remove it`);
+    if (raw[key] !== undefined && !(key in cloudSchemas[kind].shape))
+      problems.push(`${key}: not a setting of provider ${kind}; remove it`);
   }
   if (raw["molt:sshUser"] !== undefined) problems.push("molt:sshUser: not a key; write the user as molt:ssh.user");
 
   const version = raw["molt:kubernetesVersion"];
   if (typeof version !== "string") {
-    problems.push("molt:kubernetesVersion: required on clouds: the exact Kubernetes version kubeadm installs or verifies, such as 1.34.2");
+    problems.push(
+      "molt:kubernetesVersion: required on clouds: the exact Kubernetes version kubeadm installs or verifies, such as 1.34.2",
+    );
   } else {
     problemOf(problems, "molt:kubernetesVersion", () => kubernetesVersion(version));
   }
   const image = String(raw["molt:image"]);
-  if (kind === "aws" && !/^ami-[0-9a-f]{8,17}$/.test(image)) problems.push(`molt:image: an AMI id such as ami-0123456789abcdef0 (got ${JSON.stringify(image)})`);
+  if (kind === "aws" && !/^ami-[0-9a-f]{8,17}$/.test(image))
+    problems.push(`molt:image: an AMI id such as ami-0123456789abcdef0 (got ${JSON.stringify(image)})`);
   if (kind === "azure") problemOf(problems, "molt:image", () => imageReference(image));
 
   const bootstrap: KubeadmBootstrapSettings = s["molt:bootstrap"];
@@ -430,7 +564,9 @@ function cloudConfig(parsed: CloudSections, raw: Record<string, unknown>, proble
         ? [parsed.sections["molt:azure"].zones ?? [], "molt:azure.zones"]
         : [Object.keys(parsed.sections["molt:vsphere"].failureDomains), "molt:vsphere.failureDomains"];
   const failureDomains = s["molt:failureDomains"] ?? known;
-  for (const d of failureDomains) if (!known.includes(d)) problems.push(`molt:failureDomains: ${JSON.stringify(d)} is not in ${where} (${known.join(", ") || "none"})`);
+  for (const d of failureDomains)
+    if (!known.includes(d))
+      problems.push(`molt:failureDomains: ${JSON.stringify(d)} is not in ${where} (${known.join(", ") || "none"})`);
   // Without a domain, a node gets the only placement there is; with several, it needs one.
   if (failureDomains.length === 0 && (kind === "azure" ? known.length > 0 : known.length > 1)) {
     problems.push(`molt:failureDomains: empty, but ${where} has ${known.join(", ")}; list the domains new nodes go to`);
@@ -442,9 +578,18 @@ function cloudConfig(parsed: CloudSections, raw: Record<string, unknown>, proble
     case "aws":
       return { provider: "aws", ...common, aws: parsed.sections["molt:aws"] };
     case "azure":
-      return { provider: "azure", ...common, azure: { ...parsed.sections["molt:azure"], zones: parsed.sections["molt:azure"].zones ?? [] } };
+      return {
+        provider: "azure",
+        ...common,
+        azure: { ...parsed.sections["molt:azure"], zones: parsed.sections["molt:azure"].zones ?? [] },
+      };
     case "vsphere":
-      return { provider: "vsphere", ...common, vsphere: parsed.sections["molt:vsphere"], antiAffinity: { mandatory: parsed.sections["molt:vsphereAntiAffinity"]?.mandatory ?? false } };
+      return {
+        provider: "vsphere",
+        ...common,
+        vsphere: parsed.sections["molt:vsphere"],
+        antiAffinity: { mandatory: parsed.sections["molt:vsphereAntiAffinity"]?.mandatory ?? false },
+      };
   }
 }
 
@@ -453,6 +598,8 @@ function problemOf(problems: string[], key: string, check: () => unknown): void 
   try {
     check();
   } catch (e) {
-    problems.push(`${key}: ${e instanceof InvalidBootstrapSettingError ? e.message.slice(e.setting.length + 2) : (e as Error).message}`);
+    problems.push(
+      `${key}: ${e instanceof InvalidBootstrapSettingError ? e.message.slice(e.setting.length + 2) : (e as Error).message}`,
+    );
   }
 }

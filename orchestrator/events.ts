@@ -15,7 +15,16 @@ export interface NodeView {
 }
 
 export type RolloutEvent =
-  | { type: "start"; stack: string; command: string; provider: string; replicas: number; image: string; kubernetesVersion?: string; time: string }
+  | {
+      type: "start";
+      stack: string;
+      command: string;
+      provider: string;
+      replicas: number;
+      image: string;
+      kubernetesVersion?: string;
+      time: string;
+    }
   | { type: "lock-recovered"; previousPid: number; previousStartedAt: string }
   | { type: "pending-cleared"; operations: { urn: string; operation: string; reason: string }[] }
   | { type: "observed"; pass: number; nodes: NodeView[]; ms: number }
@@ -23,6 +32,16 @@ export type RolloutEvent =
   | { type: "phase"; phase: Phase; operation: OperationKind; node?: string; ms: number; ok: boolean; detail?: string }
   | { type: "snapshot"; path: string; bytes: number; node: string }
   | { type: "engine"; line: string }
-  | { type: "summary"; result: RolloutResultKind; reason: string; stack: string; wallMs: number; operations: number; phases: Record<Phase | "molt", number>; nodes: NodeView[]; snapshotPath?: string };
+  | {
+      type: "summary";
+      result: RolloutResultKind;
+      reason: string;
+      stack: string;
+      wallMs: number;
+      operations: number;
+      phases: Record<Phase | "molt", number>;
+      nodes: NodeView[];
+      snapshotPath?: string;
+    };
 
 export type RolloutResultKind = "succeeded" | "noop" | "failed" | "paused" | "refused" | "rolled-back" | "cancelled";

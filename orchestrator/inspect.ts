@@ -30,21 +30,37 @@ export interface Inspection {
   replacements: PlannedReplacement[];
 }
 
-export async function inspect(o: { stack: string; workDir?: string; env?: Record<string, string> }): Promise<Inspection> {
+export async function inspect(o: {
+  stack: string;
+  workDir?: string;
+  env?: Record<string, string>;
+}): Promise<Inspection> {
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
   const intent = cfg.intent;
-  let stored = { nodes: [] as Snapshot["nodes"], endpoints: [] as Snapshot["endpoints"], sshUser: cfg.sshUser } as Awaited<ReturnType<typeof readStoredState>>;
+  let stored = {
+    nodes: [] as Snapshot["nodes"],
+    endpoints: [] as Snapshot["endpoints"],
+    sshUser: cfg.sshUser,
+  } as Awaited<ReturnType<typeof readStoredState>>;
   let exists = true;
   try {
-    const stack = await openStack({ stackName: o.stack, workDir, env: o.env, create: false, program: buildProgram(programInputFor(cfg, [])) });
+    const stack = await openStack({
+      stackName: o.stack,
+      workDir,
+      env: o.env,
+      create: false,
+      program: buildProgram(programInputFor(cfg, [])),
+    });
     stored = await readStoredState(stack);
   } catch (e) {
     if (!(e instanceof StackNotFoundError)) throw e;
     exists = false;
   }
   const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, expired: [] };
-  const access = stored.nodes.length ? await ensureAccess(undefined, stored).catch((e: Error) => ((snapshot.etcdError = e.message), undefined)) : undefined;
+  const access = stored.nodes.length
+    ? await ensureAccess(undefined, stored).catch((e: Error) => ((snapshot.etcdError = e.message), undefined))
+    : undefined;
   try {
     if (access) {
       try {
@@ -76,17 +92,50 @@ export async function inspect(o: { stack: string; workDir?: string; env?: Record
   const conditions: Condition[] = [
     snapshot.etcd
       ? unhealthy.length === 0 && leader && snapshot.etcd.alarms.length === 0
-        ? { type: "EtcdClusterHealthy", status: "True", reason: `${members.length} voting members, leader agreed, no alarms` }
-        : { type: "EtcdClusterHealthy", status: "False", reason: [unhealthy.length ? `not healthy: ${unhealthy.join(", ")}` : "", leader ? "" : "no agreed leader", snapshot.etcd.alarms.length ? `alarms: ${snapshot.etcd.alarms.map((a) => a.alarm).join(",")}` : ""].filter(Boolean).join("; ") }
-      : { type: "EtcdClusterHealthy", status: stored.nodes.length ? "False" : "Unknown", reason: snapshot.etcdError ?? "no nodes" },
+        ? {
+            type: "EtcdClusterHealthy",
+            status: "True",
+            reason: `${members.length} voting members, leader agreed, no alarms`,
+          }
+        : {
+            type: "EtcdClusterHealthy",
+            status: "False",
+            reason: [
+              unhealthy.length ? `not healthy: ${unhealthy.join(", ")}` : "",
+              leader ? "" : "no agreed leader",
+              snapshot.etcd.alarms.length ? `alarms: ${snapshot.etcd.alarms.map((a) => a.alarm).join(",")}` : "",
+            ]
+              .filter(Boolean)
+              .join("; "),
+          }
+      : {
+          type: "EtcdClusterHealthy",
+          status: stored.nodes.length ? "False" : "Unknown",
+          reason: snapshot.etcdError ?? "no nodes",
+        },
     snapshot.etcd
       ? members.length === stored.nodes.length && stored.nodes.every((n) => memberNames.has(n.name))
         ? { type: "EtcdMembersMatchNodes", status: "True", reason: "every node has exactly one member" }
-        : { type: "EtcdMembersMatchNodes", status: "False", reason: `members [${members.map((m) => m.name || m.id)}] vs nodes [${stored.nodes.map((n) => n.name)}]` }
+        : {
+            type: "EtcdMembersMatchNodes",
+            status: "False",
+            reason: `members [${members.map((m) => m.name || m.id)}] vs nodes [${stored.nodes.map((n) => n.name)}]`,
+          }
       : { type: "EtcdMembersMatchNodes", status: "Unknown", reason: "etcd not observed" },
     stored.nodes.some((n) => isOutdated(n, intent))
-      ? { type: "MachinesUpToDate", status: "False", reason: `outdated: ${stored.nodes.filter((n) => isOutdated(n, intent)).map((n) => `${n.name} (${n.image})`).join(", ")}` }
-      : { type: "MachinesUpToDate", status: stored.nodes.length ? "True" : "Unknown", reason: stored.nodes.length ? `all on ${intent.image}` : "no nodes" },
+      ? {
+          type: "MachinesUpToDate",
+          status: "False",
+          reason: `outdated: ${stored.nodes
+            .filter((n) => isOutdated(n, intent))
+            .map((n) => `${n.name} (${n.image})`)
+            .join(", ")}`,
+        }
+      : {
+          type: "MachinesUpToDate",
+          status: stored.nodes.length ? "True" : "Unknown",
+          reason: stored.nodes.length ? `all on ${intent.image}` : "no nodes",
+        },
     ...(intent.kubernetesVersion !== undefined ? [kubeCondition(snapshot)] : []),
     next.kind === "done"
       ? { type: "Available", status: "True", reason: next.reason }
@@ -95,7 +144,13 @@ export async function inspect(o: { stack: string; workDir?: string; env?: Record
   return {
     stack: o.stack,
     exists,
-    intent: { provider: intent.provider, replicas: intent.replicas, image: intent.image, ...(intent.kubernetesVersion ? { kubernetesVersion: intent.kubernetesVersion } : {}), maxSurge: intent.rollout.maxSurge },
+    intent: {
+      provider: intent.provider,
+      replicas: intent.replicas,
+      image: intent.image,
+      ...(intent.kubernetesVersion ? { kubernetesVersion: intent.kubernetesVersion } : {}),
+      maxSurge: intent.rollout.maxSurge,
+    },
     nodes: views,
     members: members.map((m) => ({ id: m.id, name: m.name, learner: m.isLearner, peerURLs: m.peerURLs })),
     ...(leader ? { leader } : {}),
@@ -107,11 +162,20 @@ export async function inspect(o: { stack: string; workDir?: string; env?: Record
 }
 
 function kubeCondition(s: Snapshot): Condition {
-  if (!s.kube) return { type: "ControlPlaneHealthy", status: s.nodes.length ? "False" : "Unknown", reason: s.kubeError ?? "no nodes" };
+  if (!s.kube)
+    return {
+      type: "ControlPlaneHealthy",
+      status: s.nodes.length ? "False" : "Unknown",
+      reason: s.kubeError ?? "no nodes",
+    };
   const bad = s.nodes.map((n) => [n.name, kubeProblem(s, n.name)] as const).filter(([, p]) => p !== undefined);
   if (bad.length === 0) {
     const versions = [...new Set(Object.values(s.kube.components).map((c) => c.apiserver.version))].join(", ");
-    return { type: "ControlPlaneHealthy", status: "True", reason: `every API server ready (${versions}), controller-managers, schedulers and Nodes healthy; kubeadm-config ${s.kube.clusterConfigVersion ?? "?"}` };
+    return {
+      type: "ControlPlaneHealthy",
+      status: "True",
+      reason: `every API server ready (${versions}), controller-managers, schedulers and Nodes healthy; kubeadm-config ${s.kube.clusterConfigVersion ?? "?"}`,
+    };
   }
   return { type: "ControlPlaneHealthy", status: "False", reason: bad.map(([n, p]) => `${n}: ${p}`).join("; ") };
 }

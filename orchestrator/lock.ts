@@ -17,7 +17,11 @@ export interface LockInfo {
 }
 
 export class ConcurrentRolloutError extends Error {
-  constructor(readonly stackName: string, readonly holder: LockInfo, readonly path: string) {
+  constructor(
+    readonly stackName: string,
+    readonly holder: LockInfo,
+    readonly path: string,
+  ) {
     super(
       `another molt run holds stack "${stackName}" (pid ${holder.pid} on ${holder.host}, ${holder.command}, since ${holder.startedAt}); nothing was changed. ` +
         (holder.host === hostname()
@@ -59,7 +63,10 @@ export function acquireLock(backendUrl: string, stack: string, command: string):
   try {
     mkdirSync(dir, { recursive: true });
   } catch (e) {
-    throw new BackendError(backendUrl, `cannot create the lock folder ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    throw new BackendError(
+      backendUrl,
+      `cannot create the lock folder ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+    );
   }
   const path = join(dir, `${stack}.json`);
   const me: LockInfo = { pid: process.pid, host: hostname(), startedAt: new Date().toISOString(), command };
@@ -90,7 +97,8 @@ export function acquireLock(backendUrl: string, stack: string, command: string):
     } catch {
       holder = { pid: 0, host: hostname(), startedAt: "unknown", command: "unreadable lock" };
     }
-    if (holder.host !== hostname() || (holder.pid > 0 && alive(holder.pid))) throw new ConcurrentRolloutError(stack, holder, path);
+    if (holder.host !== hostname() || (holder.pid > 0 && alive(holder.pid)))
+      throw new ConcurrentRolloutError(stack, holder, path);
     // The holder died on this host: move its lock aside and retry (only one taker wins the rename).
     const aside = `${path}.stale-${holder.pid}`;
     if (existsSync(path)) renameSync(path, aside);

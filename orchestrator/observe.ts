@@ -62,7 +62,11 @@ export async function readStoredState(stack: Stack): Promise<StoredState> {
     out = await stack.outputs();
   } catch (e) {
     // A wrong passphrase shows first here (the outputs hold the stack's secrets).
-    throw classifyEngineError(e, stack.name, (stack.workspace as { envVars?: Record<string, string> }).envVars?.PULUMI_BACKEND_URL ?? "the backend");
+    throw classifyEngineError(
+      e,
+      stack.name,
+      (stack.workspace as { envVars?: Record<string, string> }).envVars?.PULUMI_BACKEND_URL ?? "the backend",
+    );
   }
   return parseStoredState(stack, out);
 }
@@ -72,23 +76,44 @@ export async function parseStoredState(stack: Stack, out: OutputMap): Promise<St
   if (!out.molt) {
     // A stack with resources but no molt output is not one molt created.
     const resources = (await stack.exportStack()).deployment?.resources ?? [];
-    if (resources.some((r: { type?: string }) => r.type !== "pulumi:pulumi:Stack" && r.type !== "pulumi:providers:pulumi-nodejs")) {
+    if (
+      resources.some(
+        (r: { type?: string }) => r.type !== "pulumi:pulumi:Stack" && r.type !== "pulumi:providers:pulumi-nodejs",
+      )
+    ) {
       throw new CorruptStateError(stack.name, "the stack has resources but no `molt` output");
     }
     return { nodes: [], endpoints: [], sshUser: "root" };
   }
   const parsed = outputsSchema.safeParse(out.molt.value);
-  if (!parsed.success) throw new CorruptStateError(stack.name, parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
+  if (!parsed.success)
+    throw new CorruptStateError(
+      stack.name,
+      parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "),
+    );
   const m: MoltOutputs = parsed.data;
   const names = new Set(m.nodes.map((n) => n.name));
   if (names.size !== m.nodes.length) throw new CorruptStateError(stack.name, "duplicate node names");
-  if (m.endpoints.length !== m.nodes.length || m.endpoints.some((e) => !names.has(e.name))) throw new CorruptStateError(stack.name, "endpoints do not match nodes");
-  return { nodes: m.nodes, endpoints: m.endpoints, sshUser: m.sshUser, sshPrivateKey: out.sshPrivateKey?.value as string | undefined, apiEndpoint: m.apiEndpoint };
+  if (m.endpoints.length !== m.nodes.length || m.endpoints.some((e) => !names.has(e.name)))
+    throw new CorruptStateError(stack.name, "endpoints do not match nodes");
+  return {
+    nodes: m.nodes,
+    endpoints: m.endpoints,
+    sshUser: m.sshUser,
+    sshPrivateKey: out.sshPrivateKey?.value as string | undefined,
+    apiEndpoint: m.apiEndpoint,
+  };
 }
 
 /** Opens (or reuses) tunnels to exactly the given nodes. */
-export async function ensureAccess(current: EtcdAccess | undefined, state: StoredState): Promise<EtcdAccess | undefined> {
-  const want = state.endpoints.map((e) => e.name).sort().join(",");
+export async function ensureAccess(
+  current: EtcdAccess | undefined,
+  state: StoredState,
+): Promise<EtcdAccess | undefined> {
+  const want = state.endpoints
+    .map((e) => e.name)
+    .sort()
+    .join(",");
   if (current && current.nodes().sort().join(",") === want && current.unreachable.size === 0) return current;
   await current?.close();
   if (state.endpoints.length === 0 || !state.sshPrivateKey) return undefined;
@@ -125,7 +150,9 @@ export async function observeEtcd(access: EtcdAccess, nodes: NodeEntry[]): Promi
       lastError = e;
     }
   }
-  throw new Error(`no voting member answered member list: ${lastError ? (lastError as Error).message : "no reachable voter"}`);
+  throw new Error(
+    `no voting member answered member list: ${lastError ? (lastError as Error).message : "no reachable voter"}`,
+  );
 }
 
 /** Opens the Kubernetes edge over the etcd edge's SSH sessions. */
@@ -142,8 +169,13 @@ export async function openKube(access: EtcdAccess): Promise<KubeAccess> {
 export async function observeKube(kube: KubeAccess, nodes: NodeEntry[]): Promise<KubeObservation> {
   const components: Record<string, ComponentHealth> = {};
   await Promise.all(nodes.map(async (n) => void (components[n.name] = await kube.components(n.name))));
-  const via = [...nodes].sort((a, b) => b.generation - a.generation).find((n) => components[n.name]?.apiserver.ok)?.name;
-  if (!via) throw new Error(`no kube-apiserver is ready (${nodes.map((n) => `${n.name}: ${components[n.name]?.apiserver.error}`).join("; ")})`);
+  const via = [...nodes]
+    .sort((a, b) => b.generation - a.generation)
+    .find((n) => components[n.name]?.apiserver.ok)?.name;
+  if (!via)
+    throw new Error(
+      `no kube-apiserver is ready (${nodes.map((n) => `${n.name}: ${components[n.name]?.apiserver.error}`).join("; ")})`,
+    );
   return { via, components, ...(await kube.observeCluster(via)) };
 }
 
@@ -164,7 +196,9 @@ export function nodeViews(s: Snapshot): NodeView[] {
             kube: {
               nodeReady: s.kube.nodes.find((k) => k.name === n.name)?.ready ?? false,
               cordoned: s.kube.nodes.find((k) => k.name === n.name)?.unschedulable ?? false,
-              ...(s.kube.components[n.name]?.apiserver.version ? { apiserverVersion: s.kube.components[n.name].apiserver.version } : {}),
+              ...(s.kube.components[n.name]?.apiserver.version
+                ? { apiserverVersion: s.kube.components[n.name].apiserver.version }
+                : {}),
               healthy: kubeProblem(s, n.name) === undefined,
             },
           }

@@ -8,10 +8,17 @@ import type { StackConfig } from "./config";
 export function programInputFor(cfg: StackConfig, nodes: NodeEntry[]): ProgramInput {
   if (cfg.intent.provider === "lab") {
     if (!cfg.lab) throw new Error(`internal: ${cfg.file} was loaded without lab settings`);
-    return { provider: "lab", nodes, sshUser: cfg.sshUser, lab: cfg.lab, joinDeadlineSeconds: cfg.intent.timeouts.joinSeconds };
+    return {
+      provider: "lab",
+      nodes,
+      sshUser: cfg.sshUser,
+      lab: cfg.lab,
+      joinDeadlineSeconds: cfg.intent.timeouts.joinSeconds,
+    };
   }
   const cloud = cfg.cloud;
-  if (!cloud || cloud.provider !== cfg.intent.provider) throw new Error(`internal: ${cfg.file} was loaded without ${cfg.intent.provider} settings`);
+  if (!cloud || cloud.provider !== cfg.intent.provider)
+    throw new Error(`internal: ${cfg.file} was loaded without ${cfg.intent.provider} settings`);
   const common = { nodes, ssh: cloud.ssh, bootstrap: cloud.bootstrap };
   switch (cloud.provider) {
     case "aws":

@@ -12,7 +12,16 @@ import type { EtcdAccess } from "./edges/etcd";
 import type { NodeView, Phase, RolloutEvent, RolloutResultKind } from "./events";
 import { acquireLock, type HeldLock } from "./lock";
 import type { Intent, Operation, Snapshot } from "./model";
-import { ensureAccess, nodeViews, observeEtcd, observeKube, openKube, parseStoredState, readStoredState, type StoredState } from "./observe";
+import {
+  ensureAccess,
+  nodeViews,
+  observeEtcd,
+  observeKube,
+  openKube,
+  parseStoredState,
+  readStoredState,
+  type StoredState,
+} from "./observe";
 import type { KubeAccess, KubeObservation } from "./edges/kube";
 import { decide, isNodeName, isOutdated, waitDeadlineSeconds } from "./plan";
 import { placeNewNode, programInputFor } from "./program-input";
@@ -66,7 +75,8 @@ export class RefusedError extends Error {}
 
 /** The replacements a rollout would do, oldest outdated first (for `plan` and the prompt). */
 export function plannedReplacements(nodes: NodeEntry[], intent: Intent): PlannedReplacement[] {
-  const desc = (n: { image: string; kubernetesVersion?: string }) => n.image + (n.kubernetesVersion ? `/k8s ${n.kubernetesVersion}` : "");
+  const desc = (n: { image: string; kubernetesVersion?: string }) =>
+    n.image + (n.kubernetesVersion ? `/k8s ${n.kubernetesVersion}` : "");
   return [...nodes]
     .filter((n) => isOutdated(n, intent))
     .sort((a, b) => a.generation - b.generation)
@@ -98,9 +108,16 @@ const MUTATING = new Set<Operation["kind"]>([
   "update-addons",
 ]);
 /** etcd errors that mean "not now" rather than "no". */
-const RETRYABLE_ETCD = /unhealthy cluster|not in sync|too many learner|leader changed|no leader|timed out|deadline exceeded|UNAVAILABLE|request timed out/i;
+const RETRYABLE_ETCD =
+  /unhealthy cluster|not in sync|too many learner|leader changed|no leader|timed out|deadline exceeded|UNAVAILABLE|request timed out/i;
 
-const MEMBERSHIP = new Set<Operation["kind"]>(["promote", "move-leader", "remove-member", "remove-stray-member", "rollback"]);
+const MEMBERSHIP = new Set<Operation["kind"]>([
+  "promote",
+  "move-leader",
+  "remove-member",
+  "remove-stray-member",
+  "rollback",
+]);
 
 /** Only two shapes of change to the node list exist: append one new node, or drop one node. */
 export function assertListTransition(prev: NodeEntry[], next: NodeEntry[], op: Operation): void {
@@ -114,9 +131,14 @@ export function assertListTransition(prev: NodeEntry[], next: NodeEntry[], op: O
   });
   const ok =
     sameEntries &&
-    (((op.kind === "surge" || op.kind === "create-first") && appended && next[next.length - 1].name === op.entry.name) ||
+    (((op.kind === "surge" || op.kind === "create-first") &&
+      appended &&
+      next[next.length - 1].name === op.entry.name) ||
       ((op.kind === "prune" || op.kind === "rollback") && dropped && !nextNames.includes(op.node)));
-  if (!ok) throw new Error(`refusing to apply a node list that is not "${op.kind}" of the stored list: [${prevNames}] -> [${nextNames}]`);
+  if (!ok)
+    throw new Error(
+      `refusing to apply a node list that is not "${op.kind}" of the stored list: [${prevNames}] -> [${nextNames}]`,
+    );
 }
 
 export async function rollout(o: RolloutOptions): Promise<Summary> {
@@ -124,15 +146,46 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const emit = (e: RolloutEvent) => o.onEvent?.(e);
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg: StackConfig = resolveLabImage(loadStackConfig(workDir, o.stack));
-  const intent: Intent = { ...cfg.intent, rollout: { ...cfg.intent.rollout, ...(o.onFailure ? { onFailure: o.onFailure } : {}) }, ...(o.replaceDead?.length ? { replaceDead: o.replaceDead } : {}) };
-  emit({ type: "start", stack: o.stack, command: "rollout", provider: intent.provider, replicas: intent.replicas, image: intent.image, ...(intent.kubernetesVersion ? { kubernetesVersion: intent.kubernetesVersion } : {}), time: new Date().toISOString() });
+  const intent: Intent = {
+    ...cfg.intent,
+    rollout: { ...cfg.intent.rollout, ...(o.onFailure ? { onFailure: o.onFailure } : {}) },
+    ...(o.replaceDead?.length ? { replaceDead: o.replaceDead } : {}),
+  };
+  emit({
+    type: "start",
+    stack: o.stack,
+    command: "rollout",
+    provider: intent.provider,
+    replicas: intent.replicas,
+    image: intent.image,
+    ...(intent.kubernetesVersion ? { kubernetesVersion: intent.kubernetesVersion } : {}),
+    time: new Date().toISOString(),
+  });
 
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
   const lock: HeldLock = acquireLock(backend, o.stack, "rollout");
-  if (lock.recoveredFrom) emit({ type: "lock-recovered", previousPid: lock.recoveredFrom.pid, previousStartedAt: lock.recoveredFrom.startedAt });
+  if (lock.recoveredFrom)
+    emit({
+      type: "lock-recovered",
+      previousPid: lock.recoveredFrom.pid,
+      previousStartedAt: lock.recoveredFrom.startedAt,
+    });
 
-  const phases: Record<Phase | "molt", number> = { observe: 0, provision: 0, etcd: 0, kube: 0, wait: 0, snapshot: 0, molt: 0 };
-  const timed = async <T>(phase: Phase, op: Operation["kind"], node: string | undefined, fn: () => Promise<T>): Promise<T> => {
+  const phases: Record<Phase | "molt", number> = {
+    observe: 0,
+    provision: 0,
+    etcd: 0,
+    kube: 0,
+    wait: 0,
+    snapshot: 0,
+    molt: 0,
+  };
+  const timed = async <T>(
+    phase: Phase,
+    op: Operation["kind"],
+    node: string | undefined,
+    fn: () => Promise<T>,
+  ): Promise<T> => {
     const t = Date.now();
     let ok = false;
     try {
@@ -167,14 +220,32 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
 
   const finish = (result: RolloutResultKind, reason: string): Summary => {
     const wallMs = Date.now() - t0;
-    phases.molt = Math.max(0, wallMs - phases.observe - phases.provision - phases.etcd - phases.kube - phases.wait - phases.snapshot);
-    const s: Summary = { type: "summary", result, reason, stack: o.stack, wallMs, operations, phases, nodes: lastViews, ...(snapshotPath ? { snapshotPath } : {}) };
+    phases.molt = Math.max(
+      0,
+      wallMs - phases.observe - phases.provision - phases.etcd - phases.kube - phases.wait - phases.snapshot,
+    );
+    const s: Summary = {
+      type: "summary",
+      result,
+      reason,
+      stack: o.stack,
+      wallMs,
+      operations,
+      phases,
+      nodes: lastViews,
+      ...(snapshotPath ? { snapshotPath } : {}),
+    };
     emit(s);
     return s;
   };
 
   try {
-    stack = await openStack({ stackName: o.stack, workDir, env: o.env, program: buildProgram(programInputFor(cfg, [])) });
+    stack = await openStack({
+      stackName: o.stack,
+      workDir,
+      env: o.env,
+      program: buildProgram(programInputFor(cfg, [])),
+    });
     await settleEngineLock(backend, o.stack, intent.timeouts.joinSeconds + 120);
     const theStack = stack;
     // One export of the state at the start serves both clean-ups of what a killed run left.
@@ -192,26 +263,39 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       }
     }
 
-    const engineOut = o.engineOutput ? { onOutput: (line: string) => emit({ type: "engine", line: line.trimEnd() }) } : {};
+    const engineOut = o.engineOutput
+      ? { onOutput: (line: string) => emit({ type: "engine", line: line.trimEnd() }) }
+      : {};
     const up = async (prev: NodeEntry[], next: NodeEntry[], op: Operation, node: string) => {
       assertListTransition(prev, next, op);
       // The list is re-read under our lock right before the change: it must be the one we
       // decided on. The same export of the state says which resources this change targets.
       const { resources, listed } = await exportState(theStack);
       const storedList = listed ?? (await readStoredState(theStack)).nodes;
-      if (canonical(storedList) !== canonical(prev)) throw new Error("the stored node list changed under this run; stopping without changes");
+      if (canonical(storedList) !== canonical(prev))
+        throw new Error("the stored node list changed under this run; stopping without changes");
       const plan = targetsFor(resources, node, [...new Set([...prev, ...next].map((n) => n.name))]);
       theStack.workspace.program = buildProgram(programInputFor(cfg, next));
       // The state is read from the backend again only after a failed up: while this run
       // holds the stack's lock, the list it last wrote is the list in the backend.
       known = undefined;
-      let result = await timed("provision", op.kind, node, () => theStack.up({ ...engineOut, ...(plan ? { target: plan.targets } : {}) }));
+      let result = await timed("provision", op.kind, node, () =>
+        theStack.up({ ...engineOut, ...(plan ? { target: plan.targets } : {}) }),
+      );
       if (plan && (op.kind === "prune" || op.kind === "rollback")) {
         // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
         // resource still depends on it. Every resource of the node must be gone.
         const left = (await exportState(theStack)).resources.filter((r) => plan.nodeResources.includes(r.urn));
         if (left.length > 0) {
-          emit({ type: "phase", phase: "provision", operation: op.kind, node, ms: 0, ok: false, detail: `a targeted update left ${left.length} resource(s) of ${node} in place; updating the whole stack` });
+          emit({
+            type: "phase",
+            phase: "provision",
+            operation: op.kind,
+            node,
+            ms: 0,
+            ok: false,
+            detail: `a targeted update left ${left.length} resource(s) of ${node} in place; updating the whole stack`,
+          });
           result = await timed("provision", op.kind, node, () => theStack.up(engineOut));
         }
       }
@@ -237,21 +321,37 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
         plan?.nodeResources.forEach((u) => owned.add(u));
       }
       const current = (await readStoredState(theStack)).nodes;
-      for (const n of orphans) emit({ type: "decision", pass: 0, operation: { kind: "prune", node: n, reason: `the state holds resources of ${n}, which never reached the node list (a surge that failed or was killed): destroy them` } });
+      for (const n of orphans)
+        emit({
+          type: "decision",
+          pass: 0,
+          operation: {
+            kind: "prune",
+            node: n,
+            reason: `the state holds resources of ${n}, which never reached the node list (a surge that failed or was killed): destroy them`,
+          },
+        });
       operations++;
       theStack.workspace.program = buildProgram(programInputFor(cfg, current));
       known = undefined;
-      const result = await timed("provision", "prune", orphans.join(","), () => theStack.up({ ...engineOut, target: [...targets] }));
+      const result = await timed("provision", "prune", orphans.join(","), () =>
+        theStack.up({ ...engineOut, target: [...targets] }),
+      );
       known = await parseStoredState(theStack, result.outputs);
       const left = (await exportState(theStack)).resources.filter((r) => owned.has(r.urn));
-      if (left.length) throw new Error(`a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ${left.map((r) => urnName(r.urn)).join(", ")}`);
+      if (left.length)
+        throw new Error(
+          `a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ${left.map((r) => urnName(r.urn)).join(", ")}`,
+        );
       return orphans;
     };
     await removeOrphans(atStart);
 
     for (let pass = 1; ; pass++) {
-      if (o.signal?.aborted) return finish("cancelled", "cancelled by the caller; stopped at a boundary between operations");
-      if (operations >= (o.maxOperations ?? 200)) return finish("failed", `stopped after ${operations} operations without converging (a planner bug?)`);
+      if (o.signal?.aborted)
+        return finish("cancelled", "cancelled by the caller; stopped at a boundary between operations");
+      if (operations >= (o.maxOperations ?? 200))
+        return finish("failed", `stopped after ${operations} operations without converging (a planner bug?)`);
 
       // Observe.
       const tObs = Date.now();
@@ -262,7 +362,9 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       if (stored.nodes.length > 0) {
         try {
           access = await timed("observe", "wait", undefined, () => ensureAccess(access, stored));
-          etcd = access ? await timed("observe", "wait", undefined, () => observeEtcd(access!, stored.nodes)) : undefined;
+          etcd = access
+            ? await timed("observe", "wait", undefined, () => observeEtcd(access!, stored.nodes))
+            : undefined;
           if (!access) etcdError = "the stack holds no SSH key for its nodes";
         } catch (e) {
           etcdError = (e as Error).message;
@@ -295,12 +397,35 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       // up) has nothing left to undo: stop here rather than surge again.
       if (rollingBack && !stored.nodes.some((n) => n.name === rollingBack)) {
         const removed = await removeOrphans();
-        return finish("rolled-back", `new node ${rollingBack} could not be created (${surgeError ?? "its machine did not come up"}); the existing nodes were left untouched${removed.length ? ", and what the stack held of it was destroyed" : ""}`);
+        return finish(
+          "rolled-back",
+          `new node ${rollingBack} could not be created (${surgeError ?? "its machine did not come up"}); the existing nodes were left untouched${removed.length ? ", and what the stack held of it was destroyed" : ""}`,
+        );
       }
-      const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, ...(etcd ? { etcd } : {}), ...(etcdError ? { etcdError } : {}), ...(kubeObs ? { kube: kubeObs } : {}), ...(kubeError ? { kubeError } : {}), expired: [...expired], ...(joining ? { joining } : {}) };
+      const snapshot: Snapshot = {
+        intent,
+        nodes: stored.nodes,
+        endpoints: stored.endpoints,
+        ...(etcd ? { etcd } : {}),
+        ...(etcdError ? { etcdError } : {}),
+        ...(kubeObs ? { kube: kubeObs } : {}),
+        ...(kubeError ? { kubeError } : {}),
+        expired: [...expired],
+        ...(joining ? { joining } : {}),
+      };
       lastViews = nodeViews(snapshot);
       // A new node is "joining" until etcd and, with Kubernetes, its control plane are healthy.
-      if (joining && lastViews.some((v) => v.name === joining && v.member?.healthy && !v.member.learner && (intent.kubernetesVersion === undefined || v.kube?.healthy))) joining = undefined;
+      if (
+        joining &&
+        lastViews.some(
+          (v) =>
+            v.name === joining &&
+            v.member?.healthy &&
+            !v.member.learner &&
+            (intent.kubernetesVersion === undefined || v.kube?.healthy),
+        )
+      )
+        joining = undefined;
       emit({ type: "observed", pass, nodes: lastViews, ms: Date.now() - tObs });
 
       // Decide.
@@ -321,7 +446,10 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       // Act.
       switch (op.kind) {
         case "done":
-          return finish(operations === 0 ? "noop" : rollingBack ? "rolled-back" : "succeeded", operations === 0 ? `nothing to do: ${op.reason}` : op.reason);
+          return finish(
+            operations === 0 ? "noop" : rollingBack ? "rolled-back" : "succeeded",
+            operations === 0 ? `nothing to do: ${op.reason}` : op.reason,
+          );
         case "refuse":
           return finish(operations === 0 ? "refused" : "failed", `${op.condition}: ${op.reason}`);
         case "pause":
@@ -346,25 +474,47 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
             await up(stored.nodes, [...stored.nodes, placeNewNode(cfg, op.entry, stored.nodes)], op, op.entry.name);
           } catch (e) {
             // The next pass finds the half-made node and rolls it back (or pauses).
-            emit({ type: "phase", phase: "provision", operation: op.kind, node: op.entry.name, ms: 0, ok: false, detail: firstLines((e as Error).message) });
-            if (op.kind === "create-first") return finish("failed", `creating the first node failed: ${firstLines((e as Error).message)}`);
+            emit({
+              type: "phase",
+              phase: "provision",
+              operation: op.kind,
+              node: op.entry.name,
+              ms: 0,
+              ok: false,
+              detail: firstLines((e as Error).message),
+            });
+            if (op.kind === "create-first")
+              return finish("failed", `creating the first node failed: ${firstLines((e as Error).message)}`);
             expired.add(`join:${op.entry.name}`);
             rollingBack = op.entry.name;
             surgeError = firstLines((e as Error).message, 3);
-            if (intent.rollout.onFailure === "pause") return finish("paused", `new node ${op.entry.name} failed to join; left in place for inspection: ${firstLines((e as Error).message)}`);
+            if (intent.rollout.onFailure === "pause")
+              return finish(
+                "paused",
+                `new node ${op.entry.name} failed to join; left in place for inspection: ${firstLines((e as Error).message)}`,
+              );
           }
           continue;
         }
         case "prune": {
           operations++;
-          await up(stored.nodes, stored.nodes.filter((n) => n.name !== op.node), op, op.node);
+          await up(
+            stored.nodes,
+            stored.nodes.filter((n) => n.name !== op.node),
+            op,
+            op.node,
+          );
           // Its machine is gone: its Node object goes too (Cluster API deletes the Node after
           // the machine). If this fails, the next pass finds the Node stale and deletes it.
           const via = kubeObs?.via;
           if (kube && via && via !== op.node) {
             await timed("kube", "delete-node", op.node, () => kube!.deleteNode(via, op.node)).catch(() => undefined);
           }
-          if (rollingBack === op.node) return finish("rolled-back", `new node ${op.node} did not join; it was removed and the old nodes were left untouched`);
+          if (rollingBack === op.node)
+            return finish(
+              "rolled-back",
+              `new node ${op.node} did not join; it was removed and the old nodes were left untouched`,
+            );
           continue;
         }
         case "rollback": {
@@ -374,7 +524,12 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
             const via = stored.nodes.find((n) => n.name !== op.node && etcd?.status[n.name]?.ok)?.name;
             if (via) await timed("etcd", op.kind, op.node, () => access!.memberRemove(via, op.memberId!));
           }
-          await up(stored.nodes, stored.nodes.filter((n) => n.name !== op.node), op, op.node);
+          await up(
+            stored.nodes,
+            stored.nodes.filter((n) => n.name !== op.node),
+            op,
+            op.node,
+          );
           return finish("rolled-back", op.reason);
         }
         case "update-cluster-config": {
@@ -408,7 +563,9 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
         }
         case "stop-apiserver": {
           operations++;
-          await timed("kube", op.kind, op.node, () => kube!.stopApiServer(op.node, intent.timeouts.settleSeconds, () => pollInterval(250, o.signal)));
+          await timed("kube", op.kind, op.node, () =>
+            kube!.stopApiServer(op.node, intent.timeouts.settleSeconds, () => pollInterval(250, o.signal)),
+          );
           continue;
         }
         case "update-addons": {
@@ -424,7 +581,9 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
           operations++;
           const a = access!;
           const leaderNode = lastViews.find((v) => v.member?.leader)?.name;
-          const via = (exclude?: string) => lastViews.find((v) => v.member && !v.member.learner && v.member.healthy && v.name !== exclude)?.name ?? leaderNode!;
+          const via = (exclude?: string) =>
+            lastViews.find((v) => v.member && !v.member.learner && v.member.healthy && v.name !== exclude)?.name ??
+            leaderNode!;
           const subject = op.kind === "move-leader" ? op.from : op.kind === "remove-stray-member" ? op.name : op.node;
           try {
             await timed("etcd", op.kind, subject, async () => {
@@ -444,9 +603,20 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
             const started = waits.get(key) ?? Date.now();
             waits.set(key, started);
             if (Date.now() - started > intent.timeouts.settleSeconds * 1000) {
-              return finish("failed", `etcd kept refusing ${op.kind} of ${subject} for ${intent.timeouts.settleSeconds}s: ${message.split("\n")[0]}`);
+              return finish(
+                "failed",
+                `etcd kept refusing ${op.kind} of ${subject} for ${intent.timeouts.settleSeconds}s: ${message.split("\n")[0]}`,
+              );
             }
-            emit({ type: "phase", phase: "etcd", operation: op.kind, node: subject, ms: 0, ok: false, detail: `etcd refused for now, will retry: ${message.split("\n")[0]}` });
+            emit({
+              type: "phase",
+              phase: "etcd",
+              operation: op.kind,
+              node: subject,
+              ms: 0,
+              ok: false,
+              detail: `etcd refused for now, will retry: ${message.split("\n")[0]}`,
+            });
             await timed("wait", "wait", subject, () => pollInterval(o.pollMs ?? 500, o.signal));
             operations--;
           }
@@ -466,7 +636,14 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
  * the drain deadline (counted from the first attempt, across runs of this loop) passes.
  * Returns undefined when drained, or what blocked it.
  */
-async function drain(kube: KubeAccess, via: string, node: string, seconds: number, waits: Map<string, number>, signal?: AbortSignal): Promise<string | undefined> {
+async function drain(
+  kube: KubeAccess,
+  via: string,
+  node: string,
+  seconds: number,
+  waits: Map<string, number>,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
   const key = `drain:${node}`;
   const started = waits.get(key) ?? Date.now();
   waits.set(key, started);
@@ -490,12 +667,23 @@ async function drain(kube: KubeAccess, via: string, node: string, seconds: numbe
 
 /** JSON with object keys sorted: the engine's export and molt's parse order keys differently. */
 function canonical(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b))) : x));
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === "object" && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b)))
+      : x,
+  );
 }
 
 function firstLines(s: string, n = 6): string {
   // A bootstrap script's own verdict ("HH:MM:SS [node] error: ...") says most; then the engine's errors.
-  const own = [...new Set(s.split("\n").map((l) => /\[[^\]]+\] error: .*/.exec(l)?.[0]).filter((l): l is string => !!l))];
+  const own = [
+    ...new Set(
+      s
+        .split("\n")
+        .map((l) => /\[[^\]]+\] error: .*/.exec(l)?.[0])
+        .filter((l): l is string => !!l),
+    ),
+  ];
   const lines = s.split("\n").filter((l) => /error|fail|timed out/i.test(l) && !/bash\.bashrc/.test(l));
   return [...own, ...(own.length ? [] : lines.length ? lines : s.split("\n"))].slice(0, n).join(" | ");
 }
@@ -531,7 +719,10 @@ async function takeSnapshot(
 /** The exported state: its resources, pending operations and the node list in its outputs (undefined if it has none yet). */
 async function exportState(stack: Stack) {
   const exported = await stack.exportStack();
-  const deployment = exported.deployment as { resources?: (StateResource & { outputs?: { molt?: { nodes?: unknown } } })[]; pending_operations?: PendingOperation[] };
+  const deployment = exported.deployment as {
+    resources?: (StateResource & { outputs?: { molt?: { nodes?: unknown } } })[];
+    pending_operations?: PendingOperation[];
+  };
   const resources = deployment.resources ?? [];
   const nodes = resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes;
   return { exported, deployment, resources, listed: Array.isArray(nodes) ? (nodes as NodeEntry[]) : undefined };
@@ -540,11 +731,19 @@ async function exportState(stack: Stack) {
 type ExportedState = Awaited<ReturnType<typeof exportState>>;
 
 /** Resolves what a killed engine left pending (orchestrator/stack/pending.ts), and says so. */
-async function clearPendingOperations(stack: Stack, state: ExportedState, emit: (e: RolloutEvent) => void): Promise<void> {
+async function clearPendingOperations(
+  stack: Stack,
+  state: ExportedState,
+  emit: (e: RolloutEvent) => void,
+): Promise<void> {
   const { exported, deployment, resources, listed } = state;
   const pending = deployment.pending_operations ?? [];
   if (pending.length === 0) return;
-  const operations = explainPending(pending, resources, (listed ?? []).map((n) => n.name));
+  const operations = explainPending(
+    pending,
+    resources,
+    (listed ?? []).map((n) => n.name),
+  );
   await stack.importStack({ ...exported, deployment: { ...deployment, pending_operations: [] } });
   emit({ type: "pending-cleared", operations });
 }
@@ -580,7 +779,10 @@ async function settleEngineLock(backend: string, stack: string, deadlineSeconds:
       }
     };
     while (alive() && existsSync(path)) {
-      if (Date.now() > until) throw new Error(`an orphaned Pulumi engine (pid ${lock.pid}) still updates stack ${stack}; wait for it or stop it, then run again`);
+      if (Date.now() > until)
+        throw new Error(
+          `an orphaned Pulumi engine (pid ${lock.pid}) still updates stack ${stack}; wait for it or stop it, then run again`,
+        );
       await pollInterval(250);
     }
     rmSync(path, { force: true });

@@ -39,7 +39,11 @@ export interface KubeadmBootstrapArgs {
   joinTokenTtl?: string;
 }
 
-export function kubeadmBootstrapCommand(name: string, args: KubeadmBootstrapArgs, opts: pulumi.CustomResourceOptions): RemoteCommand {
+export function kubeadmBootstrapCommand(
+  name: string,
+  args: KubeadmBootstrapArgs,
+  opts: pulumi.CustomResourceOptions,
+): RemoteCommand {
   const { node, settings } = args;
   if (!node.kubernetesVersion) {
     throw new Error(`node ${node.name} has no kubernetesVersion: cloud nodes run kubeadm and need one`);
@@ -49,7 +53,10 @@ export function kubeadmBootstrapCommand(name: string, args: KubeadmBootstrapArgs
     const k = { name: node.name, kubernetesVersion: version, advertiseAddress };
     return node.init ? renderInitScript(k, settings) : renderJoinScript(k, settings);
   });
-  const stdin = node.init || args.joinedAlready ? undefined : pulumi.secret(pulumi.output(joinMaterial(name, args, opts)).apply((m) => joinMaterialStdin(m)));
+  const stdin =
+    node.init || args.joinedAlready
+      ? undefined
+      : pulumi.secret(pulumi.output(joinMaterial(name, args, opts)).apply((m) => joinMaterialStdin(m)));
   return new RemoteCommand(
     name,
     {
@@ -69,7 +76,11 @@ export function kubeadmBootstrapCommand(name: string, args: KubeadmBootstrapArgs
   );
 }
 
-function joinMaterial(name: string, args: KubeadmBootstrapArgs, opts: pulumi.CustomResourceOptions): pulumi.Input<JoinMaterial> {
+function joinMaterial(
+  name: string,
+  args: KubeadmBootstrapArgs,
+  opts: pulumi.CustomResourceOptions,
+): pulumi.Input<JoinMaterial> {
   if (args.joinMaterial !== undefined) return args.joinMaterial;
   if (args.seed === undefined) {
     throw new Error(
@@ -90,5 +101,7 @@ function joinMaterial(name: string, args: KubeadmBootstrapArgs, opts: pulumi.Cus
     },
     opts,
   );
-  return pulumi.all([m.token, m.certificateKey, m.caCertHash]).apply(([token, certificateKey, caCertHash]) => ({ token, certificateKey, caCertHash }));
+  return pulumi
+    .all([m.token, m.certificateKey, m.caCertHash])
+    .apply(([token, certificateKey, caCertHash]) => ({ token, certificateKey, caCertHash }));
 }

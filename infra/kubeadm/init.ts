@@ -4,7 +4,14 @@
 import { renderInitConfiguration } from "./config";
 import { INSTALL_FUNCTIONS, installConstants } from "./install";
 import { renderScript } from "./script";
-import { DEFAULT_CRI_SOCKET, kubernetesVersion, validateNode, validateSettings, type KubeadmBootstrapSettings, type KubeadmNode } from "./settings";
+import {
+  DEFAULT_CRI_SOCKET,
+  kubernetesVersion,
+  validateNode,
+  validateSettings,
+  type KubeadmBootstrapSettings,
+  type KubeadmNode,
+} from "./settings";
 import { NODE_STATE_FUNCTION, TEMP_FILE_FUNCTIONS } from "./state";
 
 export function renderInitScript(node: KubeadmNode, settings: KubeadmBootstrapSettings): string {

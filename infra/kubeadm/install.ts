@@ -10,7 +10,8 @@ export function installConstants(install: InstallSource, version: SemVer): Recor
     K8S_VERSION: version.version,
     K8S_MINOR: `v${version.major}.${version.minor}`,
     INSTALL_SOURCE: install.source,
-    PACKAGE_REPOSITORY: install.source === "packages" ? (install.repository ?? DEFAULT_PACKAGE_REPOSITORY).replace(/\/+$/, "") : "",
+    PACKAGE_REPOSITORY:
+      install.source === "packages" ? (install.repository ?? DEFAULT_PACKAGE_REPOSITORY).replace(/\/+$/, "") : "",
   };
 }
 

@@ -8,7 +8,10 @@ import type { ConnectionArgs } from "../remote/command";
 import type { JoinMaterialOptions } from "./join-material";
 
 const provider: pulumi.dynamic.ResourceProvider = {
-  async create(inputs: { seed: { host: string; port?: number; user: string; privateKey: string; hostKey: string }; options: JoinMaterialOptions }) {
+  async create(inputs: {
+    seed: { host: string; port?: number; user: string; privateKey: string; hostKey: string };
+    options: JoinMaterialOptions;
+  }) {
     const material = await implementation("infra/kubeadm/join-material").createFromSeed(inputs);
     return { id: `${inputs.options.joiningNode}-join-material`, outs: { ...inputs, ...material } };
   },

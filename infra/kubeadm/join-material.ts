@@ -41,11 +41,13 @@ export function renderJoinMaterialScript(opts: JoinMaterialOptions): string {
     throw new Error(`joining node name ${JSON.stringify(opts.joiningNode)} is not a DNS-1123 label`);
   }
   const ttl = opts.tokenTtl ?? "15m";
-  if (!/^([0-9]+h)?([0-9]+m)?([0-9]+s)?$/.test(ttl) || ttl === "") throw new Error(`token TTL ${JSON.stringify(ttl)} is not a duration like 15m`);
+  if (!/^([0-9]+h)?([0-9]+m)?([0-9]+s)?$/.test(ttl) || ttl === "")
+    throw new Error(`token TTL ${JSON.stringify(ttl)} is not a duration like 15m`);
   let raiseTo = "";
   if (opts.raiseClusterVersionTo !== undefined) {
     const v = semver.parse(opts.raiseClusterVersionTo.replace(/^v/, ""));
-    if (!v || v.prerelease.length) throw new Error(`${JSON.stringify(opts.raiseClusterVersionTo)} is not a Kubernetes release version`);
+    if (!v || v.prerelease.length)
+      throw new Error(`${JSON.stringify(opts.raiseClusterVersionTo)} is not a Kubernetes release version`);
     raiseTo = `v${v.version}`;
   }
   return renderScript({
@@ -106,7 +108,9 @@ printf 'token=%s\\ncertificateKey=%s\\ncaCertHash=sha256:%s\\n' "$token" "$key" 
 export class InvalidJoinMaterialError extends Error {
   constructor(what: string) {
     // Never quote the received text: it may hold the secrets.
-    super(`join material from the healthy node is incomplete or malformed: ${what}; nothing was created, retry (or ask another control-plane node)`);
+    super(
+      `join material from the healthy node is incomplete or malformed: ${what}; nothing was created, retry (or ask another control-plane node)`,
+    );
     this.name = "InvalidJoinMaterialError";
   }
 }
@@ -143,7 +147,10 @@ export interface CommandRunner {
  */
 export async function obtainJoinMaterial(healthyNode: CommandRunner, opts: JoinMaterialOptions): Promise<JoinMaterial> {
   const script = renderJoinMaterialScript(opts);
-  const stdout = await healthyNode.run(`bash -euo pipefail -c ${shellQuote(script)}`, `join material for ${opts.joiningNode}`);
+  const stdout = await healthyNode.run(
+    `bash -euo pipefail -c ${shellQuote(script)}`,
+    `join material for ${opts.joiningNode}`,
+  );
   return parseJoinMaterial(stdout);
 }
 

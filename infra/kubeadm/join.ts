@@ -3,10 +3,22 @@
 // before 1.32, always from 1.32 on). The bootstrap token, certificate key and CA hash
 // arrive on stdin (see join-material.ts), are checked for shape, and only ever live in
 // shell variables and a 0600 file removed on exit: never in argv, logs or outputs.
-import { CA_CERT_HASH_PLACEHOLDER, CERTIFICATE_KEY_PLACEHOLDER, TOKEN_PLACEHOLDER, renderJoinConfiguration } from "./config";
+import {
+  CA_CERT_HASH_PLACEHOLDER,
+  CERTIFICATE_KEY_PLACEHOLDER,
+  TOKEN_PLACEHOLDER,
+  renderJoinConfiguration,
+} from "./config";
 import { INSTALL_FUNCTIONS, installConstants } from "./install";
 import { renderScript } from "./script";
-import { DEFAULT_CRI_SOCKET, kubernetesVersion, validateNode, validateSettings, type KubeadmBootstrapSettings, type KubeadmNode } from "./settings";
+import {
+  DEFAULT_CRI_SOCKET,
+  kubernetesVersion,
+  validateNode,
+  validateSettings,
+  type KubeadmBootstrapSettings,
+  type KubeadmNode,
+} from "./settings";
 import { NODE_STATE_FUNCTION, TEMP_FILE_FUNCTIONS } from "./state";
 
 const READ_JOIN_MATERIAL = `read_join_material() {

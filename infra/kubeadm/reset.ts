@@ -5,8 +5,12 @@ import { renderScript } from "./script";
 import { DEFAULT_CRI_SOCKET, type KubeadmBootstrapSettings } from "./settings";
 import { NODE_STATE_FUNCTION } from "./state";
 
-export function renderResetScript(nodeName: string, settings: Pick<KubeadmBootstrapSettings, "criSocket" | "removeEtcdMemberOnReset">): string {
-  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(nodeName)) throw new Error(`node name ${JSON.stringify(nodeName)} is not a DNS-1123 label`);
+export function renderResetScript(
+  nodeName: string,
+  settings: Pick<KubeadmBootstrapSettings, "criSocket" | "removeEtcdMemberOnReset">,
+): string {
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(nodeName))
+    throw new Error(`node name ${JSON.stringify(nodeName)} is not a DNS-1123 label`);
   return renderScript({
     title: `kubeadm reset of ${nodeName}`,
     constants: {

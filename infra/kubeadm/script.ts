@@ -34,7 +34,10 @@ export function renderScript(parts: ScriptParts): string {
   });
   // `declare -p` re-creates the constants in the root shell; `declare -f` the functions.
   const carry = names.length
-    ? [`  constants=(${names.join(" ")})`, `  sudo -n -- bash -euo pipefail -c "$(declare -p "\${constants[@]}"); $(declare -f); main"`]
+    ? [
+        `  constants=(${names.join(" ")})`,
+        `  sudo -n -- bash -euo pipefail -c "$(declare -p "\${constants[@]}"); $(declare -f); main"`,
+      ]
     : [`  sudo -n -- bash -euo pipefail -c "$(declare -f); main"`];
   return [
     "#!/usr/bin/env bash",
@@ -49,7 +52,7 @@ export function renderScript(parts: ScriptParts): string {
     indent(parts.main.trim()),
     "}",
     "",
-    "if [ \"$(id -u)\" -eq 0 ]; then",
+    'if [ "$(id -u)" -eq 0 ]; then',
     "  main",
     "else",
     ...carry,

@@ -71,16 +71,23 @@ const IP_ADDRESS = /^([0-9]{1,3}(\.[0-9]{1,3}){3}|[0-9a-fA-F:]+)$/;
 const CIDR = /^[0-9a-fA-F:.]+\/[0-9]{1,3}(,[0-9a-fA-F:.]+\/[0-9]{1,3})?$/;
 
 export function validateNode(n: KubeadmNode): void {
-  if (!DNS_LABEL.test(n.name)) throw new InvalidBootstrapSettingError("node.name", `${JSON.stringify(n.name)} is not a DNS-1123 label`);
+  if (!DNS_LABEL.test(n.name))
+    throw new InvalidBootstrapSettingError("node.name", `${JSON.stringify(n.name)} is not a DNS-1123 label`);
   kubernetesVersion(n.kubernetesVersion);
   if (!IP_ADDRESS.test(n.advertiseAddress)) {
-    throw new InvalidBootstrapSettingError("advertiseAddress", `${JSON.stringify(n.advertiseAddress)} is not an IP address`);
+    throw new InvalidBootstrapSettingError(
+      "advertiseAddress",
+      `${JSON.stringify(n.advertiseAddress)} is not an IP address`,
+    );
   }
 }
 
 export function validateSettings(s: KubeadmBootstrapSettings): void {
   if (!HOST_PORT.test(s.controlPlaneEndpoint)) {
-    throw new InvalidBootstrapSettingError("controlPlaneEndpoint", `${JSON.stringify(s.controlPlaneEndpoint)} is not host:port`);
+    throw new InvalidBootstrapSettingError(
+      "controlPlaneEndpoint",
+      `${JSON.stringify(s.controlPlaneEndpoint)} is not host:port`,
+    );
   }
   if (s.clusterName !== undefined && !DNS_LABEL.test(s.clusterName)) {
     throw new InvalidBootstrapSettingError("clusterName", `${JSON.stringify(s.clusterName)} is not a DNS-1123 label`);
@@ -89,9 +96,14 @@ export function validateSettings(s: KubeadmBootstrapSettings): void {
     ["podSubnet", s.podSubnet],
     ["serviceSubnet", s.serviceSubnet],
   ] as const) {
-    if (v !== undefined && !CIDR.test(v)) throw new InvalidBootstrapSettingError(k, `${JSON.stringify(v)} is not a CIDR (or a dual-stack pair)`);
+    if (v !== undefined && !CIDR.test(v))
+      throw new InvalidBootstrapSettingError(k, `${JSON.stringify(v)} is not a CIDR (or a dual-stack pair)`);
   }
-  if (s.install.source === "packages" && s.install.repository !== undefined && !/^https:\/\/[^\s'"]+$/.test(s.install.repository)) {
+  if (
+    s.install.source === "packages" &&
+    s.install.repository !== undefined &&
+    !/^https:\/\/[^\s'"]+$/.test(s.install.repository)
+  ) {
     throw new InvalidBootstrapSettingError("install.repository", "must be an https:// URL");
   }
 }
@@ -100,7 +112,10 @@ export function validateSettings(s: KubeadmBootstrapSettings): void {
 export function kubernetesVersion(v: string): semver.SemVer {
   const parsed = semver.parse(v.replace(/^v/, ""));
   if (!parsed || parsed.prerelease.length > 0) {
-    throw new InvalidBootstrapSettingError("kubernetesVersion", `${JSON.stringify(v)} is not a Kubernetes release version like 1.34.2`);
+    throw new InvalidBootstrapSettingError(
+      "kubernetesVersion",
+      `${JSON.stringify(v)} is not a Kubernetes release version like 1.34.2`,
+    );
   }
   if (semver.lt(parsed, MIN_KUBERNETES_VERSION)) {
     throw new InvalidBootstrapSettingError(

@@ -23,7 +23,8 @@ export function assertRoot(): void {
 export function sh(cmd: string, args: string[], opts: { allowFail?: boolean; input?: string } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = execFile(cmd, args, { maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      if (err && !opts.allowFail) reject(new LabHostError(`${cmd} ${args.join(" ")} failed: ${(stderr + stdout).trim() || err.message}`));
+      if (err && !opts.allowFail)
+        reject(new LabHostError(`${cmd} ${args.join(" ")} failed: ${(stderr + stdout).trim() || err.message}`));
       else resolve(stdout);
     });
     if (opts.input !== undefined) child.stdin?.end(opts.input);
@@ -39,7 +40,8 @@ export interface Subnet {
 
 export function parseSubnet(cidr: string): Subnet {
   const m = /^(\d+)\.(\d+)\.(\d+)\.0\/24$/.exec(cidr);
-  if (!m || [m[1], m[2], m[3]].some((o) => Number(o) > 255)) throw new LabHostError(`lab subnet must be an IPv4 /24 like 10.77.0.0/24, got "${cidr}"`);
+  if (!m || [m[1], m[2], m[3]].some((o) => Number(o) > 255))
+    throw new LabHostError(`lab subnet must be an IPv4 /24 like 10.77.0.0/24, got "${cidr}"`);
   const prefix = `${m[1]}.${m[2]}.${m[3]}`;
   return { prefix, bits: 24, gateway: `${prefix}.1` };
 }
@@ -71,7 +73,13 @@ export async function ensureBridge(bridge: string, subnet: Subnet): Promise<void
 }
 
 /** Resolves once host:port accepts TCP and sends a line starting with `banner`, or rejects at the deadline. */
-export async function waitForBanner(host: string, port: number, banner: string, deadlineMs: number, gaveUp?: () => string | undefined): Promise<void> {
+export async function waitForBanner(
+  host: string,
+  port: number,
+  banner: string,
+  deadlineMs: number,
+  gaveUp?: () => string | undefined,
+): Promise<void> {
   const until = Date.now() + deadlineMs;
   let backoff = 20;
   let last = "";
@@ -97,7 +105,9 @@ export async function waitForBanner(host: string, port: number, banner: string, 
     await new Promise((r) => setTimeout(r, backoff)); // poll backoff, bounded by the deadline
     backoff = Math.min(backoff * 2, 500);
   }
-  throw new LabHostError(`${host}:${port} did not answer with "${banner}" within ${deadlineMs / 1000}s (${last || "no answer"})`);
+  throw new LabHostError(
+    `${host}:${port} did not answer with "${banner}" within ${deadlineMs / 1000}s (${last || "no answer"})`,
+  );
 }
 
 /** Waits until `check()` is true or the deadline passes. */

@@ -7,7 +7,16 @@ import * as pulumi from "@pulumi/pulumi";
 import { implementation } from "../dynamic";
 import type { ConnectionArgs } from "../remote/command";
 
-const SHARED_PKI = ["ca.crt", "ca.key", "sa.key", "sa.pub", "front-proxy-ca.crt", "front-proxy-ca.key", "etcd/ca.crt", "etcd/ca.key"];
+const SHARED_PKI = [
+  "ca.crt",
+  "ca.key",
+  "sa.key",
+  "sa.pub",
+  "front-proxy-ca.crt",
+  "front-proxy-ca.key",
+  "etcd/ca.crt",
+  "etcd/ca.key",
+];
 const BUNDLE = `set -e
 if [ -x /usr/local/bin/kubeadm ]; then
   for f in ${SHARED_PKI.join(" ")}; do
@@ -41,6 +50,13 @@ const provider: pulumi.dynamic.ResourceProvider = {
 export class JoinMaterial extends pulumi.dynamic.Resource {
   declare readonly material: pulumi.Output<string>;
   constructor(name: string, args: { seed: pulumi.Input<ConnectionArgs> }, opts?: pulumi.CustomResourceOptions) {
-    super(provider, name, { ...args, material: undefined }, pulumi.mergeOptions(opts, { additionalSecretOutputs: ["material", "seed"] }), "molt", "LabJoinMaterial");
+    super(
+      provider,
+      name,
+      { ...args, material: undefined },
+      pulumi.mergeOptions(opts, { additionalSecretOutputs: ["material", "seed"] }),
+      "molt",
+      "LabJoinMaterial",
+    );
   }
 }

@@ -120,7 +120,11 @@ export async function createLb(i: LabLbInputs): Promise<{ id: string; outs: LabL
   await ensureBridge(i.bridge, parseSubnet(i.subnet));
   mkdirSync(join(dir, "servers"), { recursive: true });
   await withLock(dir, () => apply(dir, i));
-  await waitFor("the lab load balancer to answer on its admin socket", async () => (await adminQuery(dir, "show info")).includes("Name: HAProxy"), DEADLINE_MS);
+  await waitFor(
+    "the lab load balancer to answer on its admin socket",
+    async () => (await adminQuery(dir, "show info")).includes("Name: HAProxy"),
+    DEADLINE_MS,
+  );
   return { id: `${i.lab}/lb`, outs: { ...i, address: `${parseSubnet(i.subnet).gateway}:${i.port}` } };
 }
 
@@ -137,7 +141,8 @@ export async function removeLb(i: LabLbInputs): Promise<void> {
 export async function attach(a: LabLbAttachmentInputs): Promise<{ id: string; outs: LabLbAttachmentInputs }> {
   assertRoot();
   const dir = lbDir(a.lb);
-  if (!existsSync(join(dir, "haproxy.cfg"))) throw new LabHostError(`lab load balancer of lab ${a.lb.lab} does not exist`);
+  if (!existsSync(join(dir, "haproxy.cfg")))
+    throw new LabHostError(`lab load balancer of lab ${a.lb.lab} does not exist`);
   await withLock(dir, async () => {
     writeFileSync(join(dir, "servers", a.server), `${a.address}:${a.port}`);
     await applyAndConfirm(dir, a.lb, `HAProxy to route to ${a.server}`, (running) => running.includes(a.server));
@@ -150,7 +155,12 @@ export async function detach(a: LabLbAttachmentInputs): Promise<void> {
   if (!existsSync(join(dir, "haproxy.cfg"))) return;
   await withLock(dir, async () => {
     rmSync(join(dir, "servers", a.server), { force: true });
-    await applyAndConfirm(dir, a.lb, `HAProxy to stop routing to ${a.server}`, (running) => !running.includes(a.server));
+    await applyAndConfirm(
+      dir,
+      a.lb,
+      `HAProxy to stop routing to ${a.server}`,
+      (running) => !running.includes(a.server),
+    );
   });
 }
 
@@ -159,7 +169,12 @@ export async function detach(a: LabLbAttachmentInputs): Promise<void> {
  * shows it: reloads never overlap (a SIGUSR2 that arrives while the master is still
  * reloading can be lost), and a reload that did not take is signalled again.
  */
-async function applyAndConfirm(dir: string, i: LabLbInputs, what: string, done: (running: string[]) => boolean): Promise<void> {
+async function applyAndConfirm(
+  dir: string,
+  i: LabLbInputs,
+  what: string,
+  done: (running: string[]) => boolean,
+): Promise<void> {
   await apply(dir, i);
   let signalled = Date.now();
   await waitFor(

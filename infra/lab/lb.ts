@@ -53,7 +53,16 @@ const attachmentProvider: pulumi.dynamic.ResourceProvider = {
 };
 
 export class LabLbAttachment extends pulumi.dynamic.Resource {
-  constructor(name: string, args: { lb: pulumi.Input<LabLbInputs>; server: pulumi.Input<string>; address: pulumi.Input<string>; port: pulumi.Input<number> }, opts?: pulumi.CustomResourceOptions) {
+  constructor(
+    name: string,
+    args: {
+      lb: pulumi.Input<LabLbInputs>;
+      server: pulumi.Input<string>;
+      address: pulumi.Input<string>;
+      port: pulumi.Input<number>;
+    },
+    opts?: pulumi.CustomResourceOptions,
+  ) {
     super(attachmentProvider, name, args, opts, "molt", "LabLbAttachment");
   }
 }

@@ -3,10 +3,30 @@
 // key generated ahead. Its processes outlive molt; deleting it kills every process in
 // its namespace and removes its interfaces, mounts and directory.
 import { spawn } from "node:child_process";
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { readLabImage } from "./image";
-import { assertRoot, ensureBridge, ifaceName, LabHostError, netnsName, parseSubnet, sh, waitFor, waitForBanner } from "./host";
+import {
+  assertRoot,
+  ensureBridge,
+  ifaceName,
+  LabHostError,
+  netnsName,
+  parseSubnet,
+  sh,
+  waitFor,
+  waitForBanner,
+} from "./host";
 import type { LabMachineInputs, LabMachineOutputs } from "./machine";
 
 const BOOT_DEADLINE_MS = 60_000;
@@ -21,7 +41,14 @@ export function machineDir(i: Pick<LabMachineInputs, "labRoot" | "lab" | "name">
 }
 
 /** Directories a machine owns, bind-mounted over the same paths inside it. */
-export const MACHINE_PATHS = ["etc/kubernetes", "var/lib/etcd", "var/lib/kubelet", "etc/ssh", "root/.ssh", "var/log/molt"];
+export const MACHINE_PATHS = [
+  "etc/kubernetes",
+  "var/lib/etcd",
+  "var/lib/kubelet",
+  "etc/ssh",
+  "root/.ssh",
+  "var/log/molt",
+];
 
 function allocateAddress(i: LabMachineInputs): string {
   const subnet = parseSubnet(i.subnet);
@@ -128,7 +155,11 @@ async function destroyMachine(i: LabMachineInputs): Promise<void> {
         /* already gone */
       }
     }
-    await waitFor(`every process of machine ${i.name} to exit`, async () => (await netnsPids(ns)).length === 0, STOP_DEADLINE_MS);
+    await waitFor(
+      `every process of machine ${i.name} to exit`,
+      async () => (await netnsPids(ns)).length === 0,
+      STOP_DEADLINE_MS,
+    );
     await sh("ip", ["netns", "del", ns]);
   }
   // Deleting the namespace removes the peer; the host end goes with it, but a crash between
@@ -143,8 +174,12 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
   assertRoot();
   const imageDir = join(i.labRoot, "images", i.image);
   if (!existsSync(join(imageDir, "image.json"))) {
-    const have = existsSync(join(i.labRoot, "images")) ? readdirSync(join(i.labRoot, "images")).filter((f) => !f.startsWith(".")) : [];
-    throw new LabHostError(`lab image "${i.image}" does not exist in ${join(i.labRoot, "images")} (have: ${have.join(", ") || "none"}); run tools/lab/build-images.sh`);
+    const have = existsSync(join(i.labRoot, "images"))
+      ? readdirSync(join(i.labRoot, "images")).filter((f) => !f.startsWith("."))
+      : [];
+    throw new LabHostError(
+      `lab image "${i.image}" does not exist in ${join(i.labRoot, "images")} (have: ${have.join(", ") || "none"}); run tools/lab/build-images.sh`,
+    );
   }
   const subnet = parseSubnet(i.subnet);
   await ensureBridge(i.bridge, subnet);
@@ -182,15 +217,36 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
   // moves behind a rule that refuses those ports from the gateway.
   await sh("ip", ["-n", ns, "rule", "add", "pref", "100", "lookup", "local"]);
   await sh("ip", ["-n", ns, "rule", "del", "pref", "0"]);
-  await sh("ip", ["-n", ns, "rule", "add", "pref", "10", "from", subnet.gateway, "ipproto", "tcp", "dport", "2379-2380", "prohibit"]);
+  await sh("ip", [
+    "-n",
+    ns,
+    "rule",
+    "add",
+    "pref",
+    "10",
+    "from",
+    subnet.gateway,
+    "ipproto",
+    "tcp",
+    "dport",
+    "2379-2380",
+    "prohibit",
+  ]);
 
   const log = openSync(join(dir, "boot.log"), "a");
-  const child = spawn("ip", ["netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private", "/bin/sh", join(dir, "init.sh")], {
-    detached: true,
-    stdio: ["ignore", log, log],
-  });
+  const child = spawn(
+    "ip",
+    ["netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private", "/bin/sh", join(dir, "init.sh")],
+    {
+      detached: true,
+      stdio: ["ignore", log, log],
+    },
+  );
   let exited: string | undefined;
-  child.once("exit", (code, signal) => (exited = `the machine's init exited (${signal ?? `code ${code}`}) before its sshd answered`));
+  child.once(
+    "exit",
+    (code, signal) => (exited = `the machine's init exited (${signal ?? `code ${code}`}) before its sshd answered`),
+  );
   child.unref();
   closeSync(log);
   try {

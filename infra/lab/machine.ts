@@ -22,7 +22,17 @@ export interface LabMachineOutputs {
 
 type In<T> = { [K in keyof T]: pulumi.Input<T[K]> };
 
-const IMMUTABLE: (keyof LabMachineInputs)[] = ["lab", "labRoot", "bridge", "subnet", "name", "image", "hostPrivateKey", "hostPublicKey", "authorizedKey"];
+const IMMUTABLE: (keyof LabMachineInputs)[] = [
+  "lab",
+  "labRoot",
+  "bridge",
+  "subnet",
+  "name",
+  "image",
+  "hostPrivateKey",
+  "hostPublicKey",
+  "authorizedKey",
+];
 
 const provider: pulumi.dynamic.ResourceProvider = {
   async create(inputs: LabMachineInputs) {

@@ -27,7 +27,15 @@ const scriptsDir = resolve(__dirname, "..", "..", "..", "infra", "lab", "scripts
  */
 export function labScript(name: "init" | "join" | "reset"): string {
   const read = (f: string) => readFileSync(resolve(scriptsDir, f), "utf8");
-  return [read("etcd-common.sh"), "if [ -x /usr/local/bin/kubeadm ]; then", read(`k8s-${name}.sh`), "else", read(`etcd-${name}.sh`), "fi", ""].join("\n");
+  return [
+    read("etcd-common.sh"),
+    "if [ -x /usr/local/bin/kubeadm ]; then",
+    read(`k8s-${name}.sh`),
+    "else",
+    read(`etcd-${name}.sh`),
+    "fi",
+    "",
+  ].join("\n");
 }
 
 export interface LabNodeArgs {
@@ -98,12 +106,20 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
     // The load balancer lists the machine before its bootstrap, like a cloud target group:
     // kubeadm talks to the control-plane endpoint during init and join, and HAProxy's
     // /readyz check keeps traffic away until this API server is ready.
-    const attachment = new LabLbAttachment(`${name}-lb`, { lb: args.lb, server: e.name, address: machine.address, port: 6443 }, { parent: this, dependsOn: [machine] });
+    const attachment = new LabLbAttachment(
+      `${name}-lb`,
+      { lb: args.lb, server: e.name, address: machine.address, port: 6443 },
+      { parent: this, dependsOn: [machine] },
+    );
     let stdin: pulumi.Output<string> | undefined;
     // The first node of the list has no older node to join through; it already exists
     // (new nodes are always appended), so its join inputs are never used again.
     if (!e.init && args.seed) {
-      stdin = new JoinMaterial(`${name}-join`, { seed: args.seed.connection }, { parent: this, dependsOn: [machine, args.seed.bootstrap] }).material;
+      stdin = new JoinMaterial(
+        `${name}-join`,
+        { seed: args.seed.connection },
+        { parent: this, dependsOn: [machine, args.seed.bootstrap] },
+      ).material;
     }
     this.bootstrap = new RemoteCommand(
       `${name}-etcd`,
@@ -114,7 +130,11 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
         environment,
         stdin,
       },
-      { parent: this, dependsOn: args.after ? [machine, attachment, args.after.bootstrap] : [machine, attachment], customTimeouts: { create: `${args.deadlineSeconds + 60}s` } },
+      {
+        parent: this,
+        dependsOn: args.after ? [machine, attachment, args.after.bootstrap] : [machine, attachment],
+        customTimeouts: { create: `${args.deadlineSeconds + 60}s` },
+      },
     );
     this.registerOutputs({ privateAddress: this.privateAddress, hostPublicKey: this.hostPublicKey });
   }

@@ -8,7 +8,14 @@ import * as pulumi from "@pulumi/pulumi";
 import type { ControlPlaneNodeOutputs } from "../node";
 import { kubeadmBootstrapCommand } from "../kubeadm/bootstrap";
 import type { ConnectionArgs, RemoteCommand } from "../remote/command";
-import { cloudInitUserData, connectionOf, keepFirstBootData, nodeTags, settingForDomain, type CloudControlPlaneNodeArgs } from "./cloud-common";
+import {
+  cloudInitUserData,
+  connectionOf,
+  keepFirstBootData,
+  nodeTags,
+  settingForDomain,
+  type CloudControlPlaneNodeArgs,
+} from "./cloud-common";
 
 export interface AwsRootVolume {
   /** GiB (etcd wants fast, not big: 50-100 is typical). */
@@ -170,7 +177,13 @@ export class AwsControlPlaneSecurityGroup extends pulumi.ComponentResource {
 
   constructor(name: string, args: AwsControlPlaneSecurityGroupArgs, opts?: pulumi.ComponentResourceOptions) {
     super("molt:aws:ControlPlaneSecurityGroup", name, {}, opts);
-    const between = (fromPort: number, toPort: number, description: string) => ({ protocol: "tcp", fromPort, toPort, self: true, description });
+    const between = (fromPort: number, toPort: number, description: string) => ({
+      protocol: "tcp",
+      fromPort,
+      toPort,
+      self: true,
+      description,
+    });
     const sg = new aws.ec2.SecurityGroup(
       name,
       {
@@ -178,7 +191,13 @@ export class AwsControlPlaneSecurityGroup extends pulumi.ComponentResource {
         vpcId: args.vpcId,
         description: "molt: Kubernetes control-plane nodes",
         ingress: [
-          { protocol: "tcp", fromPort: 6443, toPort: 6443, cidrBlocks: args.apiSourceCidrs, description: "Kubernetes API" },
+          {
+            protocol: "tcp",
+            fromPort: 6443,
+            toPort: 6443,
+            cidrBlocks: args.apiSourceCidrs,
+            description: "Kubernetes API",
+          },
           { protocol: "tcp", fromPort: 22, toPort: 22, cidrBlocks: args.sshSourceCidrs, description: "SSH (molt)" },
           between(6443, 6443, "Kubernetes API between control-plane nodes"),
           between(2379, 2380, "etcd client and peer"),

@@ -8,7 +8,13 @@ import * as pulumi from "@pulumi/pulumi";
 import type { ControlPlaneNodeOutputs, NodeEntry } from "../node";
 import { kubeadmBootstrapCommand } from "../kubeadm/bootstrap";
 import type { ConnectionArgs, RemoteCommand } from "../remote/command";
-import { cloudInitUserData, connectionOf, keepFirstBootData, nodeTags, type CloudControlPlaneNodeArgs } from "./cloud-common";
+import {
+  cloudInitUserData,
+  connectionOf,
+  keepFirstBootData,
+  nodeTags,
+  type CloudControlPlaneNodeArgs,
+} from "./cloud-common";
 
 export interface AzureNodeSettings {
   resourceGroupName: pulumi.Input<string>;
@@ -45,7 +51,9 @@ export function imageReference(image: string): azure.types.input.compute.ImageRe
     throw new Error(`image ${JSON.stringify(image)} is neither Publisher:Offer:Sku:Version nor an image resource id`);
   }
   if (parts[3] === "latest") {
-    throw new Error(`image ${JSON.stringify(image)}: pin an exact version; "latest" would change the node's image behind molt's back`);
+    throw new Error(
+      `image ${JSON.stringify(image)}: pin an exact version; "latest" would change the node's image behind molt's back`,
+    );
   }
   const [publisher, offer, sku, version] = parts;
   return { publisher, offer, sku, version };
@@ -53,11 +61,14 @@ export function imageReference(image: string): azure.types.input.compute.ImageRe
 
 function zoneOf(node: NodeEntry, zones: string[]): string[] {
   if (node.failureDomain === undefined) {
-    if (zones.length > 0) throw new Error(`node ${node.name} has no failureDomain; this region has zones ${zones.join(", ")}`);
+    if (zones.length > 0)
+      throw new Error(`node ${node.name} has no failureDomain; this region has zones ${zones.join(", ")}`);
     return [];
   }
   if (!zones.includes(node.failureDomain)) {
-    throw new Error(`node ${node.name} is in failure domain ${JSON.stringify(node.failureDomain)}, not one of the zones ${zones.join(", ") || "(none)"}`);
+    throw new Error(
+      `node ${node.name} is in failure domain ${JSON.stringify(node.failureDomain)}, not one of the zones ${zones.join(", ") || "(none)"}`,
+    );
   }
   return [node.failureDomain];
 }
@@ -136,7 +147,12 @@ export class AzureControlPlaneNode extends pulumi.ComponentResource implements C
       },
       // The image makes the machine: a change means a new machine. Its OS profile (custom
       // data with the host key, login user and key) stays as it was at creation.
-      { parent: this, replaceOnChanges: ["storageProfile.imageReference"], deleteBeforeReplace: false, ...keepFirstBootData(["osProfile"]) },
+      {
+        parent: this,
+        replaceOnChanges: ["storageProfile.imageReference"],
+        deleteBeforeReplace: false,
+        ...keepFirstBootData(["osProfile"]),
+      },
     );
 
     this.privateAddress = this.nic.ipConfigurations.apply((c) => {

@@ -52,7 +52,9 @@ export interface CloudInitArgs {
  */
 export function renderCloudInit(a: CloudInitArgs): string {
   if (a.user === "root") {
-    throw new Error("ssh.user must not be root on cloud nodes: cloud images disable root login; use the image's admin user (molt uses sudo)");
+    throw new Error(
+      "ssh.user must not be root on cloud nodes: cloud images disable root login; use the image's admin user (molt uses sudo)",
+    );
   }
   if (!/^ssh-ed25519 [A-Za-z0-9+/=]+( .*)?$/.test(a.hostKey.publicKey.trim())) {
     throw new Error("hostKey.publicKey must be an ssh-ed25519 public key line");
@@ -82,7 +84,8 @@ export function renderCloudInit(a: CloudInitArgs): string {
       {
         path: "/etc/ssh/sshd_config.d/10-molt-host-key.conf",
         permissions: "0644",
-        content: "# molt: offer only the pre-generated ed25519 host key that clients pin\nHostKey /etc/ssh/ssh_host_ed25519_key\n",
+        content:
+          "# molt: offer only the pre-generated ed25519 host key that clients pin\nHostKey /etc/ssh/ssh_host_ed25519_key\n",
       },
     ],
     runcmd: [["systemctl", "try-reload-or-restart", "ssh.service", "sshd.service"]],
@@ -104,9 +107,11 @@ export function connectionOf(node: ControlPlaneNodeOutputs, args: { ssh: SshSett
 /** The node's user data as a secret (it holds the host private key). */
 export function cloudInitUserData(node: NodeEntry, ssh: SshSettings, hostKey: HostKeyPair): pulumi.Output<string> {
   return pulumi.secret(
-    pulumi.all([ssh.publicKey, hostKey.privateKey, hostKey.publicKey]).apply(([authorizedKey, privateKey, publicKey]) =>
-      renderCloudInit({ hostname: node.name, user: ssh.user, authorizedKey, hostKey: { privateKey, publicKey } }),
-    ),
+    pulumi
+      .all([ssh.publicKey, hostKey.privateKey, hostKey.publicKey])
+      .apply(([authorizedKey, privateKey, publicKey]) =>
+        renderCloudInit({ hostname: node.name, user: ssh.user, authorizedKey, hostKey: { privateKey, publicKey } }),
+      ),
   );
 }
 
@@ -117,10 +122,13 @@ export function cloudInitUserData(node: NodeEntry, ssh: SshSettings, hostKey: Ho
 export function publicKeyOfPrivateKey(privateKey: string): string {
   const parsed = utils.parseKey(privateKey.trim());
   if (parsed instanceof Error) {
-    throw new Error(`molt:ssh.privateKey is not a usable SSH private key (${parsed.message}); molt needs an unencrypted OpenSSH private key, kept encrypted as a Pulumi secret`);
+    throw new Error(
+      `molt:ssh.privateKey is not a usable SSH private key (${parsed.message}); molt needs an unencrypted OpenSSH private key, kept encrypted as a Pulumi secret`,
+    );
   }
   const key = Array.isArray(parsed) ? parsed[0] : parsed;
-  if (!key.isPrivateKey()) throw new Error("molt:ssh.privateKey holds a public key; set the private key (as a Pulumi secret)");
+  if (!key.isPrivateKey())
+    throw new Error("molt:ssh.privateKey holds a public key; set the private key (as a Pulumi secret)");
   return `${key.type} ${key.getPublicSSH().toString("base64")}`;
 }
 
@@ -130,10 +138,14 @@ export function settingForDomain<T>(node: NodeEntry, byDomain: Record<string, T>
   const known = Object.keys(byDomain);
   if (domain === undefined) {
     if (known.length === 1) return byDomain[known[0]];
-    throw new Error(`node ${node.name} has no failureDomain, but ${what} is configured for several: ${known.join(", ")}`);
+    throw new Error(
+      `node ${node.name} has no failureDomain, but ${what} is configured for several: ${known.join(", ")}`,
+    );
   }
   if (!Object.prototype.hasOwnProperty.call(byDomain, domain)) {
-    throw new Error(`node ${node.name} is in failure domain ${JSON.stringify(domain)}, which has no ${what}; configured: ${known.join(", ") || "none"}`);
+    throw new Error(
+      `node ${node.name} is in failure domain ${JSON.stringify(domain)}, which has no ${what}; configured: ${known.join(", ") || "none"}`,
+    );
   }
   return byDomain[domain];
 }

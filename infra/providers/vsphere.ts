@@ -14,7 +14,14 @@ import * as pulumi from "@pulumi/pulumi";
 import type { ControlPlaneNodeOutputs } from "../node";
 import { kubeadmBootstrapCommand } from "../kubeadm/bootstrap";
 import type { ConnectionArgs, RemoteCommand } from "../remote/command";
-import { cloudInitUserData, connectionOf, keepFirstBootData, nodeTags, settingForDomain, type CloudControlPlaneNodeArgs } from "./cloud-common";
+import {
+  cloudInitUserData,
+  connectionOf,
+  keepFirstBootData,
+  nodeTags,
+  settingForDomain,
+  type CloudControlPlaneNodeArgs,
+} from "./cloud-common";
 import { stringify } from "yaml";
 
 /** The pulumi-vsphere provider plugin version whose schema these bindings follow. */
@@ -48,7 +55,14 @@ export interface VsphereVirtualMachineArgs {
   firmware?: pulumi.Input<string>;
   enableDiskUuid?: pulumi.Input<boolean>;
   networkInterfaces: pulumi.Input<{ networkId: pulumi.Input<string>; adapterType?: pulumi.Input<string> }[]>;
-  disks: pulumi.Input<{ label: pulumi.Input<string>; size: pulumi.Input<number>; thinProvisioned?: pulumi.Input<boolean>; eagerlyScrub?: pulumi.Input<boolean> }[]>;
+  disks: pulumi.Input<
+    {
+      label: pulumi.Input<string>;
+      size: pulumi.Input<number>;
+      thinProvisioned?: pulumi.Input<boolean>;
+      eagerlyScrub?: pulumi.Input<boolean>;
+    }[]
+  >;
   clone: pulumi.Input<{ templateUuid: pulumi.Input<string>; linkedClone?: pulumi.Input<boolean> }>;
   extraConfig?: pulumi.Input<Record<string, pulumi.Input<string>>>;
   waitForGuestNetTimeout?: pulumi.Input<number>;
@@ -82,7 +96,12 @@ export interface VsphereAntiAffinityRuleArgs {
 
 export class VsphereComputeClusterVmAntiAffinityRule extends pulumi.CustomResource {
   constructor(name: string, args: VsphereAntiAffinityRuleArgs, opts?: pulumi.CustomResourceOptions) {
-    super(VSPHERE_TOKENS.antiAffinityRule, name, { ...args }, pulumi.mergeOptions({ version: VSPHERE_PROVIDER_VERSION }, opts));
+    super(
+      VSPHERE_TOKENS.antiAffinityRule,
+      name,
+      { ...args },
+      pulumi.mergeOptions({ version: VSPHERE_PROVIDER_VERSION }, opts),
+    );
   }
 }
 
@@ -97,7 +116,11 @@ interface TemplateLookup extends Lookup {
   networkInterfaceTypes: string[];
 }
 
-function invoke<T>(token: string, args: Record<string, pulumi.Input<string | undefined>>, parent: pulumi.Resource): pulumi.Output<T> {
+function invoke<T>(
+  token: string,
+  args: Record<string, pulumi.Input<string | undefined>>,
+  parent: pulumi.Resource,
+): pulumi.Output<T> {
   return pulumi.runtime.invokeOutput<T>(token, args, { parent, version: VSPHERE_PROVIDER_VERSION });
 }
 
@@ -135,7 +158,10 @@ export type VsphereControlPlaneNodeArgs = CloudControlPlaneNodeArgs<VsphereNodeS
 
 /** cloud-init metadata for the VMware datasource; wipes the guestinfo user data once read. */
 export function renderGuestinfoMetadata(nodeName: string): string {
-  return stringify({ "instance-id": nodeName, "local-hostname": nodeName, "cleanup-guestinfo": ["userdata", "vendordata"] }, { lineWidth: 0 });
+  return stringify(
+    { "instance-id": nodeName, "local-hostname": nodeName, "cleanup-guestinfo": ["userdata", "vendordata"] },
+    { lineWidth: 0 },
+  );
 }
 
 function base64(s: string): string {
@@ -163,11 +189,25 @@ export class VsphereControlPlaneNode extends pulumi.ComponentResource implements
     const domain = settingForDomain(node, s.failureDomains, "vSphere placement");
     const dc = invoke<Lookup>(VSPHERE_TOKENS.getDatacenter, { name: s.datacenter }, this);
     const datacenterId = dc.id;
-    const cluster = invoke<Lookup & { resourcePoolId: string }>(VSPHERE_TOKENS.getComputeCluster, { name: domain.computeCluster, datacenterId }, this);
-    const pool = invoke<Lookup>(VSPHERE_TOKENS.getResourcePool, { name: domain.resourcePool ?? `${domain.computeCluster}/Resources`, datacenterId }, this);
+    const cluster = invoke<Lookup & { resourcePoolId: string }>(
+      VSPHERE_TOKENS.getComputeCluster,
+      { name: domain.computeCluster, datacenterId },
+      this,
+    );
+    const pool = invoke<Lookup>(
+      VSPHERE_TOKENS.getResourcePool,
+      { name: domain.resourcePool ?? `${domain.computeCluster}/Resources`, datacenterId },
+      this,
+    );
     const datastore = invoke<Lookup>(VSPHERE_TOKENS.getDatastore, { name: domain.datastore, datacenterId }, this);
-    const network = invoke<Lookup>(VSPHERE_TOKENS.getNetwork, { name: domain.network ?? s.network, datacenterId }, this);
-    const host = domain.host ? invoke<Lookup>(VSPHERE_TOKENS.getHost, { name: domain.host, datacenterId }, this) : undefined;
+    const network = invoke<Lookup>(
+      VSPHERE_TOKENS.getNetwork,
+      { name: domain.network ?? s.network, datacenterId },
+      this,
+    );
+    const host = domain.host
+      ? invoke<Lookup>(VSPHERE_TOKENS.getHost, { name: domain.host, datacenterId }, this)
+      : undefined;
     const template = invoke<TemplateLookup>(VSPHERE_TOKENS.getVirtualMachine, { name: node.image, datacenterId }, this);
     this.computeClusterId = cluster.id;
     this.computeClusterName = domain.computeCluster;
@@ -191,11 +231,20 @@ export class VsphereControlPlaneNode extends pulumi.ComponentResource implements
         firmware: template.firmware,
         // Stable disk ids in the guest (vSphere CSI and etcd's disk need them).
         enableDiskUuid: true,
-        networkInterfaces: [{ networkId: network.id, adapterType: template.networkInterfaceTypes.apply((t) => t[0] ?? "vmxnet3") }],
+        networkInterfaces: [
+          { networkId: network.id, adapterType: template.networkInterfaceTypes.apply((t) => t[0] ?? "vmxnet3") },
+        ],
         disks: template.disks.apply((d) => {
           const first = d[0];
           if (!first) throw new Error(`template ${node.image} has no disk`);
-          return [{ label: "disk0", size: Math.max(s.diskGiB, first.size), thinProvisioned: first.thinProvisioned, eagerlyScrub: first.eagerlyScrub }];
+          return [
+            {
+              label: "disk0",
+              size: Math.max(s.diskGiB, first.size),
+              thinProvisioned: first.thinProvisioned,
+              eagerlyScrub: first.eagerlyScrub,
+            },
+          ];
         }),
         clone: { templateUuid: template.id },
         extraConfig: pulumi.secret(

@@ -22,10 +22,17 @@ async function connectWithDeadline(c: RemoteCommandInputs["connection"]): Promis
       backoff = Math.min(backoff * 2, 2_000);
     }
   }
-  throw new Error(`could not reach ${c.host}:${c.port ?? 22} over SSH within ${CONNECT_DEADLINE_MS / 1000}s: ${String(last)}`);
+  throw new Error(
+    `could not reach ${c.host}:${c.port ?? 22} over SSH within ${CONNECT_DEADLINE_MS / 1000}s: ${String(last)}`,
+  );
 }
 
-async function runScript(inputs: RemoteCommandInputs, script: string, what: string, stdin?: string): Promise<{ stdout: string; stderr: string }> {
+async function runScript(
+  inputs: RemoteCommandInputs,
+  script: string,
+  what: string,
+  stdin?: string,
+): Promise<{ stdout: string; stderr: string }> {
   const ssh = await connectWithDeadline(inputs.connection);
   try {
     const env = envPrefix(inputs.environment ?? {});
@@ -38,11 +45,16 @@ async function runScript(inputs: RemoteCommandInputs, script: string, what: stri
   }
 }
 
-export async function create(inputs: RemoteCommandInputs): Promise<{ id: string; outs: RemoteCommandInputs & RemoteCommandOutputs }> {
+export async function create(
+  inputs: RemoteCommandInputs,
+): Promise<{ id: string; outs: RemoteCommandInputs & RemoteCommandOutputs }> {
   const t0 = Date.now();
   const { stdout, stderr } = await runScript(inputs, inputs.create, "create script", inputs.stdin);
   // Scripts log progress on stderr (never secrets); the tail is kept for diagnosis.
-  return { id: randomUUID(), outs: { ...inputs, stdout: stdout.slice(-4096), stderr: stderr.slice(-4096), createMs: Date.now() - t0 } };
+  return {
+    id: randomUUID(),
+    outs: { ...inputs, stdout: stdout.slice(-4096), stderr: stderr.slice(-4096), createMs: Date.now() - t0 },
+  };
 }
 
 export function diff(olds: RemoteCommandInputs, news: RemoteCommandInputs) {

@@ -69,6 +69,13 @@ export class RemoteCommand extends pulumi.dynamic.Resource {
     // The connection (private key) and stdin are kept in the outputs because delete needs
     // them; they stay encrypted in the state.
     const secrets = { additionalSecretOutputs: ["connection", "stdin"] };
-    super(provider, name, { ...args, stdout: undefined, stderr: undefined, createMs: undefined }, pulumi.mergeOptions(opts, secrets), "molt", "RemoteCommand");
+    super(
+      provider,
+      name,
+      { ...args, stdout: undefined, stderr: undefined, createMs: undefined },
+      pulumi.mergeOptions(opts, secrets),
+      "molt",
+      "RemoteCommand",
+    );
   }
 }

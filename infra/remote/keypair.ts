@@ -18,6 +18,13 @@ export class SshKeyPair extends pulumi.dynamic.Resource {
   declare readonly privateKey: pulumi.Output<string>;
   declare readonly publicKey: pulumi.Output<string>;
   constructor(name: string, args: { comment: pulumi.Input<string> }, opts?: pulumi.CustomResourceOptions) {
-    super(provider, name, { ...args, privateKey: undefined, publicKey: undefined }, pulumi.mergeOptions(opts, { additionalSecretOutputs: ["privateKey"] }), "molt", "SshKeyPair");
+    super(
+      provider,
+      name,
+      { ...args, privateKey: undefined, publicKey: undefined },
+      pulumi.mergeOptions(opts, { additionalSecretOutputs: ["privateKey"] }),
+      "molt",
+      "SshKeyPair",
+    );
   }
 }

@@ -17,7 +17,9 @@ export interface SshTarget {
 
 export class HostKeyMismatchError extends Error {
   constructor(readonly host: string) {
-    super(`host key of ${host} does not match the pinned key: refusing to connect (a replaced machine, or someone in the middle)`);
+    super(
+      `host key of ${host} does not match the pinned key: refusing to connect (a replaced machine, or someone in the middle)`,
+    );
     this.name = "HostKeyMismatchError";
   }
 }
@@ -154,7 +156,11 @@ export class SshSession {
         stream.pipe(out);
         let code: number | null = null;
         stream.on("exit", (c: number | null) => (code = c));
-        out.on("finish", () => (code === 0 || code === null ? resolve(bytes) : reject(new RemoteCommandError(this.target.host, what, code, stderr))));
+        out.on("finish", () =>
+          code === 0 || code === null
+            ? resolve(bytes)
+            : reject(new RemoteCommandError(this.target.host, what, code, stderr)),
+        );
         out.on("error", reject);
         stream.on("close", (c: number | null) => {
           if ((c ?? code) !== 0) reject(new RemoteCommandError(this.target.host, what, c ?? code, stderr));
@@ -264,10 +270,25 @@ export function generateSshKeyPair(comment: string): { privateKey: string; publi
   };
   const pubBlob = Buffer.concat([str("ssh-ed25519"), str(pub)]);
   const check = randomBytes(4).readUInt32BE(0);
-  let section = Buffer.concat([u32(check), u32(check), str("ssh-ed25519"), str(pub), str(Buffer.concat([seed, pub])), str(comment)]);
+  let section = Buffer.concat([
+    u32(check),
+    u32(check),
+    str("ssh-ed25519"),
+    str(pub),
+    str(Buffer.concat([seed, pub])),
+    str(comment),
+  ]);
   const pad = (8 - (section.length % 8)) % 8;
   section = Buffer.concat([section, Buffer.from(Array.from({ length: pad }, (_, i) => i + 1))]);
-  const body = Buffer.concat([Buffer.from("openssh-key-v1\0"), str("none"), str("none"), str(""), u32(1), str(pubBlob), str(section)]).toString("base64");
+  const body = Buffer.concat([
+    Buffer.from("openssh-key-v1\0"),
+    str("none"),
+    str("none"),
+    str(""),
+    u32(1),
+    str(pubBlob),
+    str(section),
+  ]).toString("base64");
   const wrapped = body.match(/.{1,70}/g)!.join("\n");
   return {
     privateKey: `-----BEGIN OPENSSH PRIVATE KEY-----\n${wrapped}\n-----END OPENSSH PRIVATE KEY-----\n`,

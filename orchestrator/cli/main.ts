@@ -17,7 +17,17 @@ import { BackendError, classifyEngineError, PassphraseError, StackNotFoundError 
 import { EngineMissingError } from "../stack/engine";
 import { LabHostError } from "../../infra/lab/host";
 
-export const EXIT = { ok: 0, unexpected: 1, invalid: 2, locked: 3, rolledBack: 4, paused: 5, notConfirmed: 6, failed: 7, cancelled: 130 } as const;
+export const EXIT = {
+  ok: 0,
+  unexpected: 1,
+  invalid: 2,
+  locked: 3,
+  rolledBack: 4,
+  paused: 5,
+  notConfirmed: 6,
+  failed: 7,
+  cancelled: 130,
+} as const;
 
 /** A rollout that may not ask (no terminal, or --json) and was not given --yes. */
 class NotConfirmedError extends Error {
@@ -47,7 +57,8 @@ function exitFor(s: Summary): number {
 
 function errorExit(e: unknown, json: boolean, stack?: string): number {
   // The engine's refusals of a backend or a passphrase are bad input wherever they show.
-  if (stack !== undefined) e = classifyEngineError(e, stack, process.env.PULUMI_BACKEND_URL ?? "the default backend (~/.molt/state)");
+  if (stack !== undefined)
+    e = classifyEngineError(e, stack, process.env.PULUMI_BACKEND_URL ?? "the default backend (~/.molt/state)");
   const known: [new (...a: never[]) => Error, number][] = [
     [InvalidConfigError, EXIT.invalid],
     [StackNotFoundError, EXIT.invalid],
@@ -62,7 +73,10 @@ function errorExit(e: unknown, json: boolean, stack?: string): number {
   ];
   const code = known.find(([cls]) => e instanceof cls)?.[1] ?? EXIT.unexpected;
   const message = e instanceof Error ? e.message : String(e);
-  if (json) process.stdout.write(JSON.stringify({ type: "error", error: (e as Error)?.name ?? "Error", message, exitCode: code }) + "\n");
+  if (json)
+    process.stdout.write(
+      JSON.stringify({ type: "error", error: (e as Error)?.name ?? "Error", message, exitCode: code }) + "\n",
+    );
   else process.stderr.write(`molt: ${message}\n`);
   return code;
 }
@@ -73,27 +87,40 @@ function human(e: RolloutEvent): void {
   const out = (s: string): void => void process.stdout.write(`${ts()}  ${s}\n`);
   switch (e.type) {
     case "start":
-      return out(`rollout of stack ${e.stack}: ${e.replicas} × ${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`);
+      return out(
+        `rollout of stack ${e.stack}: ${e.replicas} × ${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`,
+      );
     case "lock-recovered":
       return out(`took over the lock of a run that died (pid ${e.previousPid}, started ${e.previousStartedAt})`);
     case "pending-cleared":
-      for (const p of e.operations) out(`cleared an operation a killed engine left pending: ${p.operation} ${p.urn.split("::").pop()}: ${p.reason}`);
+      for (const p of e.operations)
+        out(
+          `cleared an operation a killed engine left pending: ${p.operation} ${p.urn.split("::").pop()}: ${p.reason}`,
+        );
       return;
     case "observed":
-      return out(`pass ${e.pass}: ${e.nodes.map((n) => `${n.name}[${n.image}${n.member ? (n.member.learner ? ",learner" : n.member.leader ? ",leader" : "") + (n.member.healthy ? "" : ",unhealthy") : ",no member"}${n.kube ? (n.kube.cordoned ? ",cordoned" : "") + (n.kube.healthy ? "" : ",k8s-unhealthy") : ""}${n.outdated ? ",outdated" : ""}]`).join(" ") || "(no nodes)"}`);
+      return out(
+        `pass ${e.pass}: ${e.nodes.map((n) => `${n.name}[${n.image}${n.member ? (n.member.learner ? ",learner" : n.member.leader ? ",leader" : "") + (n.member.healthy ? "" : ",unhealthy") : ",no member"}${n.kube ? (n.kube.cordoned ? ",cordoned" : "") + (n.kube.healthy ? "" : ",k8s-unhealthy") : ""}${n.outdated ? ",outdated" : ""}]`).join(" ") || "(no nodes)"}`,
+      );
     case "decision":
       return e.operation.kind === "wait" ? undefined : out(`→ ${e.operation.kind}: ${e.operation.reason}`);
     case "phase":
-      return out(`  ${e.ok ? "✓" : "✗"} ${e.phase} (${e.operation}${e.node ? ` ${e.node}` : ""}) ${(e.ms / 1000).toFixed(1)}s${e.detail ? `: ${e.detail}` : ""}`);
+      return out(
+        `  ${e.ok ? "✓" : "✗"} ${e.phase} (${e.operation}${e.node ? ` ${e.node}` : ""}) ${(e.ms / 1000).toFixed(1)}s${e.detail ? `: ${e.detail}` : ""}`,
+      );
     case "snapshot":
-      return out(`etcd snapshot saved before the first membership change: ${e.path} (${e.bytes} bytes, from ${e.node})`);
+      return out(
+        `etcd snapshot saved before the first membership change: ${e.path} (${e.bytes} bytes, from ${e.node})`,
+      );
     case "engine":
       return out(`  | ${e.line}`);
     case "summary": {
       out(`${e.result.toUpperCase()}: ${e.reason}`);
       const p = e.phases;
       const f = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
-      return out(`wall ${f(e.wallMs)}, ${e.operations} operation(s): provision ${f(p.provision)}, etcd ${f(p.etcd)}, waiting ${f(p.wait)}, observing ${f(p.observe)}, snapshot ${f(p.snapshot)}, molt ${f(p.molt)}`);
+      return out(
+        `wall ${f(e.wallMs)}, ${e.operations} operation(s): provision ${f(p.provision)}, etcd ${f(p.etcd)}, waiting ${f(p.wait)}, observing ${f(p.observe)}, snapshot ${f(p.snapshot)}, molt ${f(p.molt)}`,
+      );
     }
   }
 }
@@ -108,15 +135,38 @@ function printPlanTable(rows: PlannedReplacement[]): void {
 
 function printInspection(i: Inspection, what: "plan" | "status"): void {
   const w = (s: string) => process.stdout.write(s + "\n");
-  w(`stack ${i.stack}${i.exists ? "" : " (not created yet)"}: want ${i.intent.replicas} × ${i.intent.image}${i.intent.kubernetesVersion ? ` / k8s ${i.intent.kubernetesVersion}` : ""} on ${i.intent.provider}, maxSurge ${i.intent.maxSurge}`);
+  w(
+    `stack ${i.stack}${i.exists ? "" : " (not created yet)"}: want ${i.intent.replicas} × ${i.intent.image}${i.intent.kubernetesVersion ? ` / k8s ${i.intent.kubernetesVersion}` : ""} on ${i.intent.provider}, maxSurge ${i.intent.maxSurge}`,
+  );
   if (what === "status") {
     w("");
     const kube = i.nodes.some((n) => n.kube) || i.intent.kubernetesVersion !== undefined;
     const imageWidth = Math.max(14, ...i.nodes.map((n) => n.image.length + 2));
-    w("NODE".padEnd(24) + "IMAGE".padEnd(imageWidth) + "MEMBER".padEnd(22) + "ROLE".padEnd(10) + "HEALTHY  " + (kube ? "API".padEnd(10) + "NODE".padEnd(18) : "") + "UP-TO-DATE");
+    w(
+      "NODE".padEnd(24) +
+        "IMAGE".padEnd(imageWidth) +
+        "MEMBER".padEnd(22) +
+        "ROLE".padEnd(10) +
+        "HEALTHY  " +
+        (kube ? "API".padEnd(10) + "NODE".padEnd(18) : "") +
+        "UP-TO-DATE",
+    );
     for (const n of i.nodes) {
-      const k = n.kube ? (n.kube.apiserverVersion ?? "down").padEnd(10) + ((n.kube.nodeReady ? "Ready" : "NotReady") + (n.kube.cordoned ? ",cordoned" : "")).padEnd(18) : kube ? "?".padEnd(10) + "?".padEnd(18) : "";
-      w(n.name.padEnd(24) + n.image.padEnd(imageWidth) + (n.member?.id ?? "-").padEnd(22) + (n.member ? (n.member.learner ? "learner" : n.member.leader ? "leader" : "voter") : "-").padEnd(10) + (n.member?.healthy && n.kube?.healthy !== false ? "yes" : "no").padEnd(9) + k + (n.outdated ? "no" : "yes"));
+      const k = n.kube
+        ? (n.kube.apiserverVersion ?? "down").padEnd(10) +
+          ((n.kube.nodeReady ? "Ready" : "NotReady") + (n.kube.cordoned ? ",cordoned" : "")).padEnd(18)
+        : kube
+          ? "?".padEnd(10) + "?".padEnd(18)
+          : "";
+      w(
+        n.name.padEnd(24) +
+          n.image.padEnd(imageWidth) +
+          (n.member?.id ?? "-").padEnd(22) +
+          (n.member ? (n.member.learner ? "learner" : n.member.leader ? "leader" : "voter") : "-").padEnd(10) +
+          (n.member?.healthy && n.kube?.healthy !== false ? "yes" : "no").padEnd(9) +
+          k +
+          (n.outdated ? "no" : "yes"),
+      );
     }
     const stray = i.members.filter((m) => !i.nodes.some((n) => n.member?.id === m.id));
     for (const m of stray) w(`stray member ${m.id} ${m.name || "(unstarted)"} ${m.peerURLs.join(",")}`);
@@ -157,48 +207,78 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(stackOpt())
     .option("-y, --yes", "do not ask for confirmation")
     .option("--json", "one JSON event per line on stdout, ending with a summary event")
-    .addOption(new Option("--on-failure <mode>", "what to do with a new node that does not become healthy").choices(["rollback", "pause"]))
+    .addOption(
+      new Option("--on-failure <mode>", "what to do with a new node that does not become healthy").choices([
+        "rollback",
+        "pause",
+      ]),
+    )
     .option("--verbose", "also print the engine's output")
-    .option("--replace-dead <node...>", "replace these nodes whose etcd member is dead, remove-first (quorum checked); never applied to a healthy member")
-    .action(async (opts: { stack: string; yes?: boolean; json?: boolean; onFailure?: "rollback" | "pause"; verbose?: boolean; replaceDead?: string[] }) => {
-      const json = !!opts.json;
-      if (!opts.yes && (!process.stdin.isTTY || json)) {
-        code = errorExit(new NotConfirmedError("not confirmed: run with --yes to proceed (stdin is not a terminal, or --json was given, so molt cannot ask); nothing was changed"), json);
-        return;
-      }
-      const ac = new AbortController();
-      const stop = () => ac.abort();
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
-      try {
-        const summary = await rollout({
-          stack: opts.stack,
-          signal: ac.signal,
-          ...(opts.onFailure ? { onFailure: opts.onFailure } : {}),
-          ...(opts.replaceDead ? { replaceDead: opts.replaceDead } : {}),
-          engineOutput: !!opts.verbose,
-          onEvent: (e) => (json ? process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n") : human(e)),
-          ...(opts.yes ? {} : { confirm: confirmOnTty }),
-        });
-        code = exitFor(summary);
-      } catch (e) {
-        code = errorExit(e, json, opts.stack);
-      } finally {
-        process.removeListener("SIGINT", stop);
-        process.removeListener("SIGTERM", stop);
-      }
-    });
+    .option(
+      "--replace-dead <node...>",
+      "replace these nodes whose etcd member is dead, remove-first (quorum checked); never applied to a healthy member",
+    )
+    .action(
+      async (opts: {
+        stack: string;
+        yes?: boolean;
+        json?: boolean;
+        onFailure?: "rollback" | "pause";
+        verbose?: boolean;
+        replaceDead?: string[];
+      }) => {
+        const json = !!opts.json;
+        if (!opts.yes && (!process.stdin.isTTY || json)) {
+          code = errorExit(
+            new NotConfirmedError(
+              "not confirmed: run with --yes to proceed (stdin is not a terminal, or --json was given, so molt cannot ask); nothing was changed",
+            ),
+            json,
+          );
+          return;
+        }
+        const ac = new AbortController();
+        const stop = () => ac.abort();
+        process.once("SIGINT", stop);
+        process.once("SIGTERM", stop);
+        try {
+          const summary = await rollout({
+            stack: opts.stack,
+            signal: ac.signal,
+            ...(opts.onFailure ? { onFailure: opts.onFailure } : {}),
+            ...(opts.replaceDead ? { replaceDead: opts.replaceDead } : {}),
+            engineOutput: !!opts.verbose,
+            onEvent: (e) =>
+              json
+                ? process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n")
+                : human(e),
+            ...(opts.yes ? {} : { confirm: confirmOnTty }),
+          });
+          code = exitFor(summary);
+        } catch (e) {
+          code = errorExit(e, json, opts.stack);
+        } finally {
+          process.removeListener("SIGINT", stop);
+          process.removeListener("SIGTERM", stop);
+        }
+      },
+    );
 
   for (const what of ["plan", "status"] as const) {
     program
       .command(what)
-      .description(what === "plan" ? "dry run: what would be replaced, in which order, why" : "nodes, etcd members, leader, versions and conditions")
+      .description(
+        what === "plan"
+          ? "dry run: what would be replaced, in which order, why"
+          : "nodes, etcd members, leader, versions and conditions",
+      )
       .addOption(stackOpt())
       .option("--json", "print one JSON document")
       .action(async (opts: { stack: string; json?: boolean }) => {
         try {
           const i = await inspect({ stack: opts.stack });
-          if (opts.json) process.stdout.write(JSON.stringify(i, (_k, v) => (typeof v === "bigint" ? v.toString() : v), 2) + "\n");
+          if (opts.json)
+            process.stdout.write(JSON.stringify(i, (_k, v) => (typeof v === "bigint" ? v.toString() : v), 2) + "\n");
           else printInspection(i, what);
         } catch (e) {
           code = errorExit(e, !!opts.json, opts.stack);
@@ -210,9 +290,18 @@ export async function main(argv: string[]): Promise<number> {
     await program.parseAsync(argv, { from: "user" });
   } catch (e) {
     const ce = e as { code?: string; exitCode?: number };
-    if (ce.code === "commander.helpDisplayed" || ce.code === "commander.version" || ce.code === "commander.help") return EXIT.ok;
+    if (ce.code === "commander.helpDisplayed" || ce.code === "commander.version" || ce.code === "commander.help")
+      return EXIT.ok;
     // With --json the usage error is a JSON line too (commander's own text goes to stderr otherwise).
-    if (json) process.stdout.write(JSON.stringify({ type: "error", error: "UsageError", message: `${(e as Error).message.replace(/^error: /, "")}; run \`molt <command> --help\` for usage; nothing was changed`, exitCode: EXIT.invalid }) + "\n");
+    if (json)
+      process.stdout.write(
+        JSON.stringify({
+          type: "error",
+          error: "UsageError",
+          message: `${(e as Error).message.replace(/^error: /, "")}; run \`molt <command> --help\` for usage; nothing was changed`,
+          exitCode: EXIT.invalid,
+        }) + "\n",
+      );
     return EXIT.invalid;
   }
   return code;

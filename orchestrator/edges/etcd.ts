@@ -115,7 +115,9 @@ export class EtcdAccess {
     // The client certificate is read once, from the first node that has it.
     const cat = `${sudoFor(ssh.user)}cat`;
     for (const t of tunnels.values()) {
-      const r = await t.ssh.exec(`${cat} ${PKI}/ca.crt; echo '--molt--'; ${cat} ${PKI}/healthcheck-client.crt; echo '--molt--'; ${cat} ${PKI}/healthcheck-client.key`);
+      const r = await t.ssh.exec(
+        `${cat} ${PKI}/ca.crt; echo '--molt--'; ${cat} ${PKI}/healthcheck-client.crt; echo '--molt--'; ${cat} ${PKI}/healthcheck-client.key`,
+      );
       const parts = r.stdout.split("--molt--\n");
       if (r.code === 0 && parts.length === 3) {
         credentials = { ca: parts[0], cert: parts[1], key: parts[2] };
@@ -128,7 +130,10 @@ export class EtcdAccess {
         t.ssh.close();
       }
       throw new EtcdUnreachableError(
-        nodes.length === 0 ? "no nodes" : [...unreachable.entries()].map(([n, r]) => `${n}: ${r}`).join("; ") || "no node has etcd client certificates",
+        nodes.length === 0
+          ? "no nodes"
+          : [...unreachable.entries()].map(([n, r]) => `${n}: ${r}`).join("; ") ||
+              "no node has etcd client certificates",
       );
     }
     return new EtcdAccess(tunnels, credentials, unreachable);
@@ -222,7 +227,10 @@ export class EtcdAccess {
     if (!ssh) throw new EtcdUnreachableError(`no session to ${node}`);
     if (!/^\d+$/.test(revision)) throw new Error(`invalid revision ${revision}`);
     // Hashing a large keyspace takes longer than etcdctl's default 5 s command timeout.
-    const out = await ssh.run(etcdctlOnNode(ssh.target.user, `--command-timeout=300s endpoint hashkv --rev=${revision} -w json`), `hashKV on ${node}`);
+    const out = await ssh.run(
+      etcdctlOnNode(ssh.target.user, `--command-timeout=300s endpoint hashkv --rev=${revision} -w json`),
+      `hashKV on ${node}`,
+    );
     const parsed = JSON.parse(out) as { HashKV: { hash: number; compact_revision: number } }[];
     return { hash: String(parsed[0].HashKV.hash), compactRevision: String(parsed[0].HashKV.compact_revision ?? 0) };
   }
@@ -240,7 +248,10 @@ export class EtcdAccess {
     // kubeadm nodes run etcd as a static pod and may have no etcdctl: stream over gRPC there.
     if ((await ssh.exec("test -x /usr/local/bin/etcdctl")).code !== 0) return this.snapshotOverGrpc(node, path);
     try {
-      await ssh.run(`${etcdctlOnNode(ssh.target.user, `snapshot save ${remote}`)} >/dev/null`, `etcd snapshot on ${node}`);
+      await ssh.run(
+        `${etcdctlOnNode(ssh.target.user, `snapshot save ${remote}`)} >/dev/null`,
+        `etcd snapshot on ${node}`,
+      );
       return await ssh.execToFile(`${sudo}cat ${remote}`, path, `copying the snapshot from ${node}`);
     } finally {
       await ssh.exec(`${sudo}rm -f ${remote}`).catch(() => undefined);

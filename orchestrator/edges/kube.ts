@@ -74,7 +74,11 @@ export class KubeUnreachableError extends Error {
 }
 
 /** One HTTPS GET with a deadline; resolves with status and body, never rejects. */
-function get(port: number, path: string, tls: { ca?: string; servername?: string; insecure?: boolean }): Promise<{ status: number; body: string; error?: string }> {
+function get(
+  port: number,
+  path: string,
+  tls: { ca?: string; servername?: string; insecure?: boolean },
+): Promise<{ status: number; body: string; error?: string }> {
   return new Promise((resolve) => {
     const req = request(
       {
@@ -135,7 +139,9 @@ export class KubeAccess {
       if (credentials) return new KubeAccess(sessions, credentials);
       errors.push(`${node}: admin.conf has no client certificate`);
     }
-    throw new KubeUnreachableError(`no node has a usable /etc/kubernetes/admin.conf (${errors.join("; ") || "no nodes"})`);
+    throw new KubeUnreachableError(
+      `no node has a usable /etc/kubernetes/admin.conf (${errors.join("; ") || "no nodes"})`,
+    );
   }
 
   private async portsOf(node: string): Promise<Ports> {
@@ -143,8 +149,17 @@ export class KubeAccess {
     if (have) return have;
     const ssh = this.sessions.get(node);
     if (!ssh) throw new KubeUnreachableError(`no SSH session to ${node}`);
-    const [a, c, s] = await Promise.all([ssh.forward("127.0.0.1", 6443), ssh.forward("127.0.0.1", 10257), ssh.forward("127.0.0.1", 10259)]);
-    const p: Ports = { apiserver: a.port, controllerManager: c.port, scheduler: s.port, close: async () => void (await Promise.all([a.close(), c.close(), s.close()])) };
+    const [a, c, s] = await Promise.all([
+      ssh.forward("127.0.0.1", 6443),
+      ssh.forward("127.0.0.1", 10257),
+      ssh.forward("127.0.0.1", 10259),
+    ]);
+    const p: Ports = {
+      apiserver: a.port,
+      controllerManager: c.port,
+      scheduler: s.port,
+      close: async () => void (await Promise.all([a.close(), c.close(), s.close()])),
+    };
     this.ports.set(node, p);
     return p;
   }
@@ -156,7 +171,11 @@ export class KubeAccess {
       p = await this.portsOf(node);
     } catch (e) {
       const error = (e as Error).message;
-      return { apiserver: { ok: false, error }, controllerManager: { ok: false, error }, scheduler: { ok: false, error } };
+      return {
+        apiserver: { ok: false, error },
+        controllerManager: { ok: false, error },
+        scheduler: { ok: false, error },
+      };
     }
     // kubeadm's serving certificate names "kubernetes" on every API server.
     const tls = { ca: this.credentials.ca, servername: "kubernetes" };
@@ -169,12 +188,16 @@ export class KubeAccess {
     ]);
     let gitVersion: string | undefined;
     try {
-      gitVersion = version.status === 200 ? (JSON.parse(version.body) as { gitVersion?: string }).gitVersion : undefined;
+      gitVersion =
+        version.status === 200 ? (JSON.parse(version.body) as { gitVersion?: string }).gitVersion : undefined;
     } catch {
       gitVersion = undefined;
     }
     return {
-      apiserver: ready.status === 200 ? { ok: true, ...(gitVersion ? { version: stripV(gitVersion) } : {}) } : { ok: false, error: describe(ready) },
+      apiserver:
+        ready.status === 200
+          ? { ok: true, ...(gitVersion ? { version: stripV(gitVersion) } : {}) }
+          : { ok: false, error: describe(ready) },
       controllerManager: kcm.status === 200 ? { ok: true } : { ok: false, error: describe(kcm) },
       scheduler: sched.status === 200 ? { ok: true } : { ok: false, error: describe(sched) },
     };
@@ -186,7 +209,15 @@ export class KubeAccess {
     const p = await this.portsOf(node);
     const kc = new KubeConfig();
     kc.loadFromOptions({
-      clusters: [{ name: "molt", server: `https://127.0.0.1:${p.apiserver}`, caData: b64(this.credentials.ca), tlsServerName: "kubernetes", skipTLSVerify: false }],
+      clusters: [
+        {
+          name: "molt",
+          server: `https://127.0.0.1:${p.apiserver}`,
+          caData: b64(this.credentials.ca),
+          tlsServerName: "kubernetes",
+          skipTLSVerify: false,
+        },
+      ],
       users: [{ name: "molt", certData: b64(this.credentials.cert), keyData: b64(this.credentials.key) }],
       contexts: [{ name: "molt", cluster: "molt", user: "molt" }],
       currentContext: "molt",
@@ -197,7 +228,13 @@ export class KubeAccess {
   async api(node: string) {
     const m = await k8s();
     const kc = await this.config(node);
-    return { core: kc.makeApiClient(m.CoreV1Api), apps: kc.makeApiClient(m.AppsV1Api), coord: kc.makeApiClient(m.CoordinationV1Api), policy: kc.makeApiClient(m.PolicyV1Api), m };
+    return {
+      core: kc.makeApiClient(m.CoreV1Api),
+      apps: kc.makeApiClient(m.AppsV1Api),
+      coord: kc.makeApiClient(m.CoordinationV1Api),
+      policy: kc.makeApiClient(m.PolicyV1Api),
+      m,
+    };
   }
 
   /** Nodes, leases, evictable pods, kubeadm-config and kube-proxy, through `via`. */
@@ -211,7 +248,12 @@ export class KubeAccess {
       apps.readNamespacedDaemonSet({ name: "kube-proxy", namespace: "kube-system" }).catch(notFound),
     ]);
     const now = Date.now();
-    const leaseAge = new Map(leases.items.map((l) => [l.metadata?.name ?? "", l.spec?.renewTime ? (now - new Date(l.spec.renewTime).getTime()) / 1000 : undefined]));
+    const leaseAge = new Map(
+      leases.items.map((l) => [
+        l.metadata?.name ?? "",
+        l.spec?.renewTime ? (now - new Date(l.spec.renewTime).getTime()) / 1000 : undefined,
+      ]),
+    );
     const evictable: Record<string, number> = {};
     for (const p of pods.items) {
       const node = p.spec?.nodeName;
@@ -271,7 +313,10 @@ export class KubeAccess {
   /** Marks a node unschedulable (idempotent). */
   async cordon(via: string, node: string): Promise<void> {
     const { core, m } = await this.api(via);
-    await core.patchNode({ name: node, body: { spec: { unschedulable: true } } }, m.setHeaderOptions("Content-Type", m.PatchStrategy.MergePatch));
+    await core.patchNode(
+      { name: node, body: { spec: { unschedulable: true } } },
+      m.setHeaderOptions("Content-Type", m.PatchStrategy.MergePatch),
+    );
   }
 
   /**
@@ -281,7 +326,9 @@ export class KubeAccess {
    */
   async evictRound(via: string, node: string): Promise<{ remaining: number; blocked: string[] }> {
     const { core } = await this.api(via);
-    const pods = (await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items.filter(isEvictable);
+    const pods = (await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items.filter(
+      isEvictable,
+    );
     const blocked: string[] = [];
     await Promise.all(
       pods
@@ -291,11 +338,17 @@ export class KubeAccess {
           const namespace = p.metadata!.namespace!;
           // Like kubectl drain without --force: a pod no controller recreates would be lost.
           if (!p.metadata?.ownerReferences?.some((o) => o.controller)) {
-            blocked.push(`${namespace}/${name}: not managed by a controller, so an eviction would lose it for good (kubectl drain refuses it without --force); move or delete it yourself`);
+            blocked.push(
+              `${namespace}/${name}: not managed by a controller, so an eviction would lose it for good (kubectl drain refuses it without --force); move or delete it yourself`,
+            );
             return;
           }
           try {
-            await core.createNamespacedPodEviction({ name, namespace, body: { apiVersion: "policy/v1", kind: "Eviction", metadata: { name, namespace } } });
+            await core.createNamespacedPodEviction({
+              name,
+              namespace,
+              body: { apiVersion: "policy/v1", kind: "Eviction", metadata: { name, namespace } },
+            });
           } catch (e) {
             const code = (e as { code?: number }).code;
             if (code === 404) return;
@@ -316,12 +369,19 @@ export class KubeAccess {
   }
 
   /** Sets the image of one container of a DaemonSet or Deployment in kube-system. */
-  async setImage(via: string, kind: "DaemonSet" | "Deployment", name: string, container: string, image: string): Promise<boolean> {
+  async setImage(
+    via: string,
+    kind: "DaemonSet" | "Deployment",
+    name: string,
+    container: string,
+    image: string,
+  ): Promise<boolean> {
     const { apps, m } = await this.api(via);
     const patch = { spec: { template: { spec: { containers: [{ name: container, image }] } } } };
     const opts = m.setHeaderOptions("Content-Type", m.PatchStrategy.StrategicMergePatch);
     try {
-      if (kind === "DaemonSet") await apps.patchNamespacedDaemonSet({ name, namespace: "kube-system", body: patch }, opts);
+      if (kind === "DaemonSet")
+        await apps.patchNamespacedDaemonSet({ name, namespace: "kube-system", body: patch }, opts);
       else await apps.patchNamespacedDeployment({ name, namespace: "kube-system", body: patch }, opts);
       return true;
     } catch (e) {
@@ -353,7 +413,8 @@ export class KubeAccess {
     for (;;) {
       const r = await ssh.exec(`${sudo}ss -ltnH 'sport = :6443'`);
       if (r.code === 0 && r.stdout.trim() === "") return;
-      if (Date.now() > until) throw new Error(`kube-apiserver on ${node} still listens ${deadlineSeconds}s after its manifest was removed`);
+      if (Date.now() > until)
+        throw new Error(`kube-apiserver on ${node} still listens ${deadlineSeconds}s after its manifest was removed`);
       await poll();
     }
   }
@@ -365,7 +426,12 @@ export class KubeAccess {
    */
   async updateAddons(via: string, node: string, version: string): Promise<void> {
     const ssh = this.session(node);
-    const images = (await ssh.run(`${sudoFor(ssh.target.user)}kubeadm config images list --kubernetes-version v${version} 2>/dev/null`, `kubeadm config images list on ${node}`))
+    const images = (
+      await ssh.run(
+        `${sudoFor(ssh.target.user)}kubeadm config images list --kubernetes-version v${version} 2>/dev/null`,
+        `kubeadm config images list on ${node}`,
+      )
+    )
       .split("\n")
       .map((l) => l.trim());
     const proxy = images.find((i) => /\/kube-proxy:/.test(i));
@@ -393,15 +459,25 @@ function notFound(e: unknown): undefined {
 function evictionMessage(e: unknown): string {
   const body = (e as { body?: unknown }).body;
   try {
-    const parsed = (typeof body === "string" ? JSON.parse(body) : body) as { message?: string; details?: { causes?: { message?: string }[] } };
-    return [parsed.message, ...(parsed.details?.causes ?? []).map((c) => c.message)].filter(Boolean).join("; ") || "too many requests";
+    const parsed = (typeof body === "string" ? JSON.parse(body) : body) as {
+      message?: string;
+      details?: { causes?: { message?: string }[] };
+    };
+    return (
+      [parsed.message, ...(parsed.details?.causes ?? []).map((c) => c.message)].filter(Boolean).join("; ") ||
+      "too many requests"
+    );
   } catch {
     return String(body ?? (e as Error).message).slice(0, 300);
   }
 }
 
 interface PodLike {
-  metadata?: { annotations?: Record<string, string>; ownerReferences?: { kind?: string }[]; deletionTimestamp?: Date | string };
+  metadata?: {
+    annotations?: Record<string, string>;
+    ownerReferences?: { kind?: string }[];
+    deletionTimestamp?: Date | string;
+  };
   status?: { phase?: string };
 }
 

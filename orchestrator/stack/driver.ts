@@ -16,15 +16,23 @@ export interface OpenStackOptions {
 }
 
 export class StackNotFoundError extends Error {
-  constructor(readonly stackName: string, backend: string) {
-    super(`stack "${stackName}" does not exist in ${backend}; nothing was changed. Run \`molt rollout --stack ${stackName}\` to create it, or check --stack and PULUMI_BACKEND_URL.`);
+  constructor(
+    readonly stackName: string,
+    backend: string,
+  ) {
+    super(
+      `stack "${stackName}" does not exist in ${backend}; nothing was changed. Run \`molt rollout --stack ${stackName}\` to create it, or check --stack and PULUMI_BACKEND_URL.`,
+    );
     this.name = "StackNotFoundError";
   }
 }
 
 /** The backend (PULUMI_BACKEND_URL) cannot be opened: a bad URL, a missing folder, no login. */
 export class BackendError extends Error {
-  constructor(readonly backend: string, detail: string) {
+  constructor(
+    readonly backend: string,
+    detail: string,
+  ) {
     super(
       `cannot open the Pulumi backend ${backend}: ${detail}; nothing was changed. ` +
         `Set PULUMI_BACKEND_URL to a backend you can use (file://<existing folder>, s3://..., azblob://..., or https://api.pulumi.com with PULUMI_ACCESS_TOKEN), or unset it for ~/.molt/state.`,
@@ -55,8 +63,13 @@ function engineErrorLine(message: string): string {
  */
 export function classifyEngineError(e: unknown, stackName: string, backend: string): unknown {
   if (!(e instanceof Error) || e instanceof BackendError || e instanceof PassphraseError) return e;
-  if (/incorrect passphrase|passphrase must be set|failed to decrypt/i.test(e.message)) return new PassphraseError(stackName);
-  if (/PULUMI_ACCESS_TOKEN must be set|unable to open state directory|unable to open bucket|unknown backend|unsupported (backend|scheme)|problem logging in|failed to log ?in|getting user info|could not (log|sign) ?in/i.test(e.message)) {
+  if (/incorrect passphrase|passphrase must be set|failed to decrypt/i.test(e.message))
+    return new PassphraseError(stackName);
+  if (
+    /PULUMI_ACCESS_TOKEN must be set|unable to open state directory|unable to open bucket|unknown backend|unsupported (backend|scheme)|problem logging in|failed to log ?in|getting user info|could not (log|sign) ?in/i.test(
+      e.message,
+    )
+  ) {
     return new BackendError(backend, engineErrorLine(e.message));
   }
   return e;
@@ -72,7 +85,8 @@ export async function openStack(o: OpenStackOptions): Promise<Stack> {
     try {
       return await LocalWorkspace.selectStack(args, wsOpts);
     } catch (e) {
-      if (e instanceof Error && /no stack named|not found/i.test(e.message)) throw new StackNotFoundError(o.stackName, envVars.PULUMI_BACKEND_URL);
+      if (e instanceof Error && /no stack named|not found/i.test(e.message))
+        throw new StackNotFoundError(o.stackName, envVars.PULUMI_BACKEND_URL);
       throw classifyEngineError(e, o.stackName, envVars.PULUMI_BACKEND_URL);
     }
   }

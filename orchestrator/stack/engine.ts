@@ -82,7 +82,9 @@ export function locateEngine(): Engine {
     if (v && semver.valid(v) && semver.gte(v, PULUMI_MIN_VERSION)) return { binDir: dirname(c), version: v };
     tried.push(`${c} (version ${v ?? "unknown"})`);
   }
-  throw new EngineMissingError(tried.length ? `found only ${tried.join(", ")}` : "none on PATH and none built in " + cacheDir());
+  throw new EngineMissingError(
+    tried.length ? `found only ${tried.join(", ")}` : "none on PATH and none built in " + cacheDir(),
+  );
 }
 
 export function moltHome(): string {
@@ -104,8 +106,10 @@ export function backendUrl(): string {
  * the stack's secrets (SSH keys, CA keys) cannot be decrypted.
  */
 export function passphraseEnv(): Record<string, string> {
-  if (process.env.PULUMI_CONFIG_PASSPHRASE !== undefined) return { PULUMI_CONFIG_PASSPHRASE: process.env.PULUMI_CONFIG_PASSPHRASE };
-  if (process.env.PULUMI_CONFIG_PASSPHRASE_FILE) return { PULUMI_CONFIG_PASSPHRASE_FILE: process.env.PULUMI_CONFIG_PASSPHRASE_FILE };
+  if (process.env.PULUMI_CONFIG_PASSPHRASE !== undefined)
+    return { PULUMI_CONFIG_PASSPHRASE: process.env.PULUMI_CONFIG_PASSPHRASE };
+  if (process.env.PULUMI_CONFIG_PASSPHRASE_FILE)
+    return { PULUMI_CONFIG_PASSPHRASE_FILE: process.env.PULUMI_CONFIG_PASSPHRASE_FILE };
   const file = join(moltHome(), "passphrase");
   if (!existsSync(file)) {
     mkdirSync(dirname(file), { recursive: true });

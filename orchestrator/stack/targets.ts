@@ -36,7 +36,8 @@ export function urnName(urn: string): string {
 /** The node a resource belongs to, by name: the longest node name it is, or starts with followed by `-`. */
 export function ownerOf(name: string, nodeNames: readonly string[]): string | undefined {
   let best: string | undefined;
-  for (const n of nodeNames) if ((name === n || name.startsWith(n + "-")) && (!best || n.length > best.length)) best = n;
+  for (const n of nodeNames)
+    if ((name === n || name.startsWith(n + "-")) && (!best || n.length > best.length)) best = n;
   return best;
 }
 
@@ -54,7 +55,11 @@ export interface TargetPlan {
  * stack knows (stored list plus the new entry). Returns undefined when the whole stack
  * must be updated (an empty state: the first node creates the cluster-wide resources).
  */
-export function targetsFor(resources: readonly StateResource[], node: string, nodeNames: readonly string[]): TargetPlan | undefined {
+export function targetsFor(
+  resources: readonly StateResource[],
+  node: string,
+  nodeNames: readonly string[],
+): TargetPlan | undefined {
   const real = resources.filter((r) => !ENGINE_OWNED(r));
   if (real.length === 0) return undefined;
   const names = nodeNames.includes(node) ? nodeNames : [...nodeNames, node];
@@ -70,7 +75,7 @@ export function targetsFor(resources: readonly StateResource[], node: string, no
     ...(r.parent ? [r.parent] : []),
   ];
   const closure = new Set<string>(owned);
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const r of real) {
       if (closure.has(r.urn)) continue;
@@ -93,7 +98,11 @@ export function targetsFor(resources: readonly StateResource[], node: string, no
  * or was killed before the list was written. Found by the node components' type and by
  * molt's node names (`isNodeName`), so a cloud host key made before its component counts too.
  */
-export function orphanedNodes(resources: readonly StateResource[], listed: readonly string[], isNodeName: (name: string) => boolean): string[] {
+export function orphanedNodes(
+  resources: readonly StateResource[],
+  listed: readonly string[],
+  isNodeName: (name: string) => boolean,
+): string[] {
   const found = new Set<string>();
   for (const r of resources) {
     const name = urnName(r.urn);

@@ -34,11 +34,14 @@ describe("chaos on the lab (e2e, CI subset)", function () {
     assert.equal(r.faults.length, CI_KILL_POINTS.length, `every kill point was hit: ${r.faults.join("; ")}`);
   });
 
-  it("rolls back a new node whose etcd never starts", async () => expectHeld(await chaos.bootstrapFails("lab-broken", "etcd never starts")));
+  it("rolls back a new node whose etcd never starts", async () =>
+    expectHeld(await chaos.bootstrapFails("lab-broken", "etcd never starts")));
 
-  it("rolls back a new node whose SSH never comes up", async () => expectHeld(await chaos.bootstrapFails("lab-nossh", "SSH never comes up")));
+  it("rolls back a new node whose SSH never comes up", async () =>
+    expectHeld(await chaos.bootstrapFails("lab-nossh", "SSH never comes up")));
 
-  it("stops when an old member dies mid-rollout, and recovers through --replace-dead", async () => expectHeld(await chaos.oldMemberDies()));
+  it("stops when an old member dies mid-rollout, and recovers through --replace-dead", async () =>
+    expectHeld(await chaos.oldMemberDies()));
 
   it("survives the backend turning read-only during `up`", async () => expectHeld(await chaos.backendUnwritable()));
 });

@@ -11,7 +11,15 @@ import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import type { KubeObservation } from "../../orchestrator/edges/kube";
 import { observeKube, openKube, type StoredState } from "../../orchestrator/observe";
 import { runCli, summaryOf, type CliRun } from "../support/cli";
-import { deployWorkload, labKubeConfig, setPdb, startApiProbe, waitForReadyPods, workloadPods, type ApiProbeStats } from "../support/kube-workload";
+import {
+  deployWorkload,
+  labKubeConfig,
+  setPdb,
+  startApiProbe,
+  waitForReadyPods,
+  workloadPods,
+  type ApiProbeStats,
+} from "../support/kube-workload";
 import { labLeftovers, labStackYaml, testLab } from "../support/lab";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import type { TestWorkDir } from "../support/workdir";
@@ -20,7 +28,8 @@ const lab = testLab(3);
 const STACK = "kube";
 const V1 = "1.36.3";
 const V2 = "1.37.2";
-const stackYaml = (image: string, o: { drainSeconds?: number } = {}) => labStackYaml(lab, { image, joinSeconds: 240, settleSeconds: 60, drainSeconds: o.drainSeconds ?? 120 });
+const stackYaml = (image: string, o: { drainSeconds?: number } = {}) =>
+  labStackYaml(lab, { image, joinSeconds: 240, settleSeconds: 60, drainSeconds: o.drainSeconds ?? 120 });
 
 interface ClusterView {
   stored: StoredState;
@@ -57,8 +66,22 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
       const members = await access.memberList(st.nodes[0].name);
       const ssh = access.session(st.nodes[0].name)!;
       const pki = "/etc/kubernetes/pki/etcd";
-      const version = JSON.parse(await ssh.run(`curl -fsS --cacert ${pki}/ca.crt --cert ${pki}/healthcheck-client.crt --key ${pki}/healthcheck-client.key https://127.0.0.1:2379/version`, "etcd /version")) as { etcdcluster: string };
-      return { stored: st, kube: k, etcd: { server, cluster: version.etcdcluster, voters: members.filter((m) => !m.isLearner).length, learners: members.filter((m) => m.isLearner).length } };
+      const version = JSON.parse(
+        await ssh.run(
+          `curl -fsS --cacert ${pki}/ca.crt --cert ${pki}/healthcheck-client.crt --key ${pki}/healthcheck-client.key https://127.0.0.1:2379/version`,
+          "etcd /version",
+        ),
+      ) as { etcdcluster: string };
+      return {
+        stored: st,
+        kube: k,
+        etcd: {
+          server,
+          cluster: version.etcdcluster,
+          voters: members.filter((m) => !m.isLearner).length,
+          learners: members.filter((m) => m.isLearner).length,
+        },
+      };
     } finally {
       await kube.close();
       await access.close();
@@ -69,27 +92,48 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
     const v = await view();
     const names = v.stored.nodes.map((n) => n.name).sort();
     assert.equal(names.length, 3, `3 nodes: ${names}`);
-    assert.ok(v.stored.nodes.every((n) => n.image === image && n.kubernetesVersion === version), `every node on ${image}: ${JSON.stringify(v.stored.nodes)}`);
+    assert.ok(
+      v.stored.nodes.every((n) => n.image === image && n.kubernetesVersion === version),
+      `every node on ${image}: ${JSON.stringify(v.stored.nodes)}`,
+    );
     for (const n of names) {
       const c = v.kube.components[n];
-      assert.ok(c.apiserver.ok && c.controllerManager.ok && c.scheduler.ok, `${n}'s components healthy: ${JSON.stringify(c)}`);
+      assert.ok(
+        c.apiserver.ok && c.controllerManager.ok && c.scheduler.ok,
+        `${n}'s components healthy: ${JSON.stringify(c)}`,
+      );
       assert.equal(c.apiserver.version, version, `${n}'s kube-apiserver reports ${version}`);
     }
     const cpNodes = v.kube.nodes.filter((n) => n.controlPlane);
-    assert.deepEqual(cpNodes.map((n) => n.name).sort(), names, "the control-plane Node objects are exactly the stack's nodes");
-    assert.ok(cpNodes.every((n) => n.ready && !n.unschedulable && n.kubeletVersion === version), `Nodes Ready, schedulable, at ${version}: ${JSON.stringify(cpNodes)}`);
+    assert.deepEqual(
+      cpNodes.map((n) => n.name).sort(),
+      names,
+      "the control-plane Node objects are exactly the stack's nodes",
+    );
+    assert.ok(
+      cpNodes.every((n) => n.ready && !n.unschedulable && n.kubeletVersion === version),
+      `Nodes Ready, schedulable, at ${version}: ${JSON.stringify(cpNodes)}`,
+    );
     assert.equal(v.kube.clusterConfigVersion, version, "kubeadm-config's ClusterConfiguration names the version");
     assert.equal(v.kube.kubeProxy?.version, version, "kube-proxy runs the version");
     assert.equal(v.etcd.voters, 3, "3 voting members");
     assert.equal(v.etcd.learners, 0, "no learner left");
-    assert.ok(Object.values(v.etcd.server).every((s) => s.startsWith(etcdMinor + ".")), `every etcd server is ${etcdMinor}: ${JSON.stringify(v.etcd.server)}`);
+    assert.ok(
+      Object.values(v.etcd.server).every((s) => s.startsWith(etcdMinor + ".")),
+      `every etcd server is ${etcdMinor}: ${JSON.stringify(v.etcd.server)}`,
+    );
     assert.equal(v.etcd.cluster, `${etcdMinor}.0`, "etcd's cluster version");
     const left = labLeftovers(lab);
-    assert.deepEqual(left.netns.map((n) => n.replace(`molt-${lab.lab}-`, "")).sort(), names, "no machine of a retired node is left");
+    assert.deepEqual(
+      left.netns.map((n) => n.replace(`molt-${lab.lab}-`, "")).sort(),
+      names,
+      "no machine of a retired node is left",
+    );
     return v;
   }
 
-  const kinds = (run: CliRun) => run.events.filter((e) => e.type === "decision").map((e) => e.operation as { kind: string; node?: string });
+  const kinds = (run: CliRun) =>
+    run.events.filter((e) => e.type === "decision").map((e) => e.operation as { kind: string; node?: string });
 
   /** Per retired node: drain, then its API server stopped, then its etcd member removed, then pruned. */
   function assertRetirementOrder(run: CliRun, retired: string[]): void {
@@ -97,7 +141,10 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
     for (const n of retired) {
       const at = (kind: string) => ops.findIndex((o) => o.kind === kind && o.node === n);
       const [drain, stop, remove, prune] = [at("drain"), at("stop-apiserver"), at("remove-member"), at("prune")];
-      assert.ok(drain >= 0 && drain < stop && stop < remove && remove < prune, `${n}: drain ${drain} < stop-apiserver ${stop} < remove-member ${remove} < prune ${prune}`);
+      assert.ok(
+        drain >= 0 && drain < stop && stop < remove && remove < prune,
+        `${n}: drain ${drain} < stop-apiserver ${stop} < remove-member ${remove} < prune ${prune}`,
+      );
     }
     const counts = run.events.filter((e) => e.type === "observed").map((e) => (e.nodes as unknown[]).length);
     assert.ok(Math.min(...counts) >= 3 && Math.max(...counts) <= 4, `add-first: node counts ${counts}`);
@@ -129,7 +176,13 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
     const v = await assertAt(`k8s-v${V1}`, V1, "3.6");
     // The admin credentials of the new cluster, for the workload and the API client.
     const node = v.stored.endpoints[0];
-    const ssh = await SshSession.connect({ host: node.sshHost, port: node.sshPort, user: v.stored.sshUser, privateKey: v.stored.sshPrivateKey!, hostKey: node.hostPublicKey });
+    const ssh = await SshSession.connect({
+      host: node.sshHost,
+      port: node.sshPort,
+      user: v.stored.sshUser,
+      privateKey: v.stored.sshPrivateKey!,
+      hostKey: node.hostPublicKey,
+    });
     writeFileSync(adminConf(), await ssh.run("cat /etc/kubernetes/admin.conf", "admin.conf"), { mode: 0o600 });
     ssh.close();
     const kc = await labKubeConfig(adminConf());
@@ -146,16 +199,27 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
     assert.equal(s.result, "succeeded");
     figures.upgradeWallMs = s.wallMs;
     figures.upgradePhases = s.phases;
-    figures.upgradeApi = { requests: api.requests, failures: api.failures, longestOutageMs: api.longestOutageMs, errors: api.errors };
+    figures.upgradeApi = {
+      requests: api.requests,
+      failures: api.failures,
+      longestOutageMs: api.longestOutageMs,
+      errors: api.errors,
+    };
     const ops = kinds(run);
     assert.equal(ops[0].kind, "update-cluster-config", "kubeadm-config names the new version before any node joins");
-    assert.ok(ops.findIndex((o) => o.kind === "update-addons") > ops.map((o) => o.kind).lastIndexOf("prune"), "addons after the last retirement");
+    assert.ok(
+      ops.findIndex((o) => o.kind === "update-addons") > ops.map((o) => o.kind).lastIndexOf("prune"),
+      "addons after the last retirement",
+    );
     assertRetirementOrder(run, before);
     await assertAt(`k8s-v${V2}`, V2, "3.7");
     const kc = await labKubeConfig(adminConf());
     const pods = await workloadPods(kc);
     assert.equal(pods.filter((p) => p.ready).length, 3, `3 workload pods ready: ${JSON.stringify(pods)}`);
-    assert.ok(pods.every((p) => !before.includes(p.node)), "the workload left the retired nodes");
+    assert.ok(
+      pods.every((p) => !before.includes(p.node)),
+      "the workload left the retired nodes",
+    );
     assert.ok(api.requests > 500, `the API client really ran (${api.requests} requests)`);
     // The documented window: at most 1 s of failed requests in a row (measured: none or a
     // few ms while the load balancer notices a stopped API server).
@@ -169,7 +233,10 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
     assert.equal(run.code, 2, run.stdout + run.stderr);
     const s = summaryOf(run);
     assert.equal(s.result, "refused");
-    assert.match(s.reason, /KubernetesVersionSkew: .*1\.37\.2, newer than the target 1\.36\.3: downgrades are not supported/);
+    assert.match(
+      s.reason,
+      /KubernetesVersionSkew: .*1\.37\.2, newer than the target 1\.36\.3: downgrades are not supported/,
+    );
     assert.equal(s.operations, 0);
     assert.deepEqual((await stored()).nodes, before.nodes, "the node list is unchanged");
   });
@@ -205,9 +272,19 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
   it("never shows the cluster's keys or a bootstrap token in its output or state in the clear", async () => {
     const st = await stored();
     const node = st.endpoints[0];
-    const ssh = await SshSession.connect({ host: node.sshHost, port: node.sshPort, user: st.sshUser, privateKey: st.sshPrivateKey!, hostKey: node.hostPublicKey });
+    const ssh = await SshSession.connect({
+      host: node.sshHost,
+      port: node.sshPort,
+      user: st.sshUser,
+      privateKey: st.sshPrivateKey!,
+      hostKey: node.hostPublicKey,
+    });
     const read = (f: string) => ssh.run(`cat /etc/kubernetes/pki/${f}`, f);
-    const keyBody = (pem: string) => pem.split("\n").filter((l) => l && !l.startsWith("-----")).join("");
+    const keyBody = (pem: string) =>
+      pem
+        .split("\n")
+        .filter((l) => l && !l.startsWith("-----"))
+        .join("");
     const secrets: Record<string, string> = {
       "cluster CA key": keyBody(await read("ca.key")),
       "service-account key": keyBody(await read("sa.key")),
@@ -215,12 +292,22 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
       "etcd CA key": keyBody(await read("etcd/ca.key")),
     };
     // Bootstrap tokens molt created for joins (30 min TTL: still there).
-    const tokens = (await ssh.run("kubeadm token list --kubeconfig /etc/kubernetes/admin.conf | awk 'NR > 1 { print $1 }'", "token list")).split("\n").filter((t) => /^[a-z0-9]{6}\.[a-z0-9]{16}$/.test(t));
+    const tokens = (
+      await ssh.run(
+        "kubeadm token list --kubeconfig /etc/kubernetes/admin.conf | awk 'NR > 1 { print $1 }'",
+        "token list",
+      )
+    )
+      .split("\n")
+      .filter((t) => /^[a-z0-9]{6}\.[a-z0-9]{16}$/.test(t));
     ssh.close();
     assert.ok(tokens.length >= 2, `bootstrap tokens of the joins found: ${tokens.length}`);
     tokens.forEach((t, i) => (secrets[`bootstrap token ${i}`] = t.split(".")[1]));
     const stateDir = join(wd.dir, "state", ".pulumi", "stacks", "molt");
-    const state = readdirSync(stateDir).map((f) => readFileSync(join(stateDir, f), "utf8")).join("\n").replace(/\\n|\s/g, "");
+    const state = readdirSync(stateDir)
+      .map((f) => readFileSync(join(stateDir, f), "utf8"))
+      .join("\n")
+      .replace(/\\n|\s/g, "");
     const haystack = outputs.join("\n");
     for (const [what, body] of Object.entries(secrets)) {
       assert.ok(body.length >= 16, `${what} read`);

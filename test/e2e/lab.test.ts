@@ -13,7 +13,13 @@ import { labLeftovers, testLab } from "../support/lab";
 import { startClusterProbe } from "../support/probe";
 
 const lab = testLab(1);
-const entry = (name: string, generation: number, init = false): NodeEntry => ({ name, image: "lab-v1", role: "control-plane", generation, init });
+const entry = (name: string, generation: number, init = false): NodeEntry => ({
+  name,
+  image: "lab-v1",
+  role: "control-plane",
+  generation,
+  init,
+});
 
 describe("the lab (e2e)", function () {
   let wd: TestWorkDir;
@@ -31,13 +37,19 @@ describe("the lab (e2e)", function () {
     const t = Date.now();
     const r = await stack.up();
     assert.equal(r.summary.result, "succeeded");
-    return { ms: Date.now() - t, outputs: (await stack.outputs()) };
+    return { ms: Date.now() - t, outputs: await stack.outputs() };
   }
 
   async function access(): Promise<{ access: EtcdAccess; molt: MoltOutputs }> {
     const out = await stack.outputs();
     const molt = out.molt.value as MoltOutputs;
-    return { access: await EtcdAccess.open(molt.endpoints, { user: molt.sshUser, privateKey: out.sshPrivateKey.value as string }), molt };
+    return {
+      access: await EtcdAccess.open(molt.endpoints, {
+        user: molt.sshUser,
+        privateKey: out.sshPrivateKey.value as string,
+      }),
+      molt,
+    };
   }
 
   before(() => (wd = makeWorkDir()));
@@ -60,21 +72,32 @@ describe("the lab (e2e)", function () {
     etcd = a.access;
     const members = await etcd.memberList("n1");
     assert.deepEqual(members.map((m) => m.name).sort(), ["n1", "n2", "n3"]);
-    assert.ok(members.every((m) => !m.isLearner), "no learner left behind");
+    assert.ok(
+      members.every((m) => !m.isLearner),
+      "no learner left behind",
+    );
     const statuses = await Promise.all(["n1", "n2", "n3"].map((n) => etcd!.status(n)));
     const leaders = new Set(statuses.map((s) => s.leader));
     assert.equal(leaders.size, 1, "every member sees the same leader");
-    assert.ok(members.some((m) => m.id === [...leaders][0]), "the leader is a member");
+    assert.ok(
+      members.some((m) => m.id === [...leaders][0]),
+      "the leader is a member",
+    );
     assert.ok(statuses.every((s) => s.errors.length === 0));
     // Each machine is its own host: hostname, address and image come from inside it.
     const n2 = etcd.session("n2")!;
     assert.equal((await n2.run("hostname", "hostname")).trim(), "n2");
     assert.match(await n2.run("cat /etc/os-release", "os-release"), /molt lab OS 1/);
-    assert.equal((await n2.run("ls /etc/kubernetes/pki/etcd | sort | tr '\\n' ' '", "pki")).trim(), "ca.crt ca.key ca.srl healthcheck-client.crt healthcheck-client.key peer.crt peer.key server.crt server.key");
+    assert.equal(
+      (await n2.run("ls /etc/kubernetes/pki/etcd | sort | tr '\\n' ' '", "pki")).trim(),
+      "ca.crt ca.key ca.srl healthcheck-client.crt healthcheck-client.key peer.crt peer.key server.crt server.key",
+    );
     // Memory per machine: RSS of every process in its namespace.
     const ns = a.molt.endpoints.find((e) => e.name === "n2") && `molt-${lab.lab}-n2`;
     const pids = execFileSync("ip", ["netns", "pids", ns!], { encoding: "utf8" }).split("\n").filter(Boolean);
-    const rssKb = pids.map((p) => Number(execFileSync("ps", ["-o", "rss=", "-p", p], { encoding: "utf8" }).trim() || 0)).reduce((x, y) => x + y, 0);
+    const rssKb = pids
+      .map((p) => Number(execFileSync("ps", ["-o", "rss=", "-p", p], { encoding: "utf8" }).trim() || 0))
+      .reduce((x, y) => x + y, 0);
     timings.machineRssMiB = Math.round(rssKb / 1024);
   });
 
@@ -90,8 +113,17 @@ describe("the lab (e2e)", function () {
     const n1 = molt.endpoints.find((e) => e.name === "n1")!;
     const key = (await stack.outputs()).sshPrivateKey.value as string;
     const wrong = generateSshKeyPair("wrong").publicKey;
-    await assert.rejects(SshSession.connect({ host: n1.sshHost, port: n1.sshPort, user: "root", privateKey: key, hostKey: wrong }), HostKeyMismatchError);
-    const right = await SshSession.connect({ host: n1.sshHost, port: n1.sshPort, user: "root", privateKey: key, hostKey: n1.hostPublicKey });
+    await assert.rejects(
+      SshSession.connect({ host: n1.sshHost, port: n1.sshPort, user: "root", privateKey: key, hostKey: wrong }),
+      HostKeyMismatchError,
+    );
+    const right = await SshSession.connect({
+      host: n1.sshHost,
+      port: n1.sshPort,
+      user: "root",
+      privateKey: key,
+      hostKey: n1.hostPublicKey,
+    });
     right.close();
   });
 

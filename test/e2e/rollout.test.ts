@@ -17,7 +17,8 @@ import type { TestWorkDir } from "../support/workdir";
 
 const lab = testLab(2);
 const STACK = "roll";
-const stackYaml = (image: string, o: { maxSurge?: 0 | 1; joinSeconds?: number } = {}) => labStackYaml(lab, { image, maxSurge: o.maxSurge ?? 1, joinSeconds: o.joinSeconds ?? 120, settleSeconds: 30 });
+const stackYaml = (image: string, o: { maxSurge?: 0 | 1; joinSeconds?: number } = {}) =>
+  labStackYaml(lab, { image, maxSurge: o.maxSurge ?? 1, joinSeconds: o.joinSeconds ?? 120, settleSeconds: 30 });
 
 describe("rollout on the lab (e2e)", function () {
   let wd: TestWorkDir;
@@ -38,15 +39,38 @@ describe("rollout on the lab (e2e)", function () {
   async function assertConverged(image: string, probe?: ProbeReport): Promise<void> {
     const i = await inspect({ stack: STACK, workDir: wd.dir, env });
     assert.equal(i.nodes.length, 3, `3 nodes: ${JSON.stringify(i.nodes)}`);
-    assert.ok(i.nodes.every((n) => n.image === image), `all on ${image}`);
-    assert.ok(i.nodes.every((n) => n.member && !n.member.learner && n.member.healthy), `3 healthy voters: ${JSON.stringify(i.nodes)}`);
-    assert.deepEqual(i.members.map((m) => m.name).sort(), i.nodes.map((n) => n.name).sort(), "member names match nodes");
-    assert.ok(i.members.every((m) => !m.learner), "no learner left behind");
+    assert.ok(
+      i.nodes.every((n) => n.image === image),
+      `all on ${image}`,
+    );
+    assert.ok(
+      i.nodes.every((n) => n.member && !n.member.learner && n.member.healthy),
+      `3 healthy voters: ${JSON.stringify(i.nodes)}`,
+    );
+    assert.deepEqual(
+      i.members.map((m) => m.name).sort(),
+      i.nodes.map((n) => n.name).sort(),
+      "member names match nodes",
+    );
+    assert.ok(
+      i.members.every((m) => !m.learner),
+      "no learner left behind",
+    );
     assert.equal(i.next.kind, "done");
     // No orphans either way: lab machines and namespaces == nodes in the stack.
-    assert.deepEqual(labEndpoints(lab).map((e) => e.name).sort(), i.nodes.map((n) => n.name).sort(), "lab machines match the stack's nodes");
+    assert.deepEqual(
+      labEndpoints(lab)
+        .map((e) => e.name)
+        .sort(),
+      i.nodes.map((n) => n.name).sort(),
+      "lab machines match the stack's nodes",
+    );
     const left = labLeftovers(lab);
-    assert.deepEqual(left.netns.map((n) => n.replace(`molt-${lab.lab}-`, "")).sort(), i.nodes.map((n) => n.name).sort(), "no namespace of a retired node is left");
+    assert.deepEqual(
+      left.netns.map((n) => n.replace(`molt-${lab.lab}-`, "")).sort(),
+      i.nodes.map((n) => n.name).sort(),
+      "no namespace of a retired node is left",
+    );
     assert.equal(left.ports.length, 3, "one bridge port per machine");
     // One consistent keyspace: hashKV equal on every member at one revision.
     const st = await stored();
@@ -56,7 +80,11 @@ describe("rollout on the lab (e2e)", function () {
       const put = await client.put("molt-e2e/revision-marker").value(String(Date.now())).exec();
       const rev = put.header.revision;
       const hashes = await Promise.all(access.nodes().map((n) => access.hashKV(n, rev)));
-      assert.equal(new Set(hashes.map((h) => h.hash)).size, 1, `hashKV differs across members at revision ${rev}: ${JSON.stringify(hashes)}`);
+      assert.equal(
+        new Set(hashes.map((h) => h.hash)).size,
+        1,
+        `hashKV differs across members at revision ${rev}: ${JSON.stringify(hashes)}`,
+      );
       if (probe) {
         let lost = 0;
         for (const [k, v] of probe.acknowledged) if ((await client.get(k).string()) !== v) lost++;
@@ -103,16 +131,28 @@ describe("rollout on the lab (e2e)", function () {
     assert.equal(s.result, "succeeded");
     figures.rollWallMs = s.wallMs;
     figures.rollPhases = s.phases;
-    figures.rollProbe = { ok: probe.ok, failed: probe.failed, longestGapMs: probe.longestGapMs, errors: probe.errors.slice(0, 3) };
+    figures.rollProbe = {
+      ok: probe.ok,
+      failed: probe.failed,
+      longestGapMs: probe.longestGapMs,
+      errors: probe.errors.slice(0, 3),
+    };
     assert.ok(probe.ok > 50, "the background writer really ran");
     // Add-first: the node count never dropped below 3 and never exceeded 4.
     const counts = run.events.filter((e) => e.type === "observed").map((e) => (e.nodes as unknown[]).length);
     assert.ok(Math.min(...counts) >= 3 && Math.max(...counts) <= 4, `node counts during the roll: ${counts}`);
     const kinds = run.events.filter((e) => e.type === "decision").map((e) => (e.operation as { kind: string }).kind);
     assert.equal(kinds[0], "surge", "the first change adds a node");
-    assert.ok(run.events.some((e) => e.type === "snapshot"), "an etcd snapshot was saved before the first membership change");
+    assert.ok(
+      run.events.some((e) => e.type === "snapshot"),
+      "an etcd snapshot was saved before the first membership change",
+    );
     const after = (await stored()).nodes.map((n) => n.name);
-    assert.equal(after.filter((n) => before.includes(n)).length, 0, "every old node was replaced, none updated in place");
+    assert.equal(
+      after.filter((n) => before.includes(n)).length,
+      0,
+      "every old node was replaced, none updated in place",
+    );
     await assertConverged("lab-v2", probe);
   });
 
@@ -190,15 +230,31 @@ describe("rollout on the lab (e2e)", function () {
 
   it("never shows a secret in its output, events or state in the clear", async () => {
     const st = await stored();
-    const keyBody = (pem: string) => pem.split("\n").filter((l) => l && !l.startsWith("-----")).join("");
+    const keyBody = (pem: string) =>
+      pem
+        .split("\n")
+        .filter((l) => l && !l.startsWith("-----"))
+        .join("");
     const node = st.endpoints[0];
-    const ssh = await SshSession.connect({ host: node.sshHost, port: node.sshPort, user: st.sshUser, privateKey: st.sshPrivateKey!, hostKey: node.hostPublicKey });
+    const ssh = await SshSession.connect({
+      host: node.sshHost,
+      port: node.sshPort,
+      user: st.sshUser,
+      privateKey: st.sshPrivateKey!,
+      hostKey: node.hostPublicKey,
+    });
     const caKey = await ssh.run("cat /etc/kubernetes/pki/etcd/ca.key", "read CA key");
     const hostKey = await ssh.run("cat /etc/ssh/ssh_host_ed25519_key", "read host key");
     ssh.close();
-    const secrets = { "SSH client key": keyBody(st.sshPrivateKey!), "etcd CA key": keyBody(caKey), "host key": keyBody(hostKey) };
+    const secrets = {
+      "SSH client key": keyBody(st.sshPrivateKey!),
+      "etcd CA key": keyBody(caKey),
+      "host key": keyBody(hostKey),
+    };
     const stateDir = join(wd.dir, "state", ".pulumi", "stacks", "molt");
-    const state = readdirSync(stateDir).map((f) => readFileSync(join(stateDir, f), "utf8")).join("\n");
+    const state = readdirSync(stateDir)
+      .map((f) => readFileSync(join(stateDir, f), "utf8"))
+      .join("\n");
     const haystack = outputs.join("\n");
     assert.ok(outputs.length >= 10, "the CLI's output of every run was collected");
     for (const [what, body] of Object.entries(secrets)) {
@@ -211,7 +267,11 @@ describe("rollout on the lab (e2e)", function () {
   });
 
   it("leaves no engine lock and no molt lock behind", () => {
-    const locks = execFileSync("find", [join(wd.dir, "state"), join(wd.dir, "home"), "-path", "*locks*", "-type", "f", "-name", "*.json"], { encoding: "utf8" }).trim();
+    const locks = execFileSync(
+      "find",
+      [join(wd.dir, "state"), join(wd.dir, "home"), "-path", "*locks*", "-type", "f", "-name", "*.json"],
+      { encoding: "utf8" },
+    ).trim();
     assert.equal(locks, "");
   });
 });

@@ -10,7 +10,9 @@ import { openStack } from "../../orchestrator/stack/driver";
 import { makeWorkDir, type TestWorkDir } from "../support/workdir";
 
 // A dynamic provider defined inline: serialized by value into the state and executed by
-// the engine through the pulumi-resource-pulumi-nodejs launcher.
+// the engine through the pulumi-resource-pulumi-nodejs launcher, hence the require() calls
+// inside it: a serialized function cannot close over module imports.
+/* eslint-disable @typescript-eslint/no-require-imports */
 const fileProvider: pulumi.dynamic.ResourceProvider = {
   async create(inputs: { path: string; content: string }) {
     const fs = require("node:fs");
@@ -21,6 +23,7 @@ const fileProvider: pulumi.dynamic.ResourceProvider = {
     require("node:fs").rmSync(id, { force: true });
   },
 };
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 class LocalFile extends pulumi.dynamic.Resource {
   declare readonly pid: pulumi.Output<number>;
@@ -65,7 +68,10 @@ describe("the Pulumi engine (integration)", function () {
 
     // The backend is a real file backend, and the secret is stored encrypted.
     const stackFiles = readdirSync(join(wd.dir, "state", ".pulumi", "stacks", "molt"));
-    assert.ok(stackFiles.some((f) => f.startsWith("engine-proof.json")), `state file written: ${stackFiles}`);
+    assert.ok(
+      stackFiles.some((f) => f.startsWith("engine-proof.json")),
+      `state file written: ${stackFiles}`,
+    );
     const state = readFileSync(join(wd.dir, "state", ".pulumi", "stacks", "molt", "engine-proof.json"), "utf8");
     assert.ok(!state.includes(secretValue), "secrets are encrypted in the state");
 

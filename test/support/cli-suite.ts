@@ -25,7 +25,15 @@ export function cliSuite(prefix: string, stack: string, lab: LabSettings): CliSu
     wd,
     env,
     stored: async () =>
-      readStoredState(await openStack({ stackName: stack, workDir: wd.dir, env, create: false, program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab, joinDeadlineSeconds: 60 }) })),
+      readStoredState(
+        await openStack({
+          stackName: stack,
+          workDir: wd.dir,
+          env,
+          create: false,
+          program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab, joinDeadlineSeconds: 60 }),
+        }),
+      ),
     teardown: async () => {
       try {
         const s = await openStack({ stackName: stack, workDir: wd.dir, env, create: false, program: async () => ({}) });

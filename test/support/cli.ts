@@ -20,7 +20,11 @@ export interface CliHandle {
   kill9: () => void;
 }
 
-export function startCli(args: string[], env: Record<string, string>, onEvent?: (e: Record<string, unknown>) => void): CliHandle {
+export function startCli(
+  args: string[],
+  env: Record<string, string>,
+  onEvent?: (e: Record<string, unknown>) => void,
+): CliHandle {
   const child = spawn(process.execPath, [join(distDir, "orchestrator", "cli", "main.js"), ...args], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -47,7 +51,9 @@ export function startCli(args: string[], env: Record<string, string>, onEvent?: 
     }
   });
   child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  const done = new Promise<CliRun>((resolve) => child.on("close", (code, signal) => resolve({ code, signal, events, stdout, stderr })));
+  const done = new Promise<CliRun>((resolve) =>
+    child.on("close", (code, signal) => resolve({ code, signal, events, stdout, stderr })),
+  );
   return {
     child,
     done,
@@ -63,7 +69,11 @@ export function startCli(args: string[], env: Record<string, string>, onEvent?: 
       if (!project) return;
       for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
         try {
-          if (readlinkSync(`/proc/${pid}/cwd`) === project && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("dynamic-provider")) process.kill(Number(pid), "SIGKILL");
+          if (
+            readlinkSync(`/proc/${pid}/cwd`) === project &&
+            readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("dynamic-provider")
+          )
+            process.kill(Number(pid), "SIGKILL");
         } catch {
           /* gone, or not ours to read */
         }
@@ -76,8 +86,17 @@ export function runCli(args: string[], env: Record<string, string>): Promise<Cli
   return startCli(args, env).done;
 }
 
-export function summaryOf(run: CliRun): { result: string; reason: string; operations: number; phases: Record<string, number>; wallMs: number } {
+export function summaryOf(run: CliRun): {
+  result: string;
+  reason: string;
+  operations: number;
+  phases: Record<string, number>;
+  wallMs: number;
+} {
   const s = run.events.find((e) => e.type === "summary");
-  if (!s) throw new Error(`no summary event (exit ${run.code}); stderr: ${run.stderr.slice(-2000)}; stdout: ${run.stdout.slice(-2000)}`);
+  if (!s)
+    throw new Error(
+      `no summary event (exit ${run.code}); stderr: ${run.stderr.slice(-2000)}; stdout: ${run.stdout.slice(-2000)}`,
+    );
   return s as never;
 }

@@ -39,18 +39,31 @@ export function stackStateDir(stateDir: string): string {
   return join(stateDir, ".pulumi", "stacks", "molt");
 }
 
-export async function fingerprint(o: { stateDir: string; lab: LabSettings; endpoints: NodeEndpoint[]; sshPrivateKey?: string; sshUser?: string }): Promise<Fingerprint> {
+export async function fingerprint(o: {
+  stateDir: string;
+  lab: LabSettings;
+  endpoints: NodeEndpoint[];
+  sshPrivateKey?: string;
+  sshUser?: string;
+}): Promise<Fingerprint> {
   const dir = stackStateDir(o.stateDir);
-  const stacks = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".json")).sort() : [];
+  const stacks = existsSync(dir)
+    ? readdirSync(dir)
+        .filter((f) => f.endsWith(".json"))
+        .sort()
+    : [];
   const resources: Record<string, unknown> = {};
   for (const f of stacks) {
-    const doc = JSON.parse(readFileSync(join(dir, f), "utf8")) as { checkpoint?: { latest?: { resources?: unknown[] } } };
+    const doc = JSON.parse(readFileSync(join(dir, f), "utf8")) as {
+      checkpoint?: { latest?: { resources?: unknown[] } };
+    };
     resources[f] = stripTimes(doc.checkpoint?.latest?.resources ?? []);
   }
   const lockDir = join(o.stateDir, ".molt", "locks");
   const locks = existsSync(lockDir) ? readdirSync(lockDir).sort() : [];
   const left = labLeftovers(o.lab);
-  const members = o.sshPrivateKey && o.endpoints.length ? await memberList(o.endpoints, o.sshUser ?? "root", o.sshPrivateKey) : [];
+  const members =
+    o.sshPrivateKey && o.endpoints.length ? await memberList(o.endpoints, o.sshUser ?? "root", o.sshPrivateKey) : [];
   return {
     stacks,
     locks,
@@ -76,7 +89,9 @@ async function memberList(endpoints: NodeEndpoint[], user: string, privateKey: s
     }
     for (const n of shared.access.nodes()) {
       try {
-        return (await shared.access.memberList(n)).map((m) => `${m.id} ${m.name} ${m.peerURLs.join(",")} ${m.isLearner ? "learner" : "voter"}`).sort();
+        return (await shared.access.memberList(n))
+          .map((m) => `${m.id} ${m.name} ${m.peerURLs.join(",")} ${m.isLearner ? "learner" : "voter"}`)
+          .sort();
       } catch (e) {
         lastError = e;
       }

@@ -47,7 +47,14 @@ export async function deployWorkload(kc: Kc, o: { replicas: number; minAvailable
             metadata: { labels },
             spec: {
               tolerations: [{ key: "node-role.kubernetes.io/control-plane", operator: "Exists", effect: "NoSchedule" }],
-              topologySpreadConstraints: [{ maxSkew: 1, topologyKey: "kubernetes.io/hostname", whenUnsatisfiable: "ScheduleAnyway", labelSelector: { matchLabels: labels } }],
+              topologySpreadConstraints: [
+                {
+                  maxSkew: 1,
+                  topologyKey: "kubernetes.io/hostname",
+                  whenUnsatisfiable: "ScheduleAnyway",
+                  labelSelector: { matchLabels: labels },
+                },
+              ],
               containers: [{ name: "web", image: "registry.k8s.io/pause:3.10" }],
             },
           },
@@ -80,7 +87,10 @@ export async function waitForReadyPods(kc: Kc, n: number, deadlineMs: number): P
   const until = Date.now() + deadlineMs;
   for (;;) {
     const pods = await core.listNamespacedPod({ namespace: WORKLOAD_NS, labelSelector: "app=web" });
-    const ready = pods.items.filter((p) => !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")).length;
+    const ready = pods.items.filter(
+      (p) =>
+        !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+    ).length;
     if (ready >= n) return;
     if (Date.now() > until) throw new Error(`only ${ready} of ${n} workload pods became ready`);
     await new Promise((r) => setTimeout(r, 250));
@@ -91,7 +101,11 @@ export async function workloadPods(kc: Kc): Promise<{ name: string; node: string
   const m = await k8s();
   const core = kc.makeApiClient(m.CoreV1Api);
   const pods = await core.listNamespacedPod({ namespace: WORKLOAD_NS, labelSelector: "app=web" });
-  return pods.items.map((p) => ({ name: p.metadata!.name!, node: p.spec?.nodeName ?? "", ready: !!p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") }));
+  return pods.items.map((p) => ({
+    name: p.metadata!.name!,
+    node: p.spec?.nodeName ?? "",
+    ready: !!p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+  }));
 }
 
 export interface ApiProbeStats {
@@ -110,7 +124,9 @@ export async function startApiProbe(kc: Kc, intervalMs = 100): Promise<{ stop: (
   const m = await k8s();
   const core = kc.makeApiClient(m.CoreV1Api);
   const name = "molt-probe";
-  await ignoreExists(core.createNamespacedConfigMap({ namespace: WORKLOAD_NS, body: { metadata: { name }, data: { n: "0" } } }));
+  await ignoreExists(
+    core.createNamespacedConfigMap({ namespace: WORKLOAD_NS, body: { metadata: { name }, data: { n: "0" } } }),
+  );
   const t0 = Date.now();
   const stats: ApiProbeStats = { requests: 0, failures: 0, longestOutageMs: 0, errors: [], outages: [] };
   let failingSince: number | undefined;
@@ -129,14 +145,19 @@ export async function startApiProbe(kc: Kc, intervalMs = 100): Promise<{ stop: (
     }
     stats.failures++;
     failingSince ??= now;
-    const msg = String((err as Error)?.message ?? err).split("\n")[0].slice(0, 160);
+    const msg = String((err as Error)?.message ?? err)
+      .split("\n")[0]
+      .slice(0, 160);
     if (stats.errors.length < 5 && !stats.errors.includes(msg)) stats.errors.push(msg);
   };
   const loop = (async () => {
     while (running) {
       const started = Date.now();
       try {
-        await core.patchNamespacedConfigMap({ name, namespace: WORKLOAD_NS, body: { data: { n: String(++n) } } }, m.setHeaderOptions("Content-Type", m.PatchStrategy.MergePatch));
+        await core.patchNamespacedConfigMap(
+          { name, namespace: WORKLOAD_NS, body: { data: { n: String(++n) } } },
+          m.setHeaderOptions("Content-Type", m.PatchStrategy.MergePatch),
+        );
         record(true);
       } catch (e) {
         record(false, e);

@@ -14,14 +14,21 @@ export function testLab(id: number): LabSettings {
 }
 
 /** Everything a lab leaves on the host; all empty when nothing leaked. */
-export function labLeftovers(lab: LabSettings): { netns: string[]; ports: string[]; machineDirs: string[]; haproxy: string[] } {
+export function labLeftovers(lab: LabSettings): {
+  netns: string[];
+  ports: string[];
+  machineDirs: string[];
+  haproxy: string[];
+} {
   const netns = execFileSync("ip", ["netns", "list"], { encoding: "utf8" })
     .split("\n")
     .map((l) => l.split(" ")[0])
     .filter((n) => n.startsWith(`molt-${lab.lab}-`));
   let ports: string[] = [];
   try {
-    ports = execFileSync("ip", ["-o", "link", "show", "master", lab.bridge], { encoding: "utf8" }).split("\n").filter(Boolean);
+    ports = execFileSync("ip", ["-o", "link", "show", "master", lab.bridge], { encoding: "utf8" })
+      .split("\n")
+      .filter(Boolean);
   } catch {
     ports = [];
   }
@@ -44,7 +51,11 @@ export interface LabStackOptions {
 
 /** stacks/Pulumi.<stack>.yaml of a lab stack (what a user writes; unset values keep molt's defaults). */
 export function labStackYaml(lab: LabSettings, o: LabStackOptions): string {
-  const timeouts = Object.fromEntries(Object.entries({ joinSeconds: o.joinSeconds, settleSeconds: o.settleSeconds, drainSeconds: o.drainSeconds }).filter(([, v]) => v !== undefined));
+  const timeouts = Object.fromEntries(
+    Object.entries({ joinSeconds: o.joinSeconds, settleSeconds: o.settleSeconds, drainSeconds: o.drainSeconds }).filter(
+      ([, v]) => v !== undefined,
+    ),
+  );
   return stringify({
     config: {
       "molt:provider": "lab",

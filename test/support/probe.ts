@@ -26,12 +26,32 @@ export function labEndpoints(lab: LabSettings): NodeEndpoint[] {
     const name = readFileSync(join(addrDir, ip), "utf8").trim();
     const pub = join(dir, "machines", name, "root/etc/ssh/ssh_host_ed25519_key.pub");
     if (!existsSync(pub)) return [];
-    return [{ name, privateAddress: ip, sshHost: ip, sshPort: 22, hostPublicKey: readFileSync(pub, "utf8").trim(), providerId: name }];
+    return [
+      {
+        name,
+        privateAddress: ip,
+        sshHost: ip,
+        sshPort: 22,
+        hostPublicKey: readFileSync(pub, "utf8").trim(),
+        providerId: name,
+      },
+    ];
   });
 }
 
-export function startClusterProbe(lab: LabSettings, sshPrivateKey: string, intervalMs = 50): { stop: () => Promise<ProbeReport> } {
-  const report: ProbeReport = { ok: 0, failed: 0, errors: [], acknowledged: new Map(), longestGapMs: 0, reconnectMs: 0 };
+export function startClusterProbe(
+  lab: LabSettings,
+  sshPrivateKey: string,
+  intervalMs = 50,
+): { stop: () => Promise<ProbeReport> } {
+  const report: ProbeReport = {
+    ok: 0,
+    failed: 0,
+    errors: [],
+    acknowledged: new Map(),
+    longestGapMs: 0,
+    reconnectMs: 0,
+  };
   let running = true;
   let access: EtcdAccess | undefined;
   let known = "";
@@ -41,7 +61,10 @@ export function startClusterProbe(lab: LabSettings, sshPrivateKey: string, inter
     while (running) {
       try {
         const eps = labEndpoints(lab);
-        const sig = eps.map((e) => e.name).sort().join(",");
+        const sig = eps
+          .map((e) => e.name)
+          .sort()
+          .join(",");
         if (sig !== known || !access) {
           // The probe's own reconnect (new SSH tunnels to every machine) is not the
           // cluster's unavailability: its duration is left out of the gap.
@@ -71,7 +94,8 @@ export function startClusterProbe(lab: LabSettings, sshPrivateKey: string, inter
         lastOk = now;
       } catch (e) {
         report.failed++;
-        if (report.errors.length < 20) report.errors.push(`${new Date().toISOString().slice(11, 23)} ${(e as Error).message.split("\n")[0]}`);
+        if (report.errors.length < 20)
+          report.errors.push(`${new Date().toISOString().slice(11, 23)} ${(e as Error).message.split("\n")[0]}`);
         known = ""; // re-open tunnels: a node may have gone
       }
       await new Promise((r) => setTimeout(r, intervalMs));
@@ -90,6 +114,8 @@ export function startClusterProbe(lab: LabSettings, sshPrivateKey: string, inter
 
 function within<T>(ms: number, p: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms)));
+  const timeout = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms)),
+  );
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }

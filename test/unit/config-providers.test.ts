@@ -7,8 +7,12 @@ import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { InvalidConfigError, loadStackConfig, stackConfigPath, type StackConfig } from "../../orchestrator/config";
 
-const repo = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) => existsSync(join(r, "stacks", "Pulumi.lab.yaml")))!;
-const example = (provider: string): Record<string, unknown> => (parse(readFileSync(join(repo, "stacks", `Pulumi.${provider}.yaml`), "utf8")) as { config: Record<string, unknown> }).config;
+const repo = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) =>
+  existsSync(join(r, "stacks", "Pulumi.lab.yaml")),
+)!;
+const example = (provider: string): Record<string, unknown> =>
+  (parse(readFileSync(join(repo, "stacks", `Pulumi.${provider}.yaml`), "utf8")) as { config: Record<string, unknown> })
+    .config;
 
 describe("cloud sections of the stack configuration (orchestrator/config.ts)", () => {
   let dir: string;
@@ -94,8 +98,16 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
 
   describe("defaults", () => {
     it("spreads over every configured zone when molt:failureDomains is absent", () => {
-      assert.deepEqual(load(edited("aws", "molt:failureDomains", undefined)).cloud?.failureDomains, ["eu-central-1a", "eu-central-1b", "eu-central-1c"]);
-      assert.deepEqual(load(edited("vsphere", "molt:failureDomains", undefined)).cloud?.failureDomains, ["rack-a", "rack-b", "rack-c"]);
+      assert.deepEqual(load(edited("aws", "molt:failureDomains", undefined)).cloud?.failureDomains, [
+        "eu-central-1a",
+        "eu-central-1b",
+        "eu-central-1c",
+      ]);
+      assert.deepEqual(load(edited("vsphere", "molt:failureDomains", undefined)).cloud?.failureDomains, [
+        "rack-a",
+        "rack-b",
+        "rack-c",
+      ]);
     });
 
     it("takes a region without zones on Azure, and a should-rule on vSphere", () => {
@@ -114,11 +126,19 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
 
   describe("the SSH client key and user", () => {
     it("refuses a private key in plain text, and says how to set it as a secret", () => {
-      assertProblem(problemsOf(edited("aws", "molt:ssh.privateKey", "-----BEGIN OPENSSH PRIVATE KEY-----")), "molt:ssh.privateKey", /a Pulumi secret.*config set .*--secret --path 'molt:ssh.privateKey'/);
+      assertProblem(
+        problemsOf(edited("aws", "molt:ssh.privateKey", "-----BEGIN OPENSSH PRIVATE KEY-----")),
+        "molt:ssh.privateKey",
+        /a Pulumi secret.*config set .*--secret --path 'molt:ssh.privateKey'/,
+      );
     });
 
     it("requires the key on clouds", () => {
-      assertProblem(problemsOf(edited("azure", "molt:ssh.privateKey", undefined)), "molt:ssh.privateKey", /required on clouds, as a Pulumi secret/);
+      assertProblem(
+        problemsOf(edited("azure", "molt:ssh.privateKey", undefined)),
+        "molt:ssh.privateKey",
+        /required on clouds, as a Pulumi secret/,
+      );
     });
 
     it("requires a user other than root, and points molt:sshUser to molt:ssh.user", () => {
@@ -130,7 +150,11 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
 
     it("refuses a client key or port on the lab, which makes its own", () => {
       const lab = { "molt:provider": "lab", "molt:replicas": 3, "molt:image": "lab-v1" };
-      assertProblem(problemsOf({ ...lab, "molt:ssh": { privateKey: { secure: "v1:abc" } } }), "molt:ssh", /lab makes its own client key/);
+      assertProblem(
+        problemsOf({ ...lab, "molt:ssh": { privateKey: { secure: "v1:abc" } } }),
+        "molt:ssh",
+        /lab makes its own client key/,
+      );
     });
   });
 
@@ -138,7 +162,11 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
     it("names the missing section of the stack's provider", () => {
       assertProblem(problemsOf(edited("aws", "molt:aws", undefined)), "molt:aws", /required for provider aws/);
       assertProblem(problemsOf(edited("azure", "molt:azure", undefined)), "molt:azure", /required for provider azure/);
-      assertProblem(problemsOf(edited("vsphere", "molt:vsphere", undefined)), "molt:vsphere", /required for provider vsphere/);
+      assertProblem(
+        problemsOf(edited("vsphere", "molt:vsphere", undefined)),
+        "molt:vsphere",
+        /required for provider vsphere/,
+      );
       assertProblem(problemsOf(edited("aws", "molt:bootstrap", undefined)), "molt:bootstrap", /required on clouds/);
     });
 
@@ -155,51 +183,115 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
     });
 
     it("needs a public address for SSH over the public address", () => {
-      assertProblem(problemsOf(edited("aws", "molt:aws.sshAddress", "public")), "molt:aws.sshAddress", /associatePublicIpAddress: true/);
+      assertProblem(
+        problemsOf(edited("aws", "molt:aws.sshAddress", "public")),
+        "molt:aws.sshAddress",
+        /associatePublicIpAddress: true/,
+      );
     });
 
     it("names bad Azure and vSphere values by their keys", () => {
-      assertProblem(problemsOf(edited("azure", "molt:azure.subnetId", "control-plane")), "molt:azure.subnetId", /Azure resource id/);
-      assertProblem(problemsOf(edited("vsphere", "molt:vsphere.failureDomains.rack-b.datastore", undefined)), "molt:vsphere.failureDomains.rack-b.datastore", /datastore/);
-      assertProblem(problemsOf(edited("vsphere", "molt:vsphereAntiAffinity.mandatory", "yes")), "molt:vsphereAntiAffinity.mandatory", /boolean/);
+      assertProblem(
+        problemsOf(edited("azure", "molt:azure.subnetId", "control-plane")),
+        "molt:azure.subnetId",
+        /Azure resource id/,
+      );
+      assertProblem(
+        problemsOf(edited("vsphere", "molt:vsphere.failureDomains.rack-b.datastore", undefined)),
+        "molt:vsphere.failureDomains.rack-b.datastore",
+        /datastore/,
+      );
+      assertProblem(
+        problemsOf(edited("vsphere", "molt:vsphereAntiAffinity.mandatory", "yes")),
+        "molt:vsphereAntiAffinity.mandatory",
+        /boolean/,
+      );
     });
 
     it("refuses a section of another provider", () => {
-      assertProblem(problemsOf({ ...example("aws"), "molt:azure": example("azure")["molt:azure"] }), "molt:azure", /not a setting of provider aws/);
+      assertProblem(
+        problemsOf({ ...example("aws"), "molt:azure": example("azure")["molt:azure"] }),
+        "molt:azure",
+        /not a setting of provider aws/,
+      );
     });
 
     it("leaves cloud sections of lab stacks alone, as before", () => {
-      const c = load({ "molt:provider": "lab", "molt:replicas": 3, "molt:image": "lab-v1", "molt:aws": { instanceType: "m6i.large" } }, "lab");
+      const c = load(
+        {
+          "molt:provider": "lab",
+          "molt:replicas": 3,
+          "molt:image": "lab-v1",
+          "molt:aws": { instanceType: "m6i.large" },
+        },
+        "lab",
+      );
       assert.equal(c.cloud, undefined);
     });
   });
 
   describe("what the schema cannot see", () => {
     it("refuses failure domains that have no placement", () => {
-      assertProblem(problemsOf(edited("aws", "molt:failureDomains", ["eu-central-1a", "eu-central-1d"])), "molt:failureDomains", /"eu-central-1d" is not in molt:aws\.subnetIdsByZone/);
-      assertProblem(problemsOf(edited("azure", "molt:failureDomains", ["4"])), "molt:failureDomains", /"4" is not in molt:azure\.zones/);
-      assertProblem(problemsOf(edited("vsphere", "molt:failureDomains", ["rack-a", "rack-a"])), "molt:failureDomains", /distinct/);
+      assertProblem(
+        problemsOf(edited("aws", "molt:failureDomains", ["eu-central-1a", "eu-central-1d"])),
+        "molt:failureDomains",
+        /"eu-central-1d" is not in molt:aws\.subnetIdsByZone/,
+      );
+      assertProblem(
+        problemsOf(edited("azure", "molt:failureDomains", ["4"])),
+        "molt:failureDomains",
+        /"4" is not in molt:azure\.zones/,
+      );
+      assertProblem(
+        problemsOf(edited("vsphere", "molt:failureDomains", ["rack-a", "rack-a"])),
+        "molt:failureDomains",
+        /distinct/,
+      );
     });
 
     it("refuses no failure domains where a node would need one", () => {
-      assertProblem(problemsOf(edited("aws", "molt:failureDomains", [])), "molt:failureDomains", /empty, but molt:aws\.subnetIdsByZone has/);
-      assertProblem(problemsOf(edited("azure", "molt:failureDomains", [])), "molt:failureDomains", /empty, but molt:azure\.zones has/);
+      assertProblem(
+        problemsOf(edited("aws", "molt:failureDomains", [])),
+        "molt:failureDomains",
+        /empty, but molt:aws\.subnetIdsByZone has/,
+      );
+      assertProblem(
+        problemsOf(edited("azure", "molt:failureDomains", [])),
+        "molt:failureDomains",
+        /empty, but molt:azure\.zones has/,
+      );
     });
 
     it("requires a Kubernetes version kubeadm can join as etcd learners", () => {
-      assertProblem(problemsOf(edited("aws", "molt:kubernetesVersion", undefined)), "molt:kubernetesVersion", /required on clouds/);
-      assertProblem(problemsOf(edited("aws", "molt:kubernetesVersion", "1.28.9")), "molt:kubernetesVersion", /older than 1\.29\.0/);
+      assertProblem(
+        problemsOf(edited("aws", "molt:kubernetesVersion", undefined)),
+        "molt:kubernetesVersion",
+        /required on clouds/,
+      );
+      assertProblem(
+        problemsOf(edited("aws", "molt:kubernetesVersion", "1.28.9")),
+        "molt:kubernetesVersion",
+        /older than 1\.29\.0/,
+      );
     });
 
     it("checks the image against the provider: an AMI id, a pinned Azure image", () => {
       assertProblem(problemsOf(edited("aws", "molt:image", "ubuntu-24.04")), "molt:image", /an AMI id/);
-      assertProblem(problemsOf(edited("azure", "molt:image", "Canonical:ubuntu-24_04-lts:server:latest")), "molt:image", /pin an exact version/);
+      assertProblem(
+        problemsOf(edited("azure", "molt:image", "Canonical:ubuntu-24_04-lts:server:latest")),
+        "molt:image",
+        /pin an exact version/,
+      );
     });
 
     it("checks the kubeadm settings by their keys", () => {
       const problems = problemsOf(edited("aws", "molt:bootstrap.controlPlaneEndpoint", "api.prod.example.com"));
       assertProblem(problems, "molt:bootstrap.controlPlaneEndpoint", /not host:port/);
-      assertProblem(problemsOf(edited("aws", "molt:bootstrap.install", { source: "apt" })), "molt:bootstrap.install.source", /image .*or packages/);
+      assertProblem(
+        problemsOf(edited("aws", "molt:bootstrap.install", { source: "apt" })),
+        "molt:bootstrap.install.source",
+        /image .*or packages/,
+      );
     });
 
     it("reports every cross-field problem together", () => {
@@ -207,7 +299,11 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
       c["molt:image"] = "ubuntu";
       c["molt:kubernetesVersion"] = "1.27.0";
       const problems = problemsOf(c);
-      for (const key of ["molt:failureDomains", "molt:image", "molt:kubernetesVersion"]) assert.ok(problems.some((p) => p.startsWith(`${key}: `)), key);
+      for (const key of ["molt:failureDomains", "molt:image", "molt:kubernetesVersion"])
+        assert.ok(
+          problems.some((p) => p.startsWith(`${key}: `)),
+          key,
+        );
     });
   });
 });

@@ -4,7 +4,13 @@ import * as assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { InvalidConfigError, loadStackConfig, resolveLabImage, stackConfigPath, type StackConfig } from "../../orchestrator/config";
+import {
+  InvalidConfigError,
+  loadStackConfig,
+  resolveLabImage,
+  stackConfigPath,
+  type StackConfig,
+} from "../../orchestrator/config";
 
 describe("stack configuration (orchestrator/config.ts)", () => {
   let dir: string;
@@ -40,7 +46,10 @@ describe("stack configuration (orchestrator/config.ts)", () => {
     } catch (e) {
       err = e;
     }
-    assert.ok(err instanceof InvalidConfigError, `expected InvalidConfigError, got ${err === undefined ? "a valid config" : String(err)}`);
+    assert.ok(
+      err instanceof InvalidConfigError,
+      `expected InvalidConfigError, got ${err === undefined ? "a valid config" : String(err)}`,
+    );
     assert.ok(err.problems.length > 0);
     assert.match(err.message, /nothing was changed/);
     for (const p of err.problems) assert.ok(err.message.includes(p), "the message lists every problem");
@@ -48,7 +57,13 @@ describe("stack configuration (orchestrator/config.ts)", () => {
   };
   const stackYaml = (lines: string[]): string => ["config:", ...lines.map((l) => `  ${l}`)].join("\n") + "\n";
   const labLines = ["molt:provider: lab", "molt:replicas: 3", "molt:image: lab-v1"];
-  const awsLines = ["aws:region: eu-central-1", "molt:provider: aws", "molt:replicas: 3", "molt:image: ami-0123456789abcdef0", "molt:kubernetesVersion: 1.34.2"];
+  const awsLines = [
+    "aws:region: eu-central-1",
+    "molt:provider: aws",
+    "molt:replicas: 3",
+    "molt:image: ami-0123456789abcdef0",
+    "molt:kubernetesVersion: 1.34.2",
+  ];
 
   describe("valid stacks", () => {
     it("parses a minimal lab stack with defaults", () => {
@@ -80,7 +95,13 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       assert.deepEqual(c.intent.rollout, { maxSurge: 0, onFailure: "pause", maxAppliedLag: 50 });
       assert.deepEqual(c.intent.timeouts, { joinSeconds: 120, settleSeconds: 30, drainSeconds: 300 });
       assert.equal(c.sshUser, "molt");
-      assert.deepEqual(c.lab, { lab: "lab-a", labRoot: "/srv/lab", bridge: "br-lab", subnet: "10.88.1.0/24", lbPort: 7443 });
+      assert.deepEqual(c.lab, {
+        lab: "lab-a",
+        labRoot: "/srv/lab",
+        bridge: "br-lab",
+        subnet: "10.88.1.0/24",
+        lbPort: 7443,
+      });
     });
 
     it("takes the lab root from MOLT_LAB_ROOT when the file has none", () => {
@@ -93,13 +114,21 @@ describe("stack configuration (orchestrator/config.ts)", () => {
     });
 
     it("accepts replicas as Pulumi rewrites them (a string of digits)", () => {
-      assert.equal(load(stackYaml(["molt:provider: lab", 'molt:replicas: "5"', "molt:image: lab-v1"])).intent.replicas, 5);
+      assert.equal(
+        load(stackYaml(["molt:provider: lab", 'molt:replicas: "5"', "molt:image: lab-v1"])).intent.replicas,
+        5,
+      );
     });
 
     it("parses a cloud stack: Kubernetes version without the v, no lab settings, typed cloud settings", () => {
-      const root = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) => existsSync(join(r, "stacks", "Pulumi.aws.yaml")));
+      const root = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) =>
+        existsSync(join(r, "stacks", "Pulumi.aws.yaml")),
+      );
       assert.ok(root, "stacks/Pulumi.aws.yaml not found");
-      const text = readFileSync(join(root, "stacks", "Pulumi.aws.yaml"), "utf8").replace(/^(\s*molt:kubernetesVersion:\s*)\S+/m, "$1v1.34.2");
+      const text = readFileSync(join(root, "stacks", "Pulumi.aws.yaml"), "utf8").replace(
+        /^(\s*molt:kubernetesVersion:\s*)\S+/m,
+        "$1v1.34.2",
+      );
       const c = load(text, "prod");
       assert.equal(c.intent.provider, "aws");
       assert.equal(c.intent.kubernetesVersion, "1.34.2");
@@ -109,7 +138,9 @@ describe("stack configuration (orchestrator/config.ts)", () => {
 
     it("accepts the repository's example stacks", () => {
       // Compiled tests run from dist/test/unit (or another outDir): find the repository root.
-      const root = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) => existsSync(join(r, "stacks", "Pulumi.lab.yaml")));
+      const root = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) =>
+        existsSync(join(r, "stacks", "Pulumi.lab.yaml")),
+      );
       assert.ok(root, "stacks/Pulumi.lab.yaml not found");
       for (const provider of ["lab", "aws", "azure", "vsphere"] as const) {
         const c = load(readFileSync(join(root, "stacks", `Pulumi.${provider}.yaml`), "utf8"), provider);
@@ -130,25 +161,70 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       ["even replicas", ["molt:provider: lab", "molt:replicas: 2", "molt:image: lab-v1"], "molt:replicas", /odd/],
       ["0 replicas", ["molt:provider: lab", "molt:replicas: 0", "molt:image: lab-v1"], "molt:replicas", /at least 1/],
       ["11 replicas", ["molt:provider: lab", "molt:replicas: 11", "molt:image: lab-v1"], "molt:replicas", /at most 9/],
-      ["fractional replicas", ["molt:provider: lab", "molt:replicas: 2.5", "molt:image: lab-v1"], "molt:replicas", /whole number/],
-      ["replicas as words", ["molt:provider: lab", "molt:replicas: three", "molt:image: lab-v1"], "molt:replicas", /number/],
-      ["maxSurge 0 with 1 replica", ["molt:provider: lab", "molt:replicas: 1", "molt:image: lab-v1", "molt:rollout: { maxSurge: 0 }"], "molt:rollout.maxSurge", /at least 3 replicas/],
+      [
+        "fractional replicas",
+        ["molt:provider: lab", "molt:replicas: 2.5", "molt:image: lab-v1"],
+        "molt:replicas",
+        /whole number/,
+      ],
+      [
+        "replicas as words",
+        ["molt:provider: lab", "molt:replicas: three", "molt:image: lab-v1"],
+        "molt:replicas",
+        /number/,
+      ],
+      [
+        "maxSurge 0 with 1 replica",
+        ["molt:provider: lab", "molt:replicas: 1", "molt:image: lab-v1", "molt:rollout: { maxSurge: 0 }"],
+        "molt:rollout.maxSurge",
+        /at least 3 replicas/,
+      ],
       ["maxSurge 2", [...labLines, "molt:rollout: { maxSurge: 2 }"], "molt:rollout.maxSurge", /0 or 1/],
-      ["maxUnavailable 1", [...labLines, "molt:rollout: { maxUnavailable: 1 }"], "molt:rollout.maxUnavailable", /never takes a member away/],
-      ["unknown onFailure", [...labLines, "molt:rollout: { onFailure: ignore }"], "molt:rollout.onFailure", /rollback|pause/],
-      ["negative maxAppliedLag", [...labLines, "molt:rollout: { maxAppliedLag: -1 }"], "molt:rollout.maxAppliedLag", /./],
+      [
+        "maxUnavailable 1",
+        [...labLines, "molt:rollout: { maxUnavailable: 1 }"],
+        "molt:rollout.maxUnavailable",
+        /never takes a member away/,
+      ],
+      [
+        "unknown onFailure",
+        [...labLines, "molt:rollout: { onFailure: ignore }"],
+        "molt:rollout.onFailure",
+        /rollback|pause/,
+      ],
+      [
+        "negative maxAppliedLag",
+        [...labLines, "molt:rollout: { maxAppliedLag: -1 }"],
+        "molt:rollout.maxAppliedLag",
+        /./,
+      ],
       ["unknown key inside molt:rollout", [...labLines, "molt:rollout: { maxSurg: 1 }"], "molt:rollout", /maxSurg/],
-      ["unknown provider", ["molt:provider: gcp", "molt:replicas: 3", "molt:image: lab-v1"], "molt:provider", /lab, aws, azure, vsphere/],
+      [
+        "unknown provider",
+        ["molt:provider: gcp", "molt:replicas: 3", "molt:image: lab-v1"],
+        "molt:provider",
+        /lab, aws, azure, vsphere/,
+      ],
       ["missing provider", ["molt:replicas: 3", "molt:image: lab-v1"], "molt:provider", /./],
       ["missing image", ["molt:provider: lab", "molt:replicas: 3"], "molt:image", /./],
       ["empty image", ["molt:provider: lab", "molt:replicas: 3", 'molt:image: ""'], "molt:image", /base image/],
-      ["invalid kubernetesVersion", [...awsLines.slice(0, 4), 'molt:kubernetesVersion: "1.34"'], "molt:kubernetesVersion", /full version/],
+      [
+        "invalid kubernetesVersion",
+        [...awsLines.slice(0, 4), 'molt:kubernetesVersion: "1.34"'],
+        "molt:kubernetesVersion",
+        /full version/,
+      ],
       ["drainSeconds 0", [...labLines, "molt:timeouts: { drainSeconds: 0 }"], "molt:timeouts.drainSeconds", /./],
       ["joinSeconds below 10", [...labLines, "molt:timeouts: { joinSeconds: 5 }"], "molt:timeouts.joinSeconds", /./],
       ["unknown key inside molt:timeouts", [...labLines, "molt:timeouts: { join: 60 }"], "molt:timeouts", /join/],
       ["bad ssh user", [...labLines, 'molt:ssh: { user: "Root!" }'], "molt:ssh.user", /Unix user name/],
       ["bad lab subnet", [...labLines, "molt:lab: { subnet: 10.77.0.0/16 }"], "molt:lab.subnet", /\/24/],
-      ["bad bridge name (too long)", [...labLines, "molt:lab: { bridge: molt-bridge-0123 }"], "molt:lab.bridge", /15 characters/],
+      [
+        "bad bridge name (too long)",
+        [...labLines, "molt:lab: { bridge: molt-bridge-0123 }"],
+        "molt:lab.bridge",
+        /15 characters/,
+      ],
       ["bad lab name", [...labLines, "molt:lab: { name: Lab_A }"], "molt:lab.name", /DNS label/],
       ["relative lab root", [...labLines, "molt:lab: { root: lab }"], "molt:lab.root", /absolute/],
       ["lab lbPort out of range", [...labLines, "molt:lab: { lbPort: 70000 }"], "molt:lab.lbPort", /./],
@@ -223,7 +299,15 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       const c = resolve(["molt:provider: lab", "molt:replicas: 3", "molt:image: k8s-v1.36.3"]);
       assert.equal(c.intent.kubernetesVersion, "1.36.3");
       assert.equal(c.intent.etcdVersion, "3.6.16");
-      assert.equal(resolve(["molt:provider: lab", "molt:replicas: 3", "molt:image: k8s-v1.36.3", "molt:kubernetesVersion: v1.36.3"]).intent.kubernetesVersion, "1.36.3");
+      assert.equal(
+        resolve([
+          "molt:provider: lab",
+          "molt:replicas: 3",
+          "molt:image: k8s-v1.36.3",
+          "molt:kubernetesVersion: v1.36.3",
+        ]).intent.kubernetesVersion,
+        "1.36.3",
+      );
     });
 
     it("leaves etcd-only images without a Kubernetes version", () => {
@@ -233,20 +317,48 @@ describe("stack configuration (orchestrator/config.ts)", () => {
     });
 
     it("refuses a missing image, naming the ones there are", () => {
-      assert.match(refusal(["molt:provider: lab", "molt:replicas: 3", "molt:image: k8s-v1.99.0"]), /"k8s-v1\.99\.0" does not exist .*have: k8s-v1\.36\.3, lab-v1/);
+      assert.match(
+        refusal(["molt:provider: lab", "molt:replicas: 3", "molt:image: k8s-v1.99.0"]),
+        /"k8s-v1\.99\.0" does not exist .*have: k8s-v1\.36\.3, lab-v1/,
+      );
       assert.match(refusal(["molt:provider: lab", "molt:replicas: 3", "molt:image: ../../etc"]), /does not exist/);
     });
 
     it("refuses a molt:kubernetesVersion the image does not carry", () => {
-      assert.match(refusal(["molt:provider: lab", "molt:replicas: 3", "molt:image: k8s-v1.36.3", "molt:kubernetesVersion: 1.37.2"]), /1\.37\.2 does not match lab image "k8s-v1\.36\.3", which carries Kubernetes 1\.36\.3/);
-      assert.match(refusal(["molt:provider: lab", "molt:replicas: 3", "molt:image: lab-v1", "molt:kubernetesVersion: 1.36.3"]), /runs etcd only/);
+      assert.match(
+        refusal([
+          "molt:provider: lab",
+          "molt:replicas: 3",
+          "molt:image: k8s-v1.36.3",
+          "molt:kubernetesVersion: 1.37.2",
+        ]),
+        /1\.37\.2 does not match lab image "k8s-v1\.36\.3", which carries Kubernetes 1\.36\.3/,
+      );
+      assert.match(
+        refusal(["molt:provider: lab", "molt:replicas: 3", "molt:image: lab-v1", "molt:kubernetesVersion: 1.36.3"]),
+        /runs etcd only/,
+      );
     });
   });
 
   describe("several problems at once", () => {
     it("reports every schema problem together", () => {
-      const problems = problemsOf(stackYaml(["molt:provider: gcp", "molt:replicas: 2", "molt:rollout: { maxSurge: 2, maxUnavailable: 1 }", "molt:lab: { bridge: a-very-long-bridge-name }"]));
-      for (const key of ["molt:provider", "molt:replicas", "molt:image", "molt:rollout.maxSurge", "molt:rollout.maxUnavailable", "molt:lab.bridge"]) {
+      const problems = problemsOf(
+        stackYaml([
+          "molt:provider: gcp",
+          "molt:replicas: 2",
+          "molt:rollout: { maxSurge: 2, maxUnavailable: 1 }",
+          "molt:lab: { bridge: a-very-long-bridge-name }",
+        ]),
+      );
+      for (const key of [
+        "molt:provider",
+        "molt:replicas",
+        "molt:image",
+        "molt:rollout.maxSurge",
+        "molt:rollout.maxUnavailable",
+        "molt:lab.bridge",
+      ]) {
         assert.ok(
           problems.some((p) => p.startsWith(`${key}:`)),
           `${key} missing from ${JSON.stringify(problems)}`,
@@ -255,19 +367,33 @@ describe("stack configuration (orchestrator/config.ts)", () => {
     });
 
     it("reports schema and cross-field problems in one go", () => {
-      const problems = problemsOf(stackYaml(["molt:provider: lab", "molt:replicas: 1", "molt:image: ''", "molt:rollout: { maxSurge: 0 }"]));
-      assert.ok(problems.some((p) => p.startsWith("molt:image:")), JSON.stringify(problems));
-      assert.ok(problems.some((p) => p.startsWith("molt:rollout.maxSurge:")), JSON.stringify(problems));
+      const problems = problemsOf(
+        stackYaml(["molt:provider: lab", "molt:replicas: 1", "molt:image: ''", "molt:rollout: { maxSurge: 0 }"]),
+      );
+      assert.ok(
+        problems.some((p) => p.startsWith("molt:image:")),
+        JSON.stringify(problems),
+      );
+      assert.ok(
+        problems.some((p) => p.startsWith("molt:rollout.maxSurge:")),
+        JSON.stringify(problems),
+      );
     });
 
     it("quotes the value that was given", () => {
       const problems = problemsOf(stackYaml(["molt:provider: lab", "molt:replicas: 4", "molt:image: lab-v1"]));
-      assert.ok(problems.some((p) => p.startsWith("molt:replicas:") && p.includes("(got 4)")), JSON.stringify(problems));
+      assert.ok(
+        problems.some((p) => p.startsWith("molt:replicas:") && p.includes("(got 4)")),
+        JSON.stringify(problems),
+      );
     });
 
     it("refuses a subnet with an impossible octet", () => {
       const problems = problemsOf(stackYaml([...labLines, "molt:lab: { subnet: 300.77.0.0/24 }"]));
-      assert.ok(problems.some((p) => p.startsWith("molt:lab.subnet:")), JSON.stringify(problems));
+      assert.ok(
+        problems.some((p) => p.startsWith("molt:lab.subnet:")),
+        JSON.stringify(problems),
+      );
     });
 
     it("refuses a stack name that makes no valid lab name unless molt:lab.name is set", () => {
@@ -277,11 +403,22 @@ describe("stack configuration (orchestrator/config.ts)", () => {
 
     it("refuses a misspelt molt: section instead of ignoring it", () => {
       const problems = problemsOf(stackYaml([...labLines, "molt:rolout: { maxSurge: 0 }"]));
-      assert.ok(problems.some((p) => p.startsWith("molt:rolout:") && p.includes("not a molt setting")), JSON.stringify(problems));
+      assert.ok(
+        problems.some((p) => p.startsWith("molt:rolout:") && p.includes("not a molt setting")),
+        JSON.stringify(problems),
+      );
     });
 
     it("reports every cross-field problem together", () => {
-      const problems = problemsOf(stackYaml(["molt:provider: lab", "molt:replicas: 1", "molt:image: lab-v1", "molt:rollout: { maxSurge: 0 }", "molt:ssh: { port: 2222 }"]));
+      const problems = problemsOf(
+        stackYaml([
+          "molt:provider: lab",
+          "molt:replicas: 1",
+          "molt:image: lab-v1",
+          "molt:rollout: { maxSurge: 0 }",
+          "molt:ssh: { port: 2222 }",
+        ]),
+      );
       assert.equal(problems.length, 2);
       assert.ok(problems.some((p) => p.startsWith("molt:rollout.maxSurge:")));
       assert.ok(problems.some((p) => p.startsWith("molt:ssh:")));

@@ -7,11 +7,26 @@ describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
     const owned = (kind: string) => ({ metadata: { ownerReferences: [{ kind }] }, status: { phase: "Running" } });
     assert.equal(isEvictable(owned("ReplicaSet")), true);
     assert.equal(isEvictable(owned("StatefulSet")), true);
-    assert.equal(isEvictable(owned("DaemonSet")), false, "DaemonSet pods stay (their controller would recreate them there)");
-    assert.equal(isEvictable({ metadata: { annotations: { "kubernetes.io/config.mirror": "abc" } }, status: { phase: "Running" } }), false, "mirror pods of static pods stay");
+    assert.equal(
+      isEvictable(owned("DaemonSet")),
+      false,
+      "DaemonSet pods stay (their controller would recreate them there)",
+    );
+    assert.equal(
+      isEvictable({
+        metadata: { annotations: { "kubernetes.io/config.mirror": "abc" } },
+        status: { phase: "Running" },
+      }),
+      false,
+      "mirror pods of static pods stay",
+    );
     assert.equal(isEvictable({ ...owned("ReplicaSet"), status: { phase: "Succeeded" } }), false);
     assert.equal(isEvictable({ ...owned("Job"), status: { phase: "Failed" } }), false);
-    assert.equal(isEvictable({ metadata: {}, status: { phase: "Pending" } }), true, "a naked pod counts (the drain then refuses to evict it)");
+    assert.equal(
+      isEvictable({ metadata: {}, status: { phase: "Pending" } }),
+      true,
+      "a naked pod counts (the drain then refuses to evict it)",
+    );
   });
 
   it("reads the version from an image tag", () => {

@@ -16,7 +16,11 @@ describe("lab bootstrap scripts (infra/lab/scripts)", () => {
       if (step === "init") assert.match(script, /kubeadm init --config/);
       if (step === "join") {
         assert.match(script, /kubeadm join --config/);
-        assert.match(script, /join bundle names a file outside \/etc\/kubernetes\/pki/, "the join refuses files outside the PKI directory");
+        assert.match(
+          script,
+          /join bundle names a file outside \/etc\/kubernetes\/pki/,
+          "the join refuses files outside the PKI directory",
+        );
       }
       assert.ok(!/--token[ =]/.test(script), "no bootstrap token on a command line (it would show in ps)");
       const dir = mkdtempSync(join(tmpdir(), "molt-lab-script-"));

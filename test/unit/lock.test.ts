@@ -22,7 +22,10 @@ describe("the rollout lock", () => {
 
   it("refuses a second run while the first holds the stack, and frees it on release", () => {
     const first = acquireLock(backend, "prod", "rollout");
-    assert.throws(() => acquireLock(backend, "prod", "rollout"), (e: unknown) => e instanceof ConcurrentRolloutError && /pid \d+/.test((e as Error).message));
+    assert.throws(
+      () => acquireLock(backend, "prod", "rollout"),
+      (e: unknown) => e instanceof ConcurrentRolloutError && /pid \d+/.test((e as Error).message),
+    );
     assert.doesNotThrow(() => acquireLock(backend, "staging", "rollout").release(), "other stacks are independent");
     first.release();
     acquireLock(backend, "prod", "rollout").release();
@@ -38,7 +41,11 @@ describe("the rollout lock", () => {
     const lock = acquireLock(backend, "prod", "rollout");
     assert.equal(lock.recoveredFrom?.pid, deadPid);
     assert.equal(JSON.parse(readFileSync(path, "utf8")).pid, process.pid);
-    assert.deepEqual(readdirSync(lockDir(backend)), ["prod.json"], "the dead run's lock is gone (the event reports it), only ours is left");
+    assert.deepEqual(
+      readdirSync(lockDir(backend)),
+      ["prod.json"],
+      "the dead run's lock is gone (the event reports it), only ours is left",
+    );
     lock.release();
   });
 

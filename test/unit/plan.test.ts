@@ -2,7 +2,17 @@
 // for the invariants (a simulated rollout, random broken clusters, brute-force quorum).
 import * as assert from "node:assert/strict";
 import fc from "fast-check";
-import type { Alarm, Intent, KubeObservation, Member, NodeEndpoint, NodeEntry, Operation, Snapshot, StatusResult } from "../../orchestrator/model";
+import type {
+  Alarm,
+  Intent,
+  KubeObservation,
+  Member,
+  NodeEndpoint,
+  NodeEntry,
+  Operation,
+  Snapshot,
+  StatusResult,
+} from "../../orchestrator/model";
 import {
   agreedLeader,
   canSafelyRemoveMember,
@@ -66,7 +76,8 @@ interface SimKube {
   etcdVersions?: Record<string, string>;
 }
 
-const kubeUp = (w: World, n: SimNode): boolean => !!n.member && n.member.started && n.health !== "down" && !w.kube?.apiserverDown.has(n.entry.name);
+const kubeUp = (w: World, n: SimNode): boolean =>
+  !!n.member && n.member.started && n.health !== "down" && !w.kube?.apiserverDown.has(n.entry.name);
 
 /** The machine is gone and its Node object with it (a later node may reuse the name). */
 function forgetKube(w: World, name: string): void {
@@ -84,13 +95,31 @@ function kubeOf(w: World): KubeObservation | undefined {
   const components: KubeObservation["components"] = {};
   for (const n of w.nodes) {
     const ok = kubeUp(w, n);
-    components[n.entry.name] = { apiserver: ok ? { ok, version: n.entry.kubernetesVersion } : { ok, error: "connection refused" }, controllerManager: { ok: true }, scheduler: { ok: true } };
+    components[n.entry.name] = {
+      apiserver: ok ? { ok, version: n.entry.kubernetesVersion } : { ok, error: "connection refused" },
+      controllerManager: { ok: true },
+      scheduler: { ok: true },
+    };
   }
   return {
     via: up[up.length - 1].entry.name,
     nodes: [
-      ...w.nodes.map((n) => ({ name: n.entry.name, ready: kubeUp(w, n), unschedulable: k.cordoned.has(n.entry.name), controlPlane: true, kubeletVersion: n.entry.kubernetesVersion ?? "", leaseAgeSeconds: 3 })),
-      ...k.strayNodes.map((x) => ({ name: x.name, ready: false, unschedulable: false, controlPlane: true, kubeletVersion: "1.33.5", leaseAgeSeconds: x.leaseAge })),
+      ...w.nodes.map((n) => ({
+        name: n.entry.name,
+        ready: kubeUp(w, n),
+        unschedulable: k.cordoned.has(n.entry.name),
+        controlPlane: true,
+        kubeletVersion: n.entry.kubernetesVersion ?? "",
+        leaseAgeSeconds: 3,
+      })),
+      ...k.strayNodes.map((x) => ({
+        name: x.name,
+        ready: false,
+        unschedulable: false,
+        controlPlane: true,
+        kubeletVersion: "1.33.5",
+        leaseAgeSeconds: x.leaseAge,
+      })),
     ],
     components,
     evictable: { ...k.evictable },
@@ -99,7 +128,18 @@ function kubeOf(w: World): KubeObservation | undefined {
   };
 }
 
-function makeIntent(o: { replicas?: number; image?: string; kubernetesVersion?: string; etcdVersion?: string; maxSurge?: 0 | 1; onFailure?: "rollback" | "pause"; maxAppliedLag?: number; replaceDead?: string[] } = {}): Intent {
+function makeIntent(
+  o: {
+    replicas?: number;
+    image?: string;
+    kubernetesVersion?: string;
+    etcdVersion?: string;
+    maxSurge?: 0 | 1;
+    onFailure?: "rollback" | "pause";
+    maxAppliedLag?: number;
+    replaceDead?: string[];
+  } = {},
+): Intent {
   return {
     ...(o.replaceDead ? { replaceDead: o.replaceDead } : {}),
     provider: "lab",
@@ -157,7 +197,8 @@ function snapshotOf(w: World): Snapshot {
   for (const n of w.nodes) status[n.entry.name] = statusOf(w, n);
   // Like the loop: the node a run added stops being "joining" once seen as a healthy voter.
   const j = w.nodes.find((n) => n.entry.name === w.joining);
-  if (!j || (j.member && j.member.started && !j.member.learner && j.health === "ok" && (!w.kube || kubeUp(w, j)))) w.joining = undefined;
+  if (!j || (j.member && j.member.started && !j.member.learner && j.health === "ok" && (!w.kube || kubeUp(w, j))))
+    w.joining = undefined;
   const anyAnswers = Object.values(status).some((r) => r.ok);
   const kube = kubeOf(w);
   const base = {
@@ -166,7 +207,11 @@ function snapshotOf(w: World): Snapshot {
     endpoints,
     expired: [...w.expired],
     ...(w.joining ? { joining: w.joining } : {}),
-    ...(kube ? { kube } : w.intent.kubernetesVersion !== undefined && w.nodes.length > 0 ? { kubeError: "no kube-apiserver is ready" } : {}),
+    ...(kube
+      ? { kube }
+      : w.intent.kubernetesVersion !== undefined && w.nodes.length > 0
+        ? { kubeError: "no kube-apiserver is ready" }
+        : {}),
   };
   if (w.nodes.length === 0) return base;
   // Members and alarms are read through some node's tunnel: none answering, nothing observed.
@@ -192,7 +237,14 @@ interface NodeOpts {
 /** Node k: name lab-cp-k, generation k, member id idOf(k). */
 function N(k: number, image = OLD, o: NodeOpts = {}): SimNode {
   return {
-    entry: { name: `lab-cp-${k}`, image, role: "control-plane", generation: k, init: k === 1, ...(o.kubernetesVersion ? { kubernetesVersion: o.kubernetesVersion } : {}) },
+    entry: {
+      name: `lab-cp-${k}`,
+      image,
+      role: "control-plane",
+      generation: k,
+      init: k === 1,
+      ...(o.kubernetesVersion ? { kubernetesVersion: o.kubernetesVersion } : {}),
+    },
     address: addressOf(k),
     member: o.noMember ? undefined : { id: idOf(k), learner: !!o.learner, started: !o.unstarted },
     health: o.health ?? "ok",
@@ -225,7 +277,10 @@ interface WorldOpts {
 function world(nodes: SimNode[], o: WorldOpts = {}): World {
   const leader = o.leader === null ? undefined : typeof o.leader === "string" ? o.leader : idOf(o.leader ?? 1);
   const intent = makeIntent(o.intent);
-  const oldest = [...nodes].sort((a, b) => a.entry.generation - b.entry.generation)[0]?.entry.kubernetesVersion ?? intent.kubernetesVersion ?? "";
+  const oldest =
+    [...nodes].sort((a, b) => a.entry.generation - b.entry.generation)[0]?.entry.kubernetesVersion ??
+    intent.kubernetesVersion ??
+    "";
   const kube: SimKube | undefined =
     intent.kubernetesVersion !== undefined
       ? {
@@ -238,14 +293,30 @@ function world(nodes: SimNode[], o: WorldOpts = {}): World {
           ...o.kube,
         }
       : undefined;
-  return { intent, nodes, strays: o.strays ?? [], leader, alarms: o.alarms ?? [], expired: o.expired ?? [], etcdError: o.etcdError, nextId: 100, ...(o.joining ? { joining: o.joining } : {}), ...(kube ? { kube } : {}) };
+  return {
+    intent,
+    nodes,
+    strays: o.strays ?? [],
+    leader,
+    alarms: o.alarms ?? [],
+    expired: o.expired ?? [],
+    etcdError: o.etcdError,
+    nextId: 100,
+    ...(o.joining ? { joining: o.joining } : {}),
+    ...(kube ? { kube } : {}),
+  };
 }
 
 const plan = (nodes: SimNode[], o: WorldOpts = {}): Operation => decide(snapshotOf(world(nodes, o)), STACK);
 
-function expectOp<K extends Operation["kind"]>(op: Operation, kind: K, fields: Partial<Extract<Operation, { kind: K }>> = {}): void {
+function expectOp<K extends Operation["kind"]>(
+  op: Operation,
+  kind: K,
+  fields: Partial<Extract<Operation, { kind: K }>> = {},
+): void {
   assert.equal(op.kind, kind, `expected ${kind}, got ${op.kind}: ${op.reason}`);
-  for (const [k, v] of Object.entries(fields)) assert.deepEqual((op as unknown as Record<string, unknown>)[k], v, `${kind}.${k}`);
+  for (const [k, v] of Object.entries(fields))
+    assert.deepEqual((op as unknown as Record<string, unknown>)[k], v, `${kind}.${k}`);
   assert.ok(op.reason.length > 0, "every operation says why");
 }
 
@@ -254,7 +325,13 @@ describe("planner (orchestrator/plan.ts)", () => {
     it("creates the first node of an empty stack", () => {
       const op = plan([], { intent: { kubernetesVersion: undefined } });
       expectOp(op, "create-first");
-      assert.deepEqual(op.kind === "create-first" && op.entry, { name: "lab-cp-1", image: NEW, role: "control-plane", generation: 1, init: true });
+      assert.deepEqual(op.kind === "create-first" && op.entry, {
+        name: "lab-cp-1",
+        image: NEW,
+        role: "control-plane",
+        generation: 1,
+        init: true,
+      });
     });
 
     it("creates the first node with the intended Kubernetes version", () => {
@@ -270,7 +347,11 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
 
     it("refuses when no node's etcd answers (nothing observed)", () => {
-      expectOp(plan([N(1, OLD, { health: "down" }), N(2, OLD, { health: "down" }), N(3, OLD, { health: "down" })]), "refuse", { condition: "EtcdClusterHealthy" });
+      expectOp(
+        plan([N(1, OLD, { health: "down" }), N(2, OLD, { health: "down" }), N(3, OLD, { health: "down" })]),
+        "refuse",
+        { condition: "EtcdClusterHealthy" },
+      );
     });
 
     it("refuses on alarms", () => {
@@ -281,7 +362,10 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
 
     it("refuses on alarms even when everything is up to date", () => {
-      expectOp(plan([N(1, NEW), N(2, NEW), N(3, NEW)], { alarms: [{ memberId: idOf(1), alarm: "CORRUPT" }] }), "refuse");
+      expectOp(
+        plan([N(1, NEW), N(2, NEW), N(3, NEW)], { alarms: [{ memberId: idOf(1), alarm: "CORRUPT" }] }),
+        "refuse",
+      );
     });
 
     it("done when every node is up to date and healthy", () => {
@@ -293,15 +377,27 @@ describe("planner (orchestrator/plan.ts)", () => {
     it("surges first with maxSurge 1", () => {
       const op = plan([N(1), N(2), N(3)], { intent: { maxSurge: 1 } });
       expectOp(op, "surge");
-      assert.deepEqual(op.kind === "surge" && op.entry, { name: "lab-cp-4", image: NEW, role: "control-plane", generation: 4, init: false });
+      assert.deepEqual(op.kind === "surge" && op.entry, {
+        name: "lab-cp-4",
+        image: NEW,
+        role: "control-plane",
+        generation: 4,
+        init: false,
+      });
     });
 
     it("retires first with maxSurge 0 (oldest outdated node, not the leader)", () => {
-      expectOp(plan([N(1), N(2), N(3)], { intent: { maxSurge: 0 }, leader: 3 }), "remove-member", { node: "lab-cp-1", memberId: idOf(1) });
+      expectOp(plan([N(1), N(2), N(3)], { intent: { maxSurge: 0 }, leader: 3 }), "remove-member", {
+        node: "lab-cp-1",
+        memberId: idOf(1),
+      });
     });
 
     it("retires the oldest outdated node, skipping up-to-date older ones", () => {
-      expectOp(plan([N(1, NEW), N(2, OLD), N(3, OLD), N(4, NEW)], { leader: 4 }), "remove-member", { node: "lab-cp-2", memberId: idOf(2) });
+      expectOp(plan([N(1, NEW), N(2, OLD), N(3, OLD), N(4, NEW)], { leader: 4 }), "remove-member", {
+        node: "lab-cp-2",
+        memberId: idOf(2),
+      });
     });
 
     it("with maxSurge 0, surges back once a retired node is pruned", () => {
@@ -309,34 +405,60 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
 
     it("retires the surplus outdated node after a surge", () => {
-      expectOp(plan([N(1), N(2), N(3), N(4, NEW)], { leader: 2 }), "remove-member", { node: "lab-cp-1", memberId: idOf(1) });
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW)], { leader: 2 }), "remove-member", {
+        node: "lab-cp-1",
+        memberId: idOf(1),
+      });
     });
 
     it("moves leadership before retiring the leader", () => {
       // Target: an up-to-date node first, the newest of them.
-      expectOp(plan([N(1), N(2), N(3, NEW), N(4, NEW)], { leader: 1 }), "move-leader", { from: "lab-cp-1", to: "lab-cp-4", toId: idOf(4) });
+      expectOp(plan([N(1), N(2), N(3, NEW), N(4, NEW)], { leader: 1 }), "move-leader", {
+        from: "lab-cp-1",
+        to: "lab-cp-4",
+        toId: idOf(4),
+      });
     });
 
     it("moves leadership to an up-to-date node rather than a newer outdated one", () => {
-      expectOp(plan([N(1), N(2, NEW), N(3), N(4)], { leader: 1 }), "move-leader", { from: "lab-cp-1", to: "lab-cp-2", toId: idOf(2) });
+      expectOp(plan([N(1), N(2, NEW), N(3), N(4)], { leader: 1 }), "move-leader", {
+        from: "lab-cp-1",
+        to: "lab-cp-2",
+        toId: idOf(2),
+      });
     });
 
     it("moves leadership to an outdated node only when no up-to-date node is healthy", () => {
-      expectOp(plan([N(1), N(2), N(3)], { intent: { maxSurge: 0 }, leader: 1 }), "move-leader", { from: "lab-cp-1", to: "lab-cp-3", toId: idOf(3) });
+      expectOp(plan([N(1), N(2), N(3)], { intent: { maxSurge: 0 }, leader: 1 }), "move-leader", {
+        from: "lab-cp-1",
+        to: "lab-cp-3",
+        toId: idOf(3),
+      });
     });
 
     it("rolls 1 -> 2 -> 1: moves leadership off the single old node before removing it", () => {
       expectOp(plan([N(1)], { intent: { replicas: 1 } }), "surge");
-      expectOp(plan([N(1), N(2, NEW)], { intent: { replicas: 1 } }), "move-leader", { from: "lab-cp-1", to: "lab-cp-2" });
-      expectOp(plan([N(1), N(2, NEW)], { intent: { replicas: 1 }, leader: 2 }), "remove-member", { node: "lab-cp-1", memberId: idOf(1) });
-      expectOp(plan([N(1, OLD, { noMember: true }), N(2, NEW)], { intent: { replicas: 1 }, leader: 2 }), "prune", { node: "lab-cp-1" });
+      expectOp(plan([N(1), N(2, NEW)], { intent: { replicas: 1 } }), "move-leader", {
+        from: "lab-cp-1",
+        to: "lab-cp-2",
+      });
+      expectOp(plan([N(1), N(2, NEW)], { intent: { replicas: 1 }, leader: 2 }), "remove-member", {
+        node: "lab-cp-1",
+        memberId: idOf(1),
+      });
+      expectOp(plan([N(1, OLD, { noMember: true }), N(2, NEW)], { intent: { replicas: 1 }, leader: 2 }), "prune", {
+        node: "lab-cp-1",
+      });
       expectOp(plan([N(2, NEW)], { intent: { replicas: 1 }, leader: 2 }), "done");
     });
 
     it("does not confuse member ids that are equal as Numbers", () => {
       // idOf(1) and idOf(2) are the same double; the leader is node 2, so node 1 goes directly.
       assert.equal(Number(idOf(1)), Number(idOf(2)));
-      expectOp(plan([N(1), N(2), N(3), N(4, NEW)], { leader: 2 }), "remove-member", { node: "lab-cp-1", memberId: idOf(1) });
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW)], { leader: 2 }), "remove-member", {
+        node: "lab-cp-1",
+        memberId: idOf(1),
+      });
     });
 
     it("rolls when only the Kubernetes version changed", () => {
@@ -347,11 +469,20 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
 
     it("scales up one node at a time to replicas", () => {
-      expectOp(plan([N(1, NEW)]), "surge", { entry: { name: "lab-cp-2", image: NEW, role: "control-plane", generation: 2, init: false } });
+      expectOp(plan([N(1, NEW)]), "surge", {
+        entry: { name: "lab-cp-2", image: NEW, role: "control-plane", generation: 2, init: false },
+      });
     });
 
     it("scales down surplus up-to-date nodes, oldest first", () => {
-      expectOp(plan([1, 2, 3, 4, 5].map((k) => N(k, NEW)), { leader: 5 }), "remove-member", { node: "lab-cp-1" });
+      expectOp(
+        plan(
+          [1, 2, 3, 4, 5].map((k) => N(k, NEW)),
+          { leader: 5 },
+        ),
+        "remove-member",
+        { node: "lab-cp-1" },
+      );
     });
 
     it("removes a stray member before adding", () => {
@@ -360,11 +491,21 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
 
     it("removes a stray member even when every node is up to date", () => {
-      expectOp(plan([N(1, NEW), N(2, NEW), N(3, NEW)], { strays: [stray(1, { unnamed: true })] }), "remove-stray-member", { memberId: idOf(901), name: "" });
+      expectOp(
+        plan([N(1, NEW), N(2, NEW), N(3, NEW)], { strays: [stray(1, { unnamed: true })] }),
+        "remove-stray-member",
+        { memberId: idOf(901), name: "" },
+      );
     });
 
     it("removes a stray learner although a voter is down (learners do not count for quorum)", () => {
-      expectOp(plan([N(1), N(2, OLD, { health: "down" }), N(3, OLD, { health: "down" })], { strays: [stray(1, { learner: true })] }), "remove-stray-member", { memberId: idOf(901) });
+      expectOp(
+        plan([N(1), N(2, OLD, { health: "down" }), N(3, OLD, { health: "down" })], {
+          strays: [stray(1, { learner: true })],
+        }),
+        "remove-stray-member",
+        { memberId: idOf(901) },
+      );
     });
 
     it("refuses to remove a stray voter when the rest would lose quorum", () => {
@@ -374,11 +515,15 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
 
     it("removes a dead stray voter when the rest keep quorum", () => {
-      expectOp(plan([N(1), N(2), N(3, OLD, { health: "down" })], { strays: [stray(1)] }), "remove-stray-member", { memberId: idOf(901) });
+      expectOp(plan([N(1), N(2), N(3, OLD, { health: "down" })], { strays: [stray(1)] }), "remove-stray-member", {
+        memberId: idOf(901),
+      });
     });
 
     it("prunes a node whose member was removed", () => {
-      expectOp(plan([N(1, OLD, { noMember: true }), N(2), N(3), N(4, NEW)], { leader: 2 }), "prune", { node: "lab-cp-1" });
+      expectOp(plan([N(1, OLD, { noMember: true }), N(2), N(3), N(4, NEW)], { leader: 2 }), "prune", {
+        node: "lab-cp-1",
+      });
     });
 
     it("prunes a node whose join never happened (crash during surge)", () => {
@@ -397,11 +542,16 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
 
     it("waits for an unstarted learner, matched to its node by peer URL", () => {
-      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true, unstarted: true })]), "wait", { key: "join:lab-cp-4" });
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true, unstarted: true })]), "wait", {
+        key: "join:lab-cp-4",
+      });
     });
 
     it("promotes a learner that has caught up", () => {
-      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true })]), "promote", { node: "lab-cp-4", memberId: idOf(4) });
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true })]), "promote", {
+        node: "lab-cp-4",
+        memberId: idOf(4),
+      });
     });
 
     it("does not promote a learner that has not published its name yet", () => {
@@ -411,11 +561,15 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
 
     it("does not promote a learner reporting errors", () => {
-      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true, health: "errors" })]), "wait", { key: "join:lab-cp-4" });
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true, health: "errors" })]), "wait", {
+        key: "join:lab-cp-4",
+      });
     });
 
     it("does not promote a learner while the leader's progress is unknown", () => {
-      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true })], { leader: null }), "wait", { key: "join:lab-cp-4" });
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true })], { leader: null }), "wait", {
+        key: "join:lab-cp-4",
+      });
     });
 
     it("rolls back a new node after its join deadline", () => {
@@ -426,13 +580,18 @@ describe("planner (orchestrator/plan.ts)", () => {
     it("rolls back a new voter that never became healthy", () => {
       const nodes = [N(1), N(2), N(3), N(4, NEW, { health: "down" })];
       expectOp(plan(nodes, { joining: "lab-cp-4" }), "wait", { key: "join:lab-cp-4", node: "lab-cp-4" });
-      expectOp(plan(nodes, { joining: "lab-cp-4", expired: ["join:lab-cp-4"] }), "rollback", { node: "lab-cp-4", memberId: idOf(4) });
+      expectOp(plan(nodes, { joining: "lab-cp-4", expired: ["join:lab-cp-4"] }), "rollback", {
+        node: "lab-cp-4",
+        memberId: idOf(4),
+      });
     });
 
     it("never rolls back an unhealthy up-to-date node this run did not add: it refuses instead", () => {
       const nodes = [N(1, NEW), N(2, NEW), N(3, NEW, { health: "down" })];
       expectOp(plan(nodes), "wait", { key: "health:lab-cp-3", node: "lab-cp-3" });
-      expectOp(plan(nodes, { expired: ["health:lab-cp-3", "join:lab-cp-3"] }), "refuse", { condition: "EtcdMemberHealthy" });
+      expectOp(plan(nodes, { expired: ["health:lab-cp-3", "join:lab-cp-3"] }), "refuse", {
+        condition: "EtcdMemberHealthy",
+      });
     });
 
     it("replaces a member declared dead remove-first, with quorum checked, and never a healthy one", () => {
@@ -440,16 +599,33 @@ describe("planner (orchestrator/plan.ts)", () => {
       // Without the declaration: wait, then refuse (nothing removed around a broken member).
       expectOp(plan(dead), "wait", { key: "health:lab-cp-2" });
       // Declared dead: its member goes first, before any surge.
-      expectOp(plan(dead, { intent: { replaceDead: ["lab-cp-2"] } }), "remove-member", { node: "lab-cp-2", memberId: idOf(2) });
+      expectOp(plan(dead, { intent: { replaceDead: ["lab-cp-2"] } }), "remove-member", {
+        node: "lab-cp-2",
+        memberId: idOf(2),
+      });
       // Then the memberless node is destroyed, and the next pass adds a replacement.
-      expectOp(plan([N(1), N(2, OLD, { noMember: true }), N(3)], { intent: { replaceDead: ["lab-cp-2"] } }), "prune", { node: "lab-cp-2" });
+      expectOp(plan([N(1), N(2, OLD, { noMember: true }), N(3)], { intent: { replaceDead: ["lab-cp-2"] } }), "prune", {
+        node: "lab-cp-2",
+      });
       expectOp(plan([N(1), N(3)], { intent: { replaceDead: ["lab-cp-2"] } }), "surge");
       // During a rollout with a surged node (4 members, one dead): still safe to remove it.
-      expectOp(plan([N(1), N(2, OLD, { health: "down" }), N(3), N(4, NEW)], { intent: { replaceDead: ["lab-cp-2"] } }), "remove-member", { node: "lab-cp-2" });
+      expectOp(
+        plan([N(1), N(2, OLD, { health: "down" }), N(3), N(4, NEW)], { intent: { replaceDead: ["lab-cp-2"] } }),
+        "remove-member",
+        { node: "lab-cp-2" },
+      );
       // Two of three dead: removing one would leave 1 healthy of 2 voters: refused.
-      expectOp(plan([N(1), N(2, OLD, { health: "down" }), N(3, OLD, { health: "down" })], { intent: { replaceDead: ["lab-cp-2"] } }), "refuse", { condition: "EtcdQuorum" });
+      expectOp(
+        plan([N(1), N(2, OLD, { health: "down" }), N(3, OLD, { health: "down" })], {
+          intent: { replaceDead: ["lab-cp-2"] },
+        }),
+        "refuse",
+        { condition: "EtcdQuorum" },
+      );
       // A healthy member named dead: refused, nothing changed.
-      expectOp(plan([N(1), N(2), N(3)], { intent: { replaceDead: ["lab-cp-2"] } }), "refuse", { condition: "EtcdMemberHealthy" });
+      expectOp(plan([N(1), N(2), N(3)], { intent: { replaceDead: ["lab-cp-2"] } }), "refuse", {
+        condition: "EtcdMemberHealthy",
+      });
     });
 
     it("does not promote a caught-up learner that sees no leader", () => {
@@ -486,32 +662,64 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
 
     it("does not retire while a learner is joining, even with surplus nodes", () => {
-      expectOp(plan([N(1), N(2), N(3), N(4, NEW), N(5, NEW, { learner: true, health: "lagging" })], { leader: 2 }), "wait", { key: "join:lab-cp-5" });
+      expectOp(
+        plan([N(1), N(2), N(3), N(4, NEW), N(5, NEW, { learner: true, health: "lagging" })], { leader: 2 }),
+        "wait",
+        { key: "join:lab-cp-5" },
+      );
     });
   });
 
   describe("decide: Kubernetes", () => {
     const K = (k: number, v: string, o: NodeOpts = {}) => N(k, `k8s-v${v}`, { ...o, kubernetesVersion: v });
-    const up = (v: string, o: Parameters<typeof makeIntent>[0] = {}) => ({ image: `k8s-v${v}`, kubernetesVersion: v, ...o });
+    const up = (v: string, o: Parameters<typeof makeIntent>[0] = {}) => ({
+      image: `k8s-v${v}`,
+      kubernetesVersion: v,
+      ...o,
+    });
 
     it("refuses to skip a minor version, before looking at anything else", () => {
-      const op = plan([K(1, "1.34.2"), K(2, "1.34.2"), K(3, "1.34.2")], { intent: up("1.36.3"), etcdError: "not even reachable" });
+      const op = plan([K(1, "1.34.2"), K(2, "1.34.2"), K(3, "1.34.2")], {
+        intent: up("1.36.3"),
+        etcdError: "not even reachable",
+      });
       expectOp(op, "refuse", { condition: "KubernetesVersionSkew" });
       assert.match(op.reason, /skips a minor.*1\.35 first/);
     });
 
     it("refuses a downgrade, also of a single node already upgraded", () => {
-      expectOp(plan([K(1, "1.37.2"), K(2, "1.37.2"), K(3, "1.37.2")], { intent: up("1.36.3") }), "refuse", { condition: "KubernetesVersionSkew" });
+      expectOp(plan([K(1, "1.37.2"), K(2, "1.37.2"), K(3, "1.37.2")], { intent: up("1.36.3") }), "refuse", {
+        condition: "KubernetesVersionSkew",
+      });
       const op = plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3"), K(4, "1.37.2")], { intent: up("1.36.3") });
       expectOp(op, "refuse", { condition: "KubernetesVersionSkew" });
       assert.match(op.reason, /lab-cp-4 runs Kubernetes 1\.37\.2.*downgrade/);
-      expectOp(plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], { intent: up("1.36.1") }), "refuse", { condition: "KubernetesVersionSkew" });
+      expectOp(plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], { intent: up("1.36.1") }), "refuse", {
+        condition: "KubernetesVersionSkew",
+      });
     });
 
     it("allows one minor up, a patch up, and the same version on a new image", () => {
-      expectOp(plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], { intent: up("1.37.2"), kube: { clusterConfigVersion: "1.37.2" } }), "surge");
-      expectOp(plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], { intent: up("1.36.5"), kube: { clusterConfigVersion: "1.36.5" } }), "surge");
-      expectOp(plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], { intent: { image: "k8s-v1.36.3-os2", kubernetesVersion: "1.36.3" } }), "surge");
+      expectOp(
+        plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], {
+          intent: up("1.37.2"),
+          kube: { clusterConfigVersion: "1.37.2" },
+        }),
+        "surge",
+      );
+      expectOp(
+        plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], {
+          intent: up("1.36.5"),
+          kube: { clusterConfigVersion: "1.36.5" },
+        }),
+        "surge",
+      );
+      expectOp(
+        plan([K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")], {
+          intent: { image: "k8s-v1.36.3-os2", kubernetesVersion: "1.36.3" },
+        }),
+        "surge",
+      );
     });
 
     it("sets kubeadm-config's version before the first node of the new version joins", () => {
@@ -524,62 +732,153 @@ describe("planner (orchestrator/plan.ts)", () => {
       const cfg = { clusterConfigVersion: "1.37.2" };
       expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: cfg }), "drain", { node: "lab-cp-1" });
       // Cordoned but pods left (a PDB held one back): drain again, not remove.
-      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: { "lab-cp-1": 1 } } }), "drain", { node: "lab-cp-1" });
-      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: {} } }), "stop-apiserver", { node: "lab-cp-1" });
-      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: {}, apiserverDown: new Set(["lab-cp-1"]) } }), "remove-member", { node: "lab-cp-1" });
+      expectOp(
+        plan(nodes(), {
+          intent: up("1.37.2"),
+          leader: 2,
+          kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: { "lab-cp-1": 1 } },
+        }),
+        "drain",
+        { node: "lab-cp-1" },
+      );
+      expectOp(
+        plan(nodes(), {
+          intent: up("1.37.2"),
+          leader: 2,
+          kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: {} },
+        }),
+        "stop-apiserver",
+        { node: "lab-cp-1" },
+      );
+      expectOp(
+        plan(nodes(), {
+          intent: up("1.37.2"),
+          leader: 2,
+          kube: { ...cfg, cordoned: new Set(["lab-cp-1"]), evictable: {}, apiserverDown: new Set(["lab-cp-1"]) },
+        }),
+        "remove-member",
+        { node: "lab-cp-1" },
+      );
     });
 
     it("a drained victim's API server may already be gone; any other node's may not", () => {
       const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3"), K(4, "1.37.2")];
-      const base = { clusterConfigVersion: "1.37.2", cordoned: new Set(["lab-cp-1"]), evictable: {}, apiserverDown: new Set(["lab-cp-1"]) };
+      const base = {
+        clusterConfigVersion: "1.37.2",
+        cordoned: new Set(["lab-cp-1"]),
+        evictable: {},
+        apiserverDown: new Set(["lab-cp-1"]),
+      };
       expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: base }), "remove-member", { node: "lab-cp-1" });
-      const op = plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...base, apiserverDown: new Set(["lab-cp-2"]) } });
+      const op = plan(nodes(), {
+        intent: up("1.37.2"),
+        leader: 2,
+        kube: { ...base, apiserverDown: new Set(["lab-cp-2"]) },
+      });
       expectOp(op, "wait", { key: "health:lab-cp-2" });
-      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: { ...base, apiserverDown: new Set(["lab-cp-2"]) }, expired: ["health:lab-cp-2"] }), "refuse", { condition: "KubernetesControlPlaneHealthy" });
+      expectOp(
+        plan(nodes(), {
+          intent: up("1.37.2"),
+          leader: 2,
+          kube: { ...base, apiserverDown: new Set(["lab-cp-2"]) },
+          expired: ["health:lab-cp-2"],
+        }),
+        "refuse",
+        { condition: "KubernetesControlPlaneHealthy" },
+      );
     });
 
     it("waits for a new node's control plane within the join deadline, then rolls it back", () => {
       const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3"), K(4, "1.37.2")];
       const kube = { clusterConfigVersion: "1.37.2", apiserverDown: new Set(["lab-cp-4"]) };
       expectOp(plan(nodes(), { intent: up("1.37.2"), kube, joining: "lab-cp-4" }), "wait", { key: "join:lab-cp-4" });
-      expectOp(plan(nodes(), { intent: up("1.37.2"), kube, joining: "lab-cp-4", expired: ["join:lab-cp-4"] }), "rollback", { node: "lab-cp-4", memberId: idOf(4) });
+      expectOp(
+        plan(nodes(), { intent: up("1.37.2"), kube, joining: "lab-cp-4", expired: ["join:lab-cp-4"] }),
+        "rollback",
+        { node: "lab-cp-4", memberId: idOf(4) },
+      );
     });
 
     it("waits for the API when no API server answers, then refuses", () => {
       const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")];
       const kube = { apiserverDown: new Set(["lab-cp-1", "lab-cp-2", "lab-cp-3"]) };
       expectOp(plan(nodes(), { intent: up("1.37.2"), kube }), "wait", { key: "kube" });
-      expectOp(plan(nodes(), { intent: up("1.37.2"), kube, expired: ["kube"] }), "refuse", { condition: "KubernetesAPIReachable" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), kube, expired: ["kube"] }), "refuse", {
+        condition: "KubernetesAPIReachable",
+      });
     });
 
     it("updates kube-proxy and CoreDNS once every node runs the target, then is done", () => {
       const nodes = () => [K(5, "1.37.2"), K(6, "1.37.2"), K(7, "1.37.2")];
-      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { proxyVersion: "1.36.3" } }), "update-addons", { version: "1.37.2" });
+      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { proxyVersion: "1.36.3" } }), "update-addons", {
+        version: "1.37.2",
+      });
       expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5 }), "done");
     });
 
     it("deletes a stale control-plane Node of this stack; waits while its Lease is fresh; ignores other Nodes", () => {
       const nodes = () => [K(5, "1.37.2"), K(6, "1.37.2"), K(7, "1.37.2")];
-      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { strayNodes: [{ name: "lab-cp-4", leaseAge: 300 }] } }), "delete-node", { node: "lab-cp-4" });
-      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { strayNodes: [{ name: "lab-cp-4", leaseAge: 2 }] } }), "wait", { key: "stale-node:lab-cp-4" });
-      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { strayNodes: [{ name: "lab-cp-4", leaseAge: 2 }] }, expired: ["stale-node:lab-cp-4"] }), "refuse", { condition: "KubernetesNodesMatchStack" });
-      expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { strayNodes: [{ name: "other-cp-1", leaseAge: 300 }] } }), "done");
+      expectOp(
+        plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { strayNodes: [{ name: "lab-cp-4", leaseAge: 300 }] } }),
+        "delete-node",
+        { node: "lab-cp-4" },
+      );
+      expectOp(
+        plan(nodes(), { intent: up("1.37.2"), leader: 5, kube: { strayNodes: [{ name: "lab-cp-4", leaseAge: 2 }] } }),
+        "wait",
+        { key: "stale-node:lab-cp-4" },
+      );
+      expectOp(
+        plan(nodes(), {
+          intent: up("1.37.2"),
+          leader: 5,
+          kube: { strayNodes: [{ name: "lab-cp-4", leaseAge: 2 }] },
+          expired: ["stale-node:lab-cp-4"],
+        }),
+        "refuse",
+        { condition: "KubernetesNodesMatchStack" },
+      );
+      expectOp(
+        plan(nodes(), {
+          intent: up("1.37.2"),
+          leader: 5,
+          kube: { strayNodes: [{ name: "other-cp-1", leaseAge: 300 }] },
+        }),
+        "done",
+      );
     });
 
     it("etcd: a new member must not be older than the cluster version, nor more than one minor newer", () => {
       const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")];
       const etcd36 = { "lab-cp-1": "3.6.16", "lab-cp-2": "3.6.16", "lab-cp-3": "3.6.16" };
       const cc = { clusterConfigVersion: "1.37.2" };
-      expectOp(plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.7.3" }), kube: { ...cc, etcdVersions: etcd36 } }), "surge");
-      const older = plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.5.21" }), kube: { ...cc, etcdVersions: etcd36 } });
+      expectOp(
+        plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.7.3" }), kube: { ...cc, etcdVersions: etcd36 } }),
+        "surge",
+      );
+      const older = plan(nodes(), {
+        intent: up("1.37.2", { etcdVersion: "3.5.21" }),
+        kube: { ...cc, etcdVersions: etcd36 },
+      });
       expectOp(older, "refuse", { condition: "EtcdVersionSkew" });
       assert.match(older.reason, /never joins a cluster of a newer version/);
-      expectOp(plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.8.0" }), kube: { ...cc, etcdVersions: etcd36 } }), "refuse", { condition: "EtcdVersionSkew" });
+      expectOp(
+        plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.8.0" }), kube: { ...cc, etcdVersions: etcd36 } }),
+        "refuse",
+        { condition: "EtcdVersionSkew" },
+      );
       // Refused before anything changes: kubeadm-config is not touched first.
-      expectOp(plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.5.21" }), kube: { etcdVersions: etcd36 } }), "refuse", { condition: "EtcdVersionSkew" });
+      expectOp(
+        plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.5.21" }), kube: { etcdVersions: etcd36 } }),
+        "refuse",
+        { condition: "EtcdVersionSkew" },
+      );
       // A mixed cluster (mid-upgrade) has the lower version: a member of either minor may join.
       const mixed = { ...etcd36, "lab-cp-3": "3.7.3" };
-      expectOp(plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.6.16" }), kube: { ...cc, etcdVersions: mixed } }), "surge");
+      expectOp(
+        plan(nodes(), { intent: up("1.37.2", { etcdVersion: "3.6.16" }), kube: { ...cc, etcdVersions: mixed } }),
+        "surge",
+      );
     });
   });
 
@@ -629,7 +928,14 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
 
     it("isHealthyVoter: answers, no errors, a voter, knows a leader, caught up", () => {
-      const w = world([N(1), N(2, OLD, { health: "lagging" }), N(3, OLD, { health: "errors" }), N(4, OLD, { health: "down" }), N(5, OLD, { learner: true }), N(6, OLD, { health: "no-leader" })]);
+      const w = world([
+        N(1),
+        N(2, OLD, { health: "lagging" }),
+        N(3, OLD, { health: "errors" }),
+        N(4, OLD, { health: "down" }),
+        N(5, OLD, { learner: true }),
+        N(6, OLD, { health: "no-leader" }),
+      ]);
       const s = snapshotOf(w);
       const l = agreedLeader(s);
       assert.deepEqual(
@@ -640,8 +946,20 @@ describe("planner (orchestrator/plan.ts)", () => {
 
     it("selectNodeForRetirement picks the oldest outdated node, else the oldest", () => {
       const i = makeIntent({ image: NEW });
-      assert.equal(selectNodeForRetirement([N(3, OLD), N(1, NEW), N(2, OLD)].map((n) => n.entry), i)?.name, "lab-cp-2");
-      assert.equal(selectNodeForRetirement([N(3, NEW), N(2, NEW)].map((n) => n.entry), i)?.name, "lab-cp-2");
+      assert.equal(
+        selectNodeForRetirement(
+          [N(3, OLD), N(1, NEW), N(2, OLD)].map((n) => n.entry),
+          i,
+        )?.name,
+        "lab-cp-2",
+      );
+      assert.equal(
+        selectNodeForRetirement(
+          [N(3, NEW), N(2, NEW)].map((n) => n.entry),
+          i,
+        )?.name,
+        "lab-cp-2",
+      );
       assert.equal(selectNodeForRetirement([], i), undefined);
     });
   });
@@ -650,7 +968,13 @@ describe("planner (orchestrator/plan.ts)", () => {
     it("canSafelyRemoveMember matches a brute-force majority count", () => {
       fc.assert(
         fc.property(fc.array(fc.boolean(), { minLength: 1, maxLength: 9 }), fc.nat(), (healthy, pick) => {
-          const voters = healthy.map((_, i) => ({ id: idOf(i), name: `n${i}`, peerURLs: [], clientURLs: [], isLearner: false }));
+          const voters = healthy.map((_, i) => ({
+            id: idOf(i),
+            name: `n${i}`,
+            peerURLs: [],
+            clientURLs: [],
+            isLearner: false,
+          }));
           const ids = new Set(voters.filter((_, i) => healthy[i]).map((m) => m.id));
           const victim = pick % (voters.length + 1); // voters.length: a member that is not a voter
           const id = victim < voters.length ? voters[victim].id : idOf(999);
@@ -671,7 +995,8 @@ describe("planner (orchestrator/plan.ts)", () => {
         fc.property(fc.uniqueArray(fc.integer({ min: 1, max: 30 }), { maxLength: 8 }), fc.boolean(), (gens, init) => {
           const nodes = gens.map((g) => N(g, OLD));
           // A name taken by an entry of another generation (e.g. from an older naming scheme).
-          if (gens.length > 0) nodes.push({ ...N(99), entry: { ...N(99).entry, name: `lab-cp-${Math.max(...gens) + 1}`, generation: 0 } });
+          if (gens.length > 0)
+            nodes.push({ ...N(99), entry: { ...N(99).entry, name: `lab-cp-${Math.max(...gens) + 1}`, generation: 0 } });
           const e = newEntry(snapshotOf(world(nodes)), STACK, init);
           assert.ok(!nodes.some((n) => n.entry.name === e.name), e.name);
           assert.ok(nodes.every((n) => n.entry.generation < e.generation));
@@ -694,23 +1019,54 @@ describe("planner (orchestrator/plan.ts)", () => {
         .chain((b) =>
           fc.record({
             b: fc.constant(b),
-            start: fc.array(fc.record({ image: fc.constantFrom(OLD, NEW, "lab-v0"), kubernetesVersion: fc.constantFrom<string | undefined>(undefined, "1.33.5", "1.34.2") }), {
-              minLength: b.exact ? b.replicas : 1,
-              maxLength: b.exact ? b.replicas : 6,
-            }),
+            start: fc.array(
+              fc.record({
+                image: fc.constantFrom(OLD, NEW, "lab-v0"),
+                kubernetesVersion: fc.constantFrom<string | undefined>(undefined, "1.33.5", "1.34.2"),
+              }),
+              {
+                minLength: b.exact ? b.replicas : 1,
+                maxLength: b.exact ? b.replicas : 6,
+              },
+            ),
           }),
         )
         .map(({ b, start }) => ({ ...b, maxSurge: b.replicas < 3 ? (1 as const) : b.maxSurge, start }));
 
-      type Fault = { kind: "none" } | { kind: "down" | "lagging" | "errors" | "no-leader" | "split"; node: number } | { kind: "alarm" } | { kind: "join-fails" };
+      type Fault =
+        | { kind: "none" }
+        | { kind: "down" | "lagging" | "errors" | "no-leader" | "split"; node: number }
+        | { kind: "alarm" }
+        | { kind: "join-fails" };
       const faultArb: fc.Arbitrary<Fault> = fc.oneof(
         { weight: 6, arbitrary: fc.constant({ kind: "none" as const }) },
-        { weight: 3, arbitrary: fc.record({ kind: fc.constantFrom("down" as const, "lagging" as const, "errors" as const, "no-leader" as const, "split" as const), node: fc.nat() }) },
+        {
+          weight: 3,
+          arbitrary: fc.record({
+            kind: fc.constantFrom(
+              "down" as const,
+              "lagging" as const,
+              "errors" as const,
+              "no-leader" as const,
+              "split" as const,
+            ),
+            node: fc.nat(),
+          }),
+        },
         { weight: 1, arbitrary: fc.constant({ kind: "alarm" as const }) },
         { weight: 2, arbitrary: fc.constant({ kind: "join-fails" as const }) },
       );
 
-      function startWorld(c: { replicas: number; maxSurge: 0 | 1; kubernetesVersion?: string; leader: number; start: Array<{ image: string; kubernetesVersion?: string }> }, onFailure: "rollback" | "pause" = "rollback"): World {
+      function startWorld(
+        c: {
+          replicas: number;
+          maxSurge: 0 | 1;
+          kubernetesVersion?: string;
+          leader: number;
+          start: Array<{ image: string; kubernetesVersion?: string }>;
+        },
+        onFailure: "rollback" | "pause" = "rollback",
+      ): World {
         const nodes = c.start.map((s, i) => N(i + 1, s.image, { kubernetesVersion: s.kubernetesVersion }));
         return world(nodes, {
           intent: { replicas: c.replicas, maxSurge: c.maxSurge, kubernetesVersion: c.kubernetesVersion, onFailure },
@@ -720,10 +1076,17 @@ describe("planner (orchestrator/plan.ts)", () => {
 
       /** Quorum-health from the world's own labels (not from plan.ts): answers, no errors, knows a leader. */
       const votesHealthy = (n: SimNode, w: World): boolean =>
-        !!n.member && n.member.started && !n.member.learner && (n.health === "ok" || n.health === "lagging") && (n.reportsLeader ?? w.leader) !== undefined;
+        !!n.member &&
+        n.member.started &&
+        !n.member.learner &&
+        (n.health === "ok" || n.health === "lagging") &&
+        (n.reportsLeader ?? w.leader) !== undefined;
 
       function voterMembers(w: World): Member[] {
-        return [...w.nodes.map(memberView).filter((m): m is Member => !!m && !m.isLearner), ...w.strays.filter((m) => !m.isLearner)];
+        return [
+          ...w.nodes.map(memberView).filter((m): m is Member => !!m && !m.isLearner),
+          ...w.strays.filter((m) => !m.isLearner),
+        ];
       }
       function healthyVoterIds(w: World): Set<string> {
         return new Set(w.nodes.filter((n) => votesHealthy(n, w)).map((n) => n.member!.id));
@@ -747,11 +1110,23 @@ describe("planner (orchestrator/plan.ts)", () => {
           case "surge": {
             assert.equal(w.alarms.length, 0, `${op.kind} with an alarm`);
             assert.ok(
-              w.nodes.every((n) => n.member && n.member.started && !n.member.learner && n.health === "ok" && (n.reportsLeader ?? w.leader) === w.leader),
+              w.nodes.every(
+                (n) =>
+                  n.member &&
+                  n.member.started &&
+                  !n.member.learner &&
+                  n.health === "ok" &&
+                  (n.reportsLeader ?? w.leader) === w.leader,
+              ),
               `${op.kind} while a member is unhealthy or a learner`,
             );
             assert.equal(w.strays.length, 0, `${op.kind} with a stray member`);
-            if (w.kube && op.kind === "surge") assert.equal(w.kube.clusterConfigVersion, w.intent.kubernetesVersion, "surge before kubeadm-config names the target version");
+            if (w.kube && op.kind === "surge")
+              assert.equal(
+                w.kube.clusterConfigVersion,
+                w.intent.kubernetesVersion,
+                "surge before kubeadm-config names the target version",
+              );
             assert.equal(op.kind === "create-first", w.nodes.length === 0);
             assert.equal(op.entry.init, op.kind === "create-first");
             const id = idOf(w.nextId++);
@@ -769,7 +1144,10 @@ describe("planner (orchestrator/plan.ts)", () => {
           }
           case "promote": {
             const n = node(op.node);
-            assert.ok(n.member?.learner && n.member.id === op.memberId && n.member.started && n.health === "ok", "promotes a started, caught-up learner that follows the leader");
+            assert.ok(
+              n.member?.learner && n.member.id === op.memberId && n.member.started && n.health === "ok",
+              "promotes a started, caught-up learner that follows the leader",
+            );
             n.member.learner = false;
             break;
           }
@@ -784,7 +1162,11 @@ describe("planner (orchestrator/plan.ts)", () => {
           }
           case "remove-member": {
             const n = node(op.node);
-            if (w.kube) assert.ok(w.kube.cordoned.has(op.node) && !w.kube.evictable[op.node] && w.kube.apiserverDown.has(op.node), `remove-member of ${op.node} before it was drained and its API server stopped`);
+            if (w.kube)
+              assert.ok(
+                w.kube.cordoned.has(op.node) && !w.kube.evictable[op.node] && w.kube.apiserverDown.has(op.node),
+                `remove-member of ${op.node} before it was drained and its API server stopped`,
+              );
             assert.equal(n.member?.id, op.memberId);
             assertSafeRemoval(op.memberId);
             n.member = undefined;
@@ -804,7 +1186,11 @@ describe("planner (orchestrator/plan.ts)", () => {
           }
           case "rollback": {
             const n = node(op.node);
-            assert.equal(n.entry.generation, Math.max(...w.nodes.map((x) => x.entry.generation)), "rolls back only the newest node");
+            assert.equal(
+              n.entry.generation,
+              Math.max(...w.nodes.map((x) => x.entry.generation)),
+              "rolls back only the newest node",
+            );
             assert.ok(w.expired.includes(`join:${op.node}`), "rolls back only after the join deadline");
             if (n.member) {
               assert.equal(op.memberId, n.member.id);
@@ -831,13 +1217,19 @@ describe("planner (orchestrator/plan.ts)", () => {
           case "drain": {
             assert.ok(w.kube, "drain without Kubernetes");
             const n = node(op.node);
-            assert.ok(isOutdated(n.entry, w.intent) || w.nodes.length > w.intent.replicas, `drains ${op.node}, which is neither outdated nor surplus`);
+            assert.ok(
+              isOutdated(n.entry, w.intent) || w.nodes.length > w.intent.replicas,
+              `drains ${op.node}, which is neither outdated nor surplus`,
+            );
             w.kube.cordoned.add(op.node);
             w.kube.evictable[op.node] = 0;
             break;
           }
           case "stop-apiserver": {
-            assert.ok(w.kube && w.kube.cordoned.has(op.node) && !w.kube.evictable[op.node], `stops the API server of ${op.node} before it was drained`);
+            assert.ok(
+              w.kube && w.kube.cordoned.has(op.node) && !w.kube.evictable[op.node],
+              `stops the API server of ${op.node} before it was drained`,
+            );
             w.kube.apiserverDown.add(op.node);
             break;
           }
@@ -848,7 +1240,10 @@ describe("planner (orchestrator/plan.ts)", () => {
           }
           case "update-addons": {
             assert.ok(w.kube, "update-addons without Kubernetes");
-            assert.ok(w.nodes.every((n) => !isOutdated(n.entry, w.intent)), "addons updated before every node runs the target version");
+            assert.ok(
+              w.nodes.every((n) => !isOutdated(n.entry, w.intent)),
+              "addons updated before every node runs the target version",
+            );
             w.kube.proxyVersion = op.version;
             break;
           }
@@ -862,19 +1257,36 @@ describe("planner (orchestrator/plan.ts)", () => {
       function checkWorld(w: World, c: { replicas: number; maxSurge: 0 | 1 }, startCount: number): void {
         const learners = [...w.nodes.filter((n) => n.member?.learner), ...w.strays.filter((m) => m.isLearner)];
         assert.ok(learners.length <= 1, "more than one learner");
-        assert.ok(w.nodes.length <= Math.max(startCount, c.replicas + c.maxSurge), `${w.nodes.length} nodes exceed the surge bound`);
+        assert.ok(
+          w.nodes.length <= Math.max(startCount, c.replicas + c.maxSurge),
+          `${w.nodes.length} nodes exceed the surge bound`,
+        );
         const voters = voterMembers(w);
-        if (voters.length > 0) assert.ok(voters.some((m) => m.id === w.leader), "the leader is no longer a voting member");
+        if (voters.length > 0)
+          assert.ok(
+            voters.some((m) => m.id === w.leader),
+            "the leader is no longer a voting member",
+          );
       }
 
       function expectConverged(w: World, replicas: number): void {
         assert.equal(w.nodes.length, replicas);
-        assert.ok(w.nodes.every((n) => !isOutdated(n.entry, w.intent)), "a node is still outdated");
-        assert.ok(w.nodes.every((n) => n.member && !n.member.learner && n.member.started), "every node is a voting member");
+        assert.ok(
+          w.nodes.every((n) => !isOutdated(n.entry, w.intent)),
+          "a node is still outdated",
+        );
+        assert.ok(
+          w.nodes.every((n) => n.member && !n.member.learner && n.member.started),
+          "every node is a voting member",
+        );
         assert.equal(w.strays.length, 0);
         assert.equal(new Set(w.nodes.map((n) => n.entry.name)).size, replicas, "node names are unique");
         if (w.kube) {
-          assert.equal(w.kube.clusterConfigVersion, w.intent.kubernetesVersion, "kubeadm-config names the target version");
+          assert.equal(
+            w.kube.clusterConfigVersion,
+            w.intent.kubernetesVersion,
+            "kubeadm-config names the target version",
+          );
           assert.equal(w.kube.proxyVersion, w.intent.kubernetesVersion, "kube-proxy runs the target version");
         }
       }
@@ -893,12 +1305,18 @@ describe("planner (orchestrator/plan.ts)", () => {
               const before = structuredClone(s);
               const op = decide(s, STACK);
               assert.deepEqual(s, before, "decide must not mutate the snapshot");
-              assert.ok(!["wait", "refuse", "rollback", "pause"].includes(op.kind), `healthy cluster got ${op.kind}: ${op.reason}`);
+              assert.ok(
+                !["wait", "refuse", "rollback", "pause"].includes(op.kind),
+                `healthy cluster got ${op.kind}: ${op.reason}`,
+              );
               if (op.kind === "done") break;
               apply(w, op, c.learnerJoins[joins++ % c.learnerJoins.length], false);
               checkWorld(w, c, startCount);
               // maxUnavailable 0: with maxSurge 1 healthy voters never drop below where they started.
-              assert.ok(healthyVoterIds(w).size >= floor, `healthy voters ${healthyVoterIds(w).size} < ${floor} after ${op.kind}`);
+              assert.ok(
+                healthyVoterIds(w).size >= floor,
+                `healthy voters ${healthyVoterIds(w).size} < ${floor} after ${op.kind}`,
+              );
               assert.ok(healthyVoterIds(w).size >= quorum(voterMembers(w).length), "lost quorum");
             }
             expectConverged(w, c.replicas);
@@ -909,54 +1327,60 @@ describe("planner (orchestrator/plan.ts)", () => {
 
       it("converges despite transient faults and failed joins, never removing unsafely or adding while unhealthy", () => {
         fc.assert(
-          fc.property(simArb, fc.array(faultArb, { maxLength: 30 }), fc.constantFrom<"rollback" | "pause">("rollback", "pause"), (c, faults, onFailure) => {
-            const w = startWorld(c, onFailure);
-            const startCount = w.nodes.length;
-            const bound = 5 * (startCount + c.replicas) + 8 * faults.length + 10;
-            const waits = new Map<string, number>();
-            let joins = 0;
-            let joinFails = false;
-            let done = false;
-            for (let step = 0; step < bound && !done; step++) {
-              const fault: Fault = faults[step] ?? { kind: "none" };
-              // Transient faults last this one pass; a failed join lasts until rollback or pause.
-              let faulted: { node: SimNode; health: Health; reportsLeader?: string } | undefined;
-              const savedAlarms = w.alarms;
-              if (fault.kind === "join-fails") joinFails = true;
-              else if (fault.kind === "alarm") w.alarms = [{ memberId: w.leader ?? "0", alarm: "NOSPACE" }];
-              else if (fault.kind !== "none" && w.nodes.length > 0) {
-                const n = w.nodes[fault.node % w.nodes.length];
-                faulted = { node: n, health: n.health, reportsLeader: n.reportsLeader };
-                // The leader cannot lag behind itself.
-                if (fault.kind === "split") n.reportsLeader = n.member?.id;
-                else if (n.health === "ok" && !(fault.kind === "lagging" && n.member?.id === w.leader)) n.health = fault.kind;
+          fc.property(
+            simArb,
+            fc.array(faultArb, { maxLength: 30 }),
+            fc.constantFrom<"rollback" | "pause">("rollback", "pause"),
+            (c, faults, onFailure) => {
+              const w = startWorld(c, onFailure);
+              const startCount = w.nodes.length;
+              const bound = 5 * (startCount + c.replicas) + 8 * faults.length + 10;
+              const waits = new Map<string, number>();
+              let joins = 0;
+              let joinFails = false;
+              let done = false;
+              for (let step = 0; step < bound && !done; step++) {
+                const fault: Fault = faults[step] ?? { kind: "none" };
+                // Transient faults last this one pass; a failed join lasts until rollback or pause.
+                let faulted: { node: SimNode; health: Health; reportsLeader?: string } | undefined;
+                const savedAlarms = w.alarms;
+                if (fault.kind === "join-fails") joinFails = true;
+                else if (fault.kind === "alarm") w.alarms = [{ memberId: w.leader ?? "0", alarm: "NOSPACE" }];
+                else if (fault.kind !== "none" && w.nodes.length > 0) {
+                  const n = w.nodes[fault.node % w.nodes.length];
+                  faulted = { node: n, health: n.health, reportsLeader: n.reportsLeader };
+                  // The leader cannot lag behind itself.
+                  if (fault.kind === "split") n.reportsLeader = n.member?.id;
+                  else if (n.health === "ok" && !(fault.kind === "lagging" && n.member?.id === w.leader))
+                    n.health = fault.kind;
+                }
+                const op = decide(snapshotOf(w), STACK);
+                if (op.kind === "wait") {
+                  const count = (waits.get(op.key) ?? 0) + 1;
+                  waits.set(op.key, count);
+                  if (count >= 3 && !w.expired.includes(op.key)) w.expired.push(op.key);
+                }
+                const learner = c.learnerJoins[joins % c.learnerJoins.length];
+                const failThisJoin = joinFails && op.kind === "surge";
+                apply(w, op, learner, failThisJoin);
+                if (op.kind === "surge" || op.kind === "create-first") joins++;
+                if (failThisJoin) joinFails = false;
+                if (faulted) {
+                  faulted.node.health = faulted.health;
+                  faulted.node.reportsLeader = faulted.reportsLeader;
+                }
+                w.alarms = savedAlarms;
+                if (!["wait", "refuse"].includes(op.kind)) {
+                  waits.clear();
+                  w.expired = [];
+                }
+                checkWorld(w, c, startCount);
+                done = op.kind === "done";
               }
-              const op = decide(snapshotOf(w), STACK);
-              if (op.kind === "wait") {
-                const count = (waits.get(op.key) ?? 0) + 1;
-                waits.set(op.key, count);
-                if (count >= 3 && !w.expired.includes(op.key)) w.expired.push(op.key);
-              }
-              const learner = c.learnerJoins[joins % c.learnerJoins.length];
-              const failThisJoin = joinFails && op.kind === "surge";
-              apply(w, op, learner, failThisJoin);
-              if (op.kind === "surge" || op.kind === "create-first") joins++;
-              if (failThisJoin) joinFails = false;
-              if (faulted) {
-                faulted.node.health = faulted.health;
-                faulted.node.reportsLeader = faulted.reportsLeader;
-              }
-              w.alarms = savedAlarms;
-              if (!["wait", "refuse"].includes(op.kind)) {
-                waits.clear();
-                w.expired = [];
-              }
-              checkWorld(w, c, startCount);
-              done = op.kind === "done";
-            }
-            assert.ok(done, `no convergence within ${bound} steps`);
-            expectConverged(w, c.replicas);
-          }),
+              assert.ok(done, `no convergence within ${bound} steps`);
+              expectConverged(w, c.replicas);
+            },
+          ),
           { numRuns: 1000 },
         );
       });
@@ -985,7 +1409,12 @@ describe("planner (orchestrator/plan.ts)", () => {
       type Generated = typeof arb extends fc.Arbitrary<infer T> ? T : never;
       function build(r: Generated): World {
         const nodes = r.nodes.map((n, i) =>
-          N(i + 1, n.image, { noMember: n.member === "none", learner: n.member === "learner" || n.member === "unstarted", unstarted: n.member === "unstarted", health: n.health }),
+          N(i + 1, n.image, {
+            noMember: n.member === "none",
+            learner: n.member === "learner" || n.member === "unstarted",
+            unstarted: n.member === "unstarted",
+            health: n.health,
+          }),
         );
         const strays = r.strays.map((s, i) => stray(i + 1, s));
         const memberIds = [...nodes.filter((n) => n.member).map((n) => n.member!.id), ...strays.map((m) => m.id)];
@@ -996,7 +1425,8 @@ describe("planner (orchestrator/plan.ts)", () => {
           strays,
           alarms: r.alarm ? [{ memberId: memberIds[0] ?? "1", alarm: "NOSPACE" }] : [],
         });
-        if (r.splitSome) r.nodes.forEach((n, i) => n.split && nodes[i].member && (nodes[i].reportsLeader = nodes[i].member!.id));
+        if (r.splitSome)
+          r.nodes.forEach((n, i) => n.split && nodes[i].member && (nodes[i].reportsLeader = nodes[i].member!.id));
         // The leader cannot lag behind itself.
         const agreed = agreedLeader(snapshotOf(w));
         for (const n of nodes) if (n.health === "lagging" && n.member?.id === agreed) n.health = "ok";
@@ -1007,7 +1437,11 @@ describe("planner (orchestrator/plan.ts)", () => {
 
       /** Quorum-health from the generator's labels: answers, no errors, knows a leader (lag does not cost a vote). */
       const votes = (w: World, n: SimNode) =>
-        !!n.member && n.member.started && !n.member.learner && (n.health === "ok" || n.health === "lagging") && (n.reportsLeader ?? w.leader) !== undefined;
+        !!n.member &&
+        n.member.started &&
+        !n.member.learner &&
+        (n.health === "ok" || n.health === "lagging") &&
+        (n.reportsLeader ?? w.leader) !== undefined;
 
       it("decide never removes a member unsafely, never adds into an unhealthy cluster, and only acts on what it names", () => {
         fc.assert(
@@ -1035,7 +1469,10 @@ describe("planner (orchestrator/plan.ts)", () => {
                 break;
               case "surge":
                 assert.ok(allHealthy, `surge into an unhealthy cluster: ${op.reason}`);
-                assert.ok(w.nodes.length < r.replicas || (w.nodes.some((n) => isOutdated(n.entry, w.intent)) && w.nodes.length === r.replicas));
+                assert.ok(
+                  w.nodes.length < r.replicas ||
+                    (w.nodes.some((n) => isOutdated(n.entry, w.intent)) && w.nodes.length === r.replicas),
+                );
                 break;
               case "done":
                 assert.ok(allHealthy, "done while unhealthy");
@@ -1050,7 +1487,10 @@ describe("planner (orchestrator/plan.ts)", () => {
                 break;
               }
               case "remove-stray-member":
-                assert.ok(w.strays.some((m) => m.id === op.memberId), "only a member without a node is stray");
+                assert.ok(
+                  w.strays.some((m) => m.id === op.memberId),
+                  "only a member without a node is stray",
+                );
                 assert.ok(safe(op.memberId), `remove-stray-member loses quorum: ${op.reason}`);
                 break;
               case "rollback":
@@ -1058,7 +1498,12 @@ describe("planner (orchestrator/plan.ts)", () => {
                 const n = nodeByName(op.node);
                 assert.ok(n && w.expired.includes(`join:${op.node}`), "fails a node only after its join deadline");
                 // A learner is always a node being added; a voter only counts as new when newest.
-                if (!n.member?.learner) assert.equal(n.entry.generation, Math.max(...w.nodes.map((x) => x.entry.generation)), "fails only the newest node");
+                if (!n.member?.learner)
+                  assert.equal(
+                    n.entry.generation,
+                    Math.max(...w.nodes.map((x) => x.entry.generation)),
+                    "fails only the newest node",
+                  );
                 assert.equal(op.kind, r.onFailure);
                 if (op.kind === "rollback" && n.member) {
                   assert.equal(op.memberId, n.member.id);
@@ -1072,7 +1517,13 @@ describe("planner (orchestrator/plan.ts)", () => {
                 break;
               case "promote": {
                 const n = nodeByName(op.node);
-                assert.ok(n?.member?.learner && n.member.started && n.member.id === op.memberId && (n.health === "ok" || n.health === "no-leader"), "promotes a learner that is not caught up");
+                assert.ok(
+                  n?.member?.learner &&
+                    n.member.started &&
+                    n.member.id === op.memberId &&
+                    (n.health === "ok" || n.health === "no-leader"),
+                  "promotes a learner that is not caught up",
+                );
                 break;
               }
               case "move-leader": {
@@ -1106,6 +1557,7 @@ describe("planner (orchestrator/plan.ts)", () => {
       ["kube", 60],
     ];
     for (const [key, want] of table) it(`${key}: ${want} s`, () => assert.equal(waitDeadlineSeconds(key, t), want));
-    it("the addon rollout never gets less than the settle deadline", () => assert.equal(waitDeadlineSeconds("addons", { ...t, drainSeconds: 10 }), 60));
+    it("the addon rollout never gets less than the settle deadline", () =>
+      assert.equal(waitDeadlineSeconds("addons", { ...t, drainSeconds: 10 }), 60));
   });
 });

@@ -7,8 +7,20 @@ import * as pulumi from "@pulumi/pulumi";
 import type { NodeEntry } from "../../infra/node";
 import type { LabSettings } from "../../infra/lab/node";
 
-export const LAB_NODES: NodeEntry[] = [1, 2, 3].map((g) => ({ name: `lab-cp-${g}`, image: "lab-v1", role: "control-plane", generation: g, init: g === 1 }));
-export const LAB_SETTINGS: LabSettings = { lab: "lab", labRoot: "/var/lib/molt-lab", bridge: "moltbr0", subnet: "10.77.0.0/24", lbPort: 6443 };
+export const LAB_NODES: NodeEntry[] = [1, 2, 3].map((g) => ({
+  name: `lab-cp-${g}`,
+  image: "lab-v1",
+  role: "control-plane",
+  generation: g,
+  init: g === 1,
+}));
+export const LAB_SETTINGS: LabSettings = {
+  lab: "lab",
+  labRoot: "/var/lib/molt-lab",
+  bridge: "moltbr0",
+  subnet: "10.77.0.0/24",
+  lbPort: 6443,
+};
 
 export interface LabTree {
   /** URN -> first 16 hex digits of sha256 over the inputs (scripts left out: their text never causes a diff). */
@@ -16,7 +28,13 @@ export interface LabTree {
   molt: unknown;
 }
 
-type LabBuild = (input: { provider: "lab"; nodes: NodeEntry[]; sshUser: string; lab: LabSettings; joinDeadlineSeconds: number }) => () => Promise<Record<string, unknown>>;
+type LabBuild = (input: {
+  provider: "lab";
+  nodes: NodeEntry[];
+  sshUser: string;
+  lab: LabSettings;
+  joinDeadlineSeconds: number;
+}) => () => Promise<Record<string, unknown>>;
 
 export async function labTree(buildProgram: LabBuild): Promise<LabTree> {
   const digests = new Map<string, string>();
@@ -29,11 +47,19 @@ export async function labTree(buildProgram: LabBuild): Promise<LabTree> {
           inputs.create = "<script>";
           inputs.delete = "<script>";
         }
-        digests.set(`${a.type}::${a.name}`, createHash("sha256").update(JSON.stringify(inputs)).digest("hex").slice(0, 16));
+        digests.set(
+          `${a.type}::${a.name}`,
+          createHash("sha256").update(JSON.stringify(inputs)).digest("hex").slice(0, 16),
+        );
         const extra: Record<string, unknown> = {};
-        if (a.type.endsWith("molt:LabMachine")) Object.assign(extra, { address: `10.77.0.${10 + Number(/(\d+)-machine$/.exec(a.name)![1])}`, sshPort: 22 });
+        if (a.type.endsWith("molt:LabMachine"))
+          Object.assign(extra, { address: `10.77.0.${10 + Number(/(\d+)-machine$/.exec(a.name)![1])}`, sshPort: 22 });
         if (a.type.endsWith("molt:LabLoadBalancer")) Object.assign(extra, { address: "10.77.0.1:6443" });
-        if (a.type.endsWith("molt:SshKeyPair")) Object.assign(extra, { privateKey: `PRIVATE ${a.name}`, publicKey: `ssh-ed25519 AAAA${a.name.replace(/[^A-Za-z0-9]/g, "")}` });
+        if (a.type.endsWith("molt:SshKeyPair"))
+          Object.assign(extra, {
+            privateKey: `PRIVATE ${a.name}`,
+            publicKey: `ssh-ed25519 AAAA${a.name.replace(/[^A-Za-z0-9]/g, "")}`,
+          });
         if (a.type.endsWith("molt:LabJoinMaterial")) Object.assign(extra, { material: "material" });
         return { id: `${a.name}-id`, state: { ...(a.inputs as Record<string, unknown>), ...extra } };
       },
@@ -43,10 +69,19 @@ export async function labTree(buildProgram: LabBuild): Promise<LabTree> {
     "lab",
     false,
   );
-  const out = await buildProgram({ provider: "lab", nodes: LAB_NODES, sshUser: "root", lab: LAB_SETTINGS, joinDeadlineSeconds: 300 })();
+  const out = await buildProgram({
+    provider: "lab",
+    nodes: LAB_NODES,
+    sshUser: "root",
+    lab: LAB_SETTINGS,
+    joinDeadlineSeconds: 300,
+  })();
   const molt = await new Promise((resolve) => (out.molt as pulumi.Output<unknown>).apply(resolve));
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const settings = require("@pulumi/pulumi/runtime/settings") as { waitForRPCs(): Promise<void>; getMonitor(): { getRegisteredResources(): Map<string, unknown> } };
+  const settings = require("@pulumi/pulumi/runtime/settings") as {
+    waitForRPCs(): Promise<void>;
+    getMonitor(): { getRegisteredResources(): Map<string, unknown> };
+  };
   await settings.waitForRPCs();
   const resources: Record<string, string> = {};
   for (const urn of [...settings.getMonitor().getRegisteredResources().keys()].sort()) {

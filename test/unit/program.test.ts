@@ -20,7 +20,9 @@ import { DYNAMIC, clientKey, installMocks, reveal, settle, type Recorder } from 
 import { LAB_NODES, LAB_SETTINGS, labTree } from "./program-tree";
 
 // Compiled tests run from <outDir>/test/unit: find the repository root.
-const repo = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) => existsSync(join(r, "stacks", "Pulumi.lab.yaml")))!;
+const repo = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) =>
+  existsSync(join(r, "stacks", "Pulumi.lab.yaml")),
+)!;
 
 /**
  * Taken with test/unit/program-tree.ts from infra/program.ts as of 73ebeeb (lab only); the
@@ -29,25 +31,39 @@ const repo = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) => exis
  * CLUSTER_NAME.
  */
 const LAB_SNAPSHOT: Record<string, string> = {
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabJoinMaterial::lab-cp-2-join": "454b4853c4c695f2",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabJoinMaterial::lab-cp-3-join": "454b4853c4c695f2",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabLbAttachment::lab-cp-1-lb": "4a6fc033210794e2",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabLbAttachment::lab-cp-2-lb": "edf5c9c4dadbfd47",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabLbAttachment::lab-cp-3-lb": "3705d4f4499aec5c",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabMachine::lab-cp-1-machine": "0193a085c6bc875b",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabMachine::lab-cp-2-machine": "cfc268d303384ff8",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabMachine::lab-cp-3-machine": "14f4d89bbe43f292",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:RemoteCommand::lab-cp-1-etcd": "e6abfd239a8adb10",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:RemoteCommand::lab-cp-2-etcd": "6f9035f9457fac8a",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:RemoteCommand::lab-cp-3-etcd": "bceaf60afcee039f",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:SshKeyPair::lab-cp-1-hostkey": "13f94b43d04453d1",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:SshKeyPair::lab-cp-2-hostkey": "0b4a158bc664634e",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:SshKeyPair::lab-cp-3-hostkey": "ffe555f7bed6f5df",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode::lab-cp-1": "44136fa355b3678a",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode::lab-cp-2": "44136fa355b3678a",
-    "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode::lab-cp-3": "44136fa355b3678a",
-    "urn:pulumi:lab::molt::pulumi-nodejs:dynamic/molt:LabLoadBalancer::api-lb": "933b4df103a42379",
-    "urn:pulumi:lab::molt::pulumi-nodejs:dynamic/molt:SshKeyPair::ssh-client-key": "3ad1a4d8dd8e9fbd",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabJoinMaterial::lab-cp-2-join":
+    "454b4853c4c695f2",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabJoinMaterial::lab-cp-3-join":
+    "454b4853c4c695f2",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabLbAttachment::lab-cp-1-lb":
+    "4a6fc033210794e2",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabLbAttachment::lab-cp-2-lb":
+    "edf5c9c4dadbfd47",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabLbAttachment::lab-cp-3-lb":
+    "3705d4f4499aec5c",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabMachine::lab-cp-1-machine":
+    "0193a085c6bc875b",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabMachine::lab-cp-2-machine":
+    "cfc268d303384ff8",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:LabMachine::lab-cp-3-machine":
+    "14f4d89bbe43f292",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:RemoteCommand::lab-cp-1-etcd":
+    "e6abfd239a8adb10",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:RemoteCommand::lab-cp-2-etcd":
+    "6f9035f9457fac8a",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:RemoteCommand::lab-cp-3-etcd":
+    "bceaf60afcee039f",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:SshKeyPair::lab-cp-1-hostkey":
+    "13f94b43d04453d1",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:SshKeyPair::lab-cp-2-hostkey":
+    "0b4a158bc664634e",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$pulumi-nodejs:dynamic/molt:SshKeyPair::lab-cp-3-hostkey":
+    "ffe555f7bed6f5df",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode::lab-cp-1": "44136fa355b3678a",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode::lab-cp-2": "44136fa355b3678a",
+  "urn:pulumi:lab::molt::molt:lab:ControlPlaneNode::lab-cp-3": "44136fa355b3678a",
+  "urn:pulumi:lab::molt::pulumi-nodejs:dynamic/molt:LabLoadBalancer::api-lb": "933b4df103a42379",
+  "urn:pulumi:lab::molt::pulumi-nodejs:dynamic/molt:SshKeyPair::ssh-client-key": "3ad1a4d8dd8e9fbd",
 };
 
 const JOIN_MATERIAL = "pulumi-nodejs:dynamic/molt:KubeadmJoinMaterial";
@@ -62,15 +78,24 @@ const addressOf = (name: string) => `10.0.0.${Number(/-(\d+)(-nic)?$/.exec(name)
 
 const cloudState = (type: string, name: string, inputs: Record<string, unknown>): Record<string, unknown> => {
   if (type === HOST_KEY) return hostKeyOf(name);
-  if (type === "aws:ec2/instance:Instance") return { privateIp: addressOf(name), availabilityZone: inputs.availabilityZone };
-  if (type === "azure-native:network:NetworkInterface") return { ipConfigurations: [{ privateIPAddress: addressOf(name) }] };
+  if (type === "aws:ec2/instance:Instance")
+    return { privateIp: addressOf(name), availabilityZone: inputs.availabilityZone };
+  if (type === "azure-native:network:NetworkInterface")
+    return { ipConfigurations: [{ privateIPAddress: addressOf(name) }] };
   if (type === "azure-native:compute:VirtualMachine") return { vmId: `${name}-vmid` };
   if (type === VSPHERE_TOKENS.virtualMachine) return { uuid: `${name}-uuid`, defaultIpAddress: addressOf(name) };
   return {};
 };
 const lookups = (token: string, inputs: Record<string, unknown>): Record<string, unknown> =>
   token === VSPHERE_TOKENS.getVirtualMachine
-    ? { id: "tmpl", guestId: "ubuntu64Guest", scsiType: "pvscsi", firmware: "efi", disks: [{ label: "d", size: 20, thinProvisioned: true, eagerlyScrub: false }], networkInterfaceTypes: ["vmxnet3"] }
+    ? {
+        id: "tmpl",
+        guestId: "ubuntu64Guest",
+        scsiType: "pvscsi",
+        firmware: "efi",
+        disks: [{ label: "d", size: 20, thinProvisioned: true, eagerlyScrub: false }],
+        networkInterfaceTypes: ["vmxnet3"],
+      }
     : { id: `${token}:${String(inputs.name)}` };
 
 /** Node entries as a rollout makes them: the planner's newEntry, then placeNewNode. */
@@ -92,7 +117,9 @@ interface Run {
 /** Runs the program as the engine would, with molt:ssh (the client key) as secret config. */
 async function run(cfg: StackConfig, nodes: NodeEntry[]): Promise<Run> {
   const rec = installMocks(cloudState, lookups);
-  pulumi.runtime.setAllConfig({ "molt:ssh": JSON.stringify({ user: cfg.sshUser, privateKey: clientKey.privateKey }) }, ["molt:ssh"]);
+  pulumi.runtime.setAllConfig({ "molt:ssh": JSON.stringify({ user: cfg.sshUser, privateKey: clientKey.privateKey }) }, [
+    "molt:ssh",
+  ]);
   const outputs = await buildProgram(programInputFor(cfg, nodes))();
   const molt = await new Promise<MoltOutputs>((resolve) => (outputs.molt as pulumi.Output<MoltOutputs>).apply(resolve));
   await settle();
@@ -103,12 +130,23 @@ async function run(cfg: StackConfig, nodes: NodeEntry[]): Promise<Run> {
 async function storedStateOf(stack: string, r: Run) {
   const key = r.outputs.sshPrivateKey as pulumi.Output<string>;
   const value = await new Promise<string>((resolve) => key.apply(resolve));
-  const fake = { name: stack, outputs: async () => ({ molt: { value: r.molt, secret: false }, sshPrivateKey: { value, secret: true } }) };
+  const fake = {
+    name: stack,
+    outputs: async () => ({ molt: { value: r.molt, secret: false }, sshPrivateKey: { value, secret: true } }),
+  };
   return readStoredState(fake as unknown as Stack);
 }
 
-const machineType = { aws: "aws:ec2/instance:Instance", azure: "azure-native:compute:VirtualMachine", vsphere: VSPHERE_TOKENS.virtualMachine } as const;
-const domains = { aws: ["eu-central-1a", "eu-central-1b", "eu-central-1c"], azure: ["1", "2", "3"], vsphere: ["rack-a", "rack-b", "rack-c"] } as const;
+const machineType = {
+  aws: "aws:ec2/instance:Instance",
+  azure: "azure-native:compute:VirtualMachine",
+  vsphere: VSPHERE_TOKENS.virtualMachine,
+} as const;
+const domains = {
+  aws: ["eu-central-1a", "eu-central-1b", "eu-central-1c"],
+  azure: ["1", "2", "3"],
+  vsphere: ["rack-a", "rack-b", "rack-c"],
+} as const;
 
 describe("the stack program (infra/program.ts)", () => {
   describe("lab", () => {
@@ -122,7 +160,13 @@ describe("the stack program (infra/program.ts)", () => {
       delete process.env.MOLT_LAB_ROOT;
       try {
         const cfg = loadStackConfig(repo, "lab");
-        assert.deepEqual(programInputFor(cfg, LAB_NODES), { provider: "lab", nodes: LAB_NODES, sshUser: "root", lab: LAB_SETTINGS, joinDeadlineSeconds: 300 });
+        assert.deepEqual(programInputFor(cfg, LAB_NODES), {
+          provider: "lab",
+          nodes: LAB_NODES,
+          sshUser: "root",
+          lab: LAB_SETTINGS,
+          joinDeadlineSeconds: 300,
+        });
       } finally {
         if (saved !== undefined) process.env.MOLT_LAB_ROOT = saved;
       }
@@ -140,20 +184,39 @@ describe("the stack program (infra/program.ts)", () => {
       });
 
       it("places the three nodes in three different failure domains, stored in their entries", () => {
-        assert.deepEqual(nodes.map((n) => n.failureDomain), domains[provider]);
+        assert.deepEqual(
+          nodes.map((n) => n.failureDomain),
+          domains[provider],
+        );
         assert.deepEqual(r.molt.nodes, nodes);
       });
 
       it("builds one control-plane node, machine, pinned host key and kubeadm command per node", () => {
-        const of = (type: string) => r.rec.resources.filter((x) => x.type === type).map((x) => x.name).sort();
+        const of = (type: string) =>
+          r.rec.resources
+            .filter((x) => x.type === type)
+            .map((x) => x.name)
+            .sort();
         assert.deepEqual(of(`molt:${provider}:ControlPlaneNode`), names);
         assert.deepEqual(of(machineType[provider]), names);
-        assert.deepEqual(of(HOST_KEY), names.map((n) => `${n}-hostkey`), "one host key per node, and no generated client key");
-        assert.deepEqual(of(DYNAMIC), names.map((n) => `${n}-kubeadm`));
+        assert.deepEqual(
+          of(HOST_KEY),
+          names.map((n) => `${n}-hostkey`),
+          "one host key per node, and no generated client key",
+        );
+        assert.deepEqual(
+          of(DYNAMIC),
+          names.map((n) => `${n}-kubeadm`),
+        );
       });
 
       it("initialises the first node and joins the others through the oldest node, each bootstrap pinned to its own host key", () => {
-        const bootstrap = (n: string) => reveal(r.rec.resources.find((x) => x.type === DYNAMIC && x.name === `${n}-kubeadm`)!.inputs) as { create: string; stdin?: string; connection: { hostKey: string; user: string; privateKey: string } };
+        const bootstrap = (n: string) =>
+          reveal(r.rec.resources.find((x) => x.type === DYNAMIC && x.name === `${n}-kubeadm`)!.inputs) as {
+            create: string;
+            stdin?: string;
+            connection: { hostKey: string; user: string; privateKey: string };
+          };
         const [first, ...joining] = names;
         assert.match(bootstrap(first).create, /kubeadm init/);
         assert.equal(bootstrap(first).stdin, undefined);
@@ -167,20 +230,36 @@ describe("the stack program (infra/program.ts)", () => {
           assert.equal(bootstrap(n).connection.privateKey, clientKey.privateKey);
         }
         const material = r.rec.resources.filter((x) => x.type === JOIN_MATERIAL);
-        assert.deepEqual(material.map((m) => m.name).sort(), joining.map((n) => `${n}-kubeadm-join-material`));
+        assert.deepEqual(
+          material.map((m) => m.name).sort(),
+          joining.map((n) => `${n}-kubeadm-join-material`),
+        );
         for (const m of material) {
           const seed = (reveal(m.inputs) as { seed: { host: string; hostKey: string } }).seed;
-          assert.deepEqual([seed.host, seed.hostKey], [addressOf(first), hostKeyOf(`${first}-hostkey`).publicKey], `${m.name} is obtained from ${first}`);
+          assert.deepEqual(
+            [seed.host, seed.hostKey],
+            [addressOf(first), hostKeyOf(`${first}-hostkey`).publicKey],
+            `${m.name} is obtained from ${first}`,
+          );
         }
       });
 
-      it(provider === "vsphere" ? "adds one DRS anti-affinity rule, over all nodes" : "adds no DRS anti-affinity rule (vSphere only)", () => {
-        const rules = r.rec.resources.filter((x) => x.type === VSPHERE_TOKENS.antiAffinityRule);
-        const groups = r.rec.resources.filter((x) => x.type === "molt:vsphere:ControlPlaneAntiAffinity");
-        assert.equal(rules.length, provider === "vsphere" ? 1 : 0);
-        assert.equal(groups.length, provider === "vsphere" ? 1 : 0);
-        if (provider === "vsphere") assert.deepEqual(rules[0].inputs.virtualMachineIds, names.map((n) => `${n}-uuid`));
-      });
+      it(
+        provider === "vsphere"
+          ? "adds one DRS anti-affinity rule, over all nodes"
+          : "adds no DRS anti-affinity rule (vSphere only)",
+        () => {
+          const rules = r.rec.resources.filter((x) => x.type === VSPHERE_TOKENS.antiAffinityRule);
+          const groups = r.rec.resources.filter((x) => x.type === "molt:vsphere:ControlPlaneAntiAffinity");
+          assert.equal(rules.length, provider === "vsphere" ? 1 : 0);
+          assert.equal(groups.length, provider === "vsphere" ? 1 : 0);
+          if (provider === "vsphere")
+            assert.deepEqual(
+              rules[0].inputs.virtualMachineIds,
+              names.map((n) => `${n}-uuid`),
+            );
+        },
+      );
 
       it("exports the molt output that observe.ts reads back: nodes, endpoints, the SSH user and key, the API endpoint", async () => {
         const stored = await storedStateOf(provider, r);
@@ -193,7 +272,10 @@ describe("the stack program (infra/program.ts)", () => {
         assert.equal(stored.sshUser, cfg.sshUser);
         assert.equal(stored.sshPrivateKey, clientKey.privateKey);
         assert.equal(stored.apiEndpoint, cfg.cloud!.bootstrap.controlPlaneEndpoint);
-        assert.ok(await (r.outputs.sshPrivateKey as unknown as { isSecret: Promise<boolean> }).isSecret, "the client key is exported as a secret");
+        assert.ok(
+          await (r.outputs.sshPrivateKey as unknown as { isSecret: Promise<boolean> }).isSecret,
+          "the client key is exported as a secret",
+        );
       });
     });
   }
@@ -204,11 +286,19 @@ describe("the stack program (infra/program.ts)", () => {
     it("places a surge node where the fewest up-to-date nodes are, and never moves an existing node", () => {
       const old = rolloutEntries(cfg, "aws", 3);
       const v2: StackConfig = { ...cfg, intent: { ...cfg.intent, image: "ami-0fedcba9876543210" } };
-      const first = placeNewNode(v2, newEntry({ intent: v2.intent, nodes: old, endpoints: [], expired: [] }, "aws", false), old);
+      const first = placeNewNode(
+        v2,
+        newEntry({ intent: v2.intent, nodes: old, endpoints: [], expired: [] }, "aws", false),
+        old,
+      );
       assert.equal(first.failureDomain, "eu-central-1a");
       // The oldest node (1a) retired; the next new node goes to a zone without a new one.
       const after = [...old.slice(1), first];
-      const second = placeNewNode(v2, newEntry({ intent: v2.intent, nodes: after, endpoints: [], expired: [] }, "aws", false), after);
+      const second = placeNewNode(
+        v2,
+        newEntry({ intent: v2.intent, nodes: after, endpoints: [], expired: [] }, "aws", false),
+        after,
+      );
       assert.equal(second.failureDomain, "eu-central-1b");
       assert.deepEqual(placeNewNode(v2, first, after), first, "an entry that has a domain keeps it");
     });
@@ -217,15 +307,24 @@ describe("the stack program (infra/program.ts)", () => {
       const [, survivor] = rolloutEntries(cfg, "aws", 2);
       const r = await run(cfg, [survivor]);
       assert.equal(r.rec.resources.filter((x) => x.type === JOIN_MATERIAL).length, 0);
-      assert.equal((reveal(r.rec.resources.find((x) => x.type === DYNAMIC)!.inputs) as { stdin?: string }).stdin, undefined);
+      assert.equal(
+        (reveal(r.rec.resources.find((x) => x.type === DYNAMIC)!.inputs) as { stdin?: string }).stdin,
+        undefined,
+      );
     });
 
     it("refuses a node without a failure domain when several are configured", async () => {
       const [entry] = rolloutEntries(cfg, "aws", 1);
       const { failureDomain: _, ...unplaced } = entry;
       installMocks(cloudState, lookups);
-      pulumi.runtime.setAllConfig({ "molt:ssh": JSON.stringify({ user: "ubuntu", privateKey: clientKey.privateKey }) }, ["molt:ssh"]);
-      await assert.rejects(buildProgram(programInputFor(cfg, [unplaced]))(), /has no failureDomain, but subnet is configured for several/);
+      pulumi.runtime.setAllConfig(
+        { "molt:ssh": JSON.stringify({ user: "ubuntu", privateKey: clientKey.privateKey }) },
+        ["molt:ssh"],
+      );
+      await assert.rejects(
+        buildProgram(programInputFor(cfg, [unplaced]))(),
+        /has no failureDomain, but subnet is configured for several/,
+      );
     });
   });
 });

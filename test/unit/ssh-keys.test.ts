@@ -26,7 +26,11 @@ describe("SSH key generation", () => {
       for (let i = 0; i < 200; i++) {
         const k = generateSshKeyPair("host key");
         writeFileSync(join(dir, "k"), k.privateKey, { mode: 0o600 });
-        const derived = execFileSync("ssh-keygen", ["-y", "-f", join(dir, "k")], { encoding: "utf8" }).trim().split(" ").slice(0, 2).join(" ");
+        const derived = execFileSync("ssh-keygen", ["-y", "-f", join(dir, "k")], { encoding: "utf8" })
+          .trim()
+          .split(" ")
+          .slice(0, 2)
+          .join(" ");
         assert.equal(derived, k.publicKey.split(" ").slice(0, 2).join(" "));
       }
     } finally {

@@ -19,11 +19,23 @@ function labState(nodes: string[]): StateResource[] {
   nodes.forEach((n, i) => {
     const parent = U(comp, n);
     rs.push({ urn: parent, type: comp, dependencies: [U("molt:lab:LoadBalancer", "api-lb")] });
-    for (const part of ["hostkey", "machine", "lb"]) rs.push({ urn: child(n, part), type: "pulumi-nodejs:dynamic:Resource", parent });
+    for (const part of ["hostkey", "machine", "lb"])
+      rs.push({ urn: child(n, part), type: "pulumi-nodejs:dynamic:Resource", parent });
     const seed = i > 0 ? nodes[0] : undefined;
     const prev = i > 0 ? nodes[i - 1] : undefined;
-    if (seed) rs.push({ urn: child(n, "join"), type: "pulumi-nodejs:dynamic:Resource", parent, dependencies: [child(n, "machine"), child(seed, "etcd")] });
-    rs.push({ urn: child(n, "etcd"), type: "pulumi-nodejs:dynamic:Resource", parent, dependencies: [child(n, "machine"), child(n, "lb"), ...(prev ? [child(prev, "etcd")] : [])] });
+    if (seed)
+      rs.push({
+        urn: child(n, "join"),
+        type: "pulumi-nodejs:dynamic:Resource",
+        parent,
+        dependencies: [child(n, "machine"), child(seed, "etcd")],
+      });
+    rs.push({
+      urn: child(n, "etcd"),
+      type: "pulumi-nodejs:dynamic:Resource",
+      parent,
+      dependencies: [child(n, "machine"), child(n, "lb"), ...(prev ? [child(prev, "etcd")] : [])],
+    });
   });
   return rs;
 }
@@ -44,7 +56,8 @@ describe("targeted up", () => {
     ["ssh-client-key", ["s-cp-1", "s-cp-2"], undefined],
   ];
   for (const [name, nodes, want] of ownerTable) {
-    it(`resource ${name} belongs to ${want ?? "no node"} among [${nodes}]`, () => assert.equal(ownerOf(name, nodes), want));
+    it(`resource ${name} belongs to ${want ?? "no node"} among [${nodes}]`, () =>
+      assert.equal(ownerOf(name, nodes), want));
   }
 
   it("updates the whole stack when the state has no resource of molt's yet", () => {
@@ -66,7 +79,16 @@ describe("targeted up", () => {
   it("a prune of the seed node also targets everything that depends on it, transitively", () => {
     const state = labState(["s-cp-1", "s-cp-2", "s-cp-3", "s-cp-4"]);
     const p = targetsFor(state, "s-cp-1", ["s-cp-1", "s-cp-2", "s-cp-3", "s-cp-4"])!;
-    assert.deepEqual(p.nodeResources, [U(comp, "s-cp-1"), child("s-cp-1", "etcd"), child("s-cp-1", "hostkey"), child("s-cp-1", "lb"), child("s-cp-1", "machine")].sort());
+    assert.deepEqual(
+      p.nodeResources,
+      [
+        U(comp, "s-cp-1"),
+        child("s-cp-1", "etcd"),
+        child("s-cp-1", "hostkey"),
+        child("s-cp-1", "lb"),
+        child("s-cp-1", "machine"),
+      ].sort(),
+    );
     for (const n of ["s-cp-2", "s-cp-3", "s-cp-4"]) {
       assert.ok(p.targets.includes(child(n, "join")), `${n}-join depends on the seed`);
       assert.ok(p.targets.includes(child(n, "etcd")), `${n}-etcd depends on the chain of joins`);
@@ -84,9 +106,15 @@ describe("targeted up", () => {
   it("never mistakes one node's resources for another's when one name extends the other", () => {
     const state = labState(["s-cp-3", "s-cp-3-x"]);
     const p = targetsFor(state, "s-cp-3-x", ["s-cp-3", "s-cp-3-x"])!;
-    assert.ok(p.nodeResources.every((u) => urnName(u).startsWith("s-cp-3-x")), `${p.nodeResources}`);
+    assert.ok(
+      p.nodeResources.every((u) => urnName(u).startsWith("s-cp-3-x")),
+      `${p.nodeResources}`,
+    );
     const q = targetsFor(state, "s-cp-3", ["s-cp-3", "s-cp-3-x"])!;
-    assert.ok(q.nodeResources.every((u) => !urnName(u).startsWith("s-cp-3-x")), `${q.nodeResources}`);
+    assert.ok(
+      q.nodeResources.every((u) => !urnName(u).startsWith("s-cp-3-x")),
+      `${q.nodeResources}`,
+    );
   });
 
   it("escapes glob characters in a node name", () => {
@@ -102,7 +130,10 @@ describe("orphaned nodes", () => {
     assert.deepEqual(orphanedNodes(state, ["s-cp-1", "s-cp-2", "s-cp-3"], isNode), ["s-cp-4"]);
     assert.deepEqual(orphanedNodes(state, ["s-cp-1", "s-cp-2", "s-cp-3", "s-cp-4"], isNode), []);
     // A cloud host key made before its node's component.
-    const hostKeyOnly = [...labState(["s-cp-1"]), { urn: U("pulumi-nodejs:dynamic:Resource", "s-cp-2-hostkey"), type: "pulumi-nodejs:dynamic:Resource" }];
+    const hostKeyOnly = [
+      ...labState(["s-cp-1"]),
+      { urn: U("pulumi-nodejs:dynamic:Resource", "s-cp-2-hostkey"), type: "pulumi-nodejs:dynamic:Resource" },
+    ];
     assert.deepEqual(orphanedNodes(hostKeyOnly, ["s-cp-1"], isNode), ["s-cp-2"]);
   });
   it("never takes a cluster-wide resource for a node", () => {

@@ -5,7 +5,13 @@ import type { NodeEntry } from "../../infra/node";
 import type { Operation } from "../../orchestrator/model";
 import { assertListTransition } from "../../orchestrator/rollout";
 
-const n = (g: number, image = "lab-v1"): NodeEntry => ({ name: `cp-${g}`, image, role: "control-plane", generation: g, init: g === 1 });
+const n = (g: number, image = "lab-v1"): NodeEntry => ({
+  name: `cp-${g}`,
+  image,
+  role: "control-plane",
+  generation: g,
+  init: g === 1,
+});
 const stored = [n(1), n(2), n(3)];
 const surge = (entry: NodeEntry): Operation => ({ kind: "surge", entry, reason: "" });
 const prune = (node: string): Operation => ({ kind: "prune", node, reason: "" });

@@ -42,8 +42,7 @@ describe("join material from a healthy control-plane node", () => {
     *replace*) cat ;;
   esac
 }`;
-    const run = (current: string) =>
-      bash(`${definitionsOf(script)}\n${fakeKubectl(current)}\nraise_cluster_version`);
+    const run = (current: string) => bash(`${definitionsOf(script)}\n${fakeKubectl(current)}\nraise_cluster_version`);
     const up = run("v1.34.2");
     assert.equal(up.status, 0, up.stderr);
     assert.match(up.stderr, /raising kubeadm-config kubernetesVersion from v1\.34\.2 to v1\.35\.0/);
@@ -66,7 +65,8 @@ describe("join material from a healthy control-plane node", () => {
     const partial = `token=${TOKEN}\ncertificateKey=\ncaCertHash=${CA_HASH}\n`;
     assert.throws(
       () => parseJoinMaterial(partial),
-      (e: unknown) => e instanceof InvalidJoinMaterialError && /certificate key/.test(e.message) && !e.message.includes(TOKEN),
+      (e: unknown) =>
+        e instanceof InvalidJoinMaterialError && /certificate key/.test(e.message) && !e.message.includes(TOKEN),
     );
   });
 
@@ -91,6 +91,9 @@ describe("join material from a healthy control-plane node", () => {
   });
 
   it("refuses a token lifetime that is not a duration", () => {
-    assert.throws(() => renderJoinMaterialScript({ joiningNode: "cp-g4-b", tokenTtl: "15m; reboot" }), /not a duration/);
+    assert.throws(
+      () => renderJoinMaterialScript({ joiningNode: "cp-g4-b", tokenTtl: "15m; reboot" }),
+      /not a duration/,
+    );
   });
 });

@@ -3,7 +3,11 @@ import { renderInitScript } from "../../../infra/kubeadm/init";
 import { renderJoinScript } from "../../../infra/kubeadm/join";
 import { renderResetScript } from "../../../infra/kubeadm/reset";
 import { renderJoinMaterialScript } from "../../../infra/kubeadm/join-material";
-import { InvalidBootstrapSettingError, type KubeadmBootstrapSettings, type KubeadmNode } from "../../../infra/kubeadm/settings";
+import {
+  InvalidBootstrapSettingError,
+  type KubeadmBootstrapSettings,
+  type KubeadmNode,
+} from "../../../infra/kubeadm/settings";
 import { bash, definitionsOf, shellcheck } from "./shell";
 
 const settings: KubeadmBootstrapSettings = {
@@ -24,7 +28,11 @@ const CA_HASH = `sha256:${"a".repeat(64)}`;
 function every(): Array<[string, string]> {
   const out: Array<[string, string]> = [];
   for (const version of ["1.29.10", "1.31.4", "1.32.0", "1.34.2"]) {
-    for (const install of [{ source: "image" as const }, { source: "packages" as const }, { source: "packages" as const, repository: "https://mirror.example.com/k8s/core:/stable:" }]) {
+    for (const install of [
+      { source: "image" as const },
+      { source: "packages" as const },
+      { source: "packages" as const, repository: "https://mirror.example.com/k8s/core:/stable:" },
+    ]) {
       const s = { ...settings, install };
       const n = { ...node, kubernetesVersion: version };
       out.push([`init ${version} ${install.source}`, renderInitScript(n, s)]);
@@ -32,9 +40,15 @@ function every(): Array<[string, string]> {
     }
   }
   out.push(["reset (molt removes the member)", renderResetScript(node.name, settings)]);
-  out.push(["reset (kubeadm removes the member)", renderResetScript(node.name, { ...settings, removeEtcdMemberOnReset: true })]);
+  out.push([
+    "reset (kubeadm removes the member)",
+    renderResetScript(node.name, { ...settings, removeEtcdMemberOnReset: true }),
+  ]);
   out.push(["join material", renderJoinMaterialScript({ joiningNode: "cp-g4-b" })]);
-  out.push(["join material raising the version", renderJoinMaterialScript({ joiningNode: "cp-g4-b", raiseClusterVersionTo: "1.35.0", tokenTtl: "10m" })]);
+  out.push([
+    "join material raising the version",
+    renderJoinMaterialScript({ joiningNode: "cp-g4-b", raiseClusterVersionTo: "1.35.0", tokenTtl: "10m" }),
+  ]);
   return out;
 }
 
@@ -56,22 +70,40 @@ describe("rendered kubeadm scripts", () => {
 
   it("refuse values that are not what they claim before rendering anything", () => {
     assert.throws(() => renderJoinScript({ ...node, name: "CP_1;reboot" }, settings), InvalidBootstrapSettingError);
-    assert.throws(() => renderJoinScript({ ...node, advertiseAddress: "10.0.0.1; reboot" }, settings), InvalidBootstrapSettingError);
-    assert.throws(() => renderJoinScript(node, { ...settings, controlPlaneEndpoint: "api.example.com" }), InvalidBootstrapSettingError);
-    assert.throws(() => renderInitScript({ ...node, kubernetesVersion: "1.28.9" }, settings), /etcd learners only from 1.29/);
-    assert.throws(() => renderInitScript({ ...node, kubernetesVersion: "1.34.0-rc.1" }, settings), InvalidBootstrapSettingError);
+    assert.throws(
+      () => renderJoinScript({ ...node, advertiseAddress: "10.0.0.1; reboot" }, settings),
+      InvalidBootstrapSettingError,
+    );
+    assert.throws(
+      () => renderJoinScript(node, { ...settings, controlPlaneEndpoint: "api.example.com" }),
+      InvalidBootstrapSettingError,
+    );
+    assert.throws(
+      () => renderInitScript({ ...node, kubernetesVersion: "1.28.9" }, settings),
+      /etcd learners only from 1.29/,
+    );
+    assert.throws(
+      () => renderInitScript({ ...node, kubernetesVersion: "1.34.0-rc.1" }, settings),
+      InvalidBootstrapSettingError,
+    );
   });
 
   it("re-enter as root through sudo -n when the SSH user is not root", () => {
     const script = renderJoinScript(node, settings);
-    assert.match(script, /sudo -n -- bash -euo pipefail -c "\$\(declare -p "\$\{constants\[@\]\}"\); \$\(declare -f\); main"/);
+    assert.match(
+      script,
+      /sudo -n -- bash -euo pipefail -c "\$\(declare -p "\$\{constants\[@\]\}"\); \$\(declare -f\); main"/,
+    );
   });
 
   describe("init of the first node of a new cluster", () => {
     const script = renderInitScript(node, settings);
 
     it("runs kubeadm init with uploaded certs and never prints the token or certificate key", () => {
-      assert.match(script, /kubeadm init --config "\$MOLT_TMP" --upload-certs --skip-token-print --skip-certificate-key-print/);
+      assert.match(
+        script,
+        /kubeadm init --config "\$MOLT_TMP" --upload-certs --skip-token-print --skip-certificate-key-print/,
+      );
     });
 
     it("configures the load balancer as controlPlaneEndpoint, the node name and its address", () => {
@@ -89,8 +121,14 @@ describe("rendered kubeadm scripts", () => {
     });
 
     it("uses kubeadm's v1beta4 config from 1.31 and v1beta3 before", () => {
-      assert.match(renderInitScript({ ...node, kubernetesVersion: "1.31.0" }, settings), /apiVersion: kubeadm\.k8s\.io\/v1beta4/);
-      assert.match(renderInitScript({ ...node, kubernetesVersion: "1.30.5" }, settings), /apiVersion: kubeadm\.k8s\.io\/v1beta3/);
+      assert.match(
+        renderInitScript({ ...node, kubernetesVersion: "1.31.0" }, settings),
+        /apiVersion: kubeadm\.k8s\.io\/v1beta4/,
+      );
+      assert.match(
+        renderInitScript({ ...node, kubernetesVersion: "1.30.5" }, settings),
+        /apiVersion: kubeadm\.k8s\.io\/v1beta3/,
+      );
     });
 
     it("gives the bootstrap token kubeadm init creates a short lifetime", () => {
@@ -127,7 +165,12 @@ describe("rendered kubeadm scripts", () => {
     });
 
     it("removes the file holding the secrets when the script exits", () => {
-      const probe = [definitionsOf(script), "read_join_material", "write_join_configuration", 'printf "%s" "$MOLT_TMP"'].join("\n");
+      const probe = [
+        definitionsOf(script),
+        "read_join_material",
+        "write_join_configuration",
+        'printf "%s" "$MOLT_TMP"',
+      ].join("\n");
       const r = bash(probe, `token=${TOKEN}\ncertificateKey=${CERT_KEY}\ncaCertHash=${CA_HASH}\n`);
       assert.equal(r.status, 0, r.stderr);
       const check = bash(`[ ! -e '${r.stdout}' ]`);
@@ -146,7 +189,10 @@ describe("rendered kubeadm scripts", () => {
 
     it("treats an already joined node as done, and resets a half-joined one before joining again", () => {
       assert.match(script, /complete\)\n\s+log "\$NODE_NAME has already joined"\n\s+return 0/);
-      assert.match(script, /partial\)[\s\S]*kubeadm reset --force --cri-socket "\$CRI_SOCKET"[\s\S]*rm -rf \/var\/lib\/etcd[\s\S]*clean\)/);
+      assert.match(
+        script,
+        /partial\)[\s\S]*kubeadm reset --force --cri-socket "\$CRI_SOCKET"[\s\S]*rm -rf \/var\/lib\/etcd[\s\S]*clean\)/,
+      );
     });
 
     it("reads stdin before anything else can consume it", () => {

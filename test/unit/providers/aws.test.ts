@@ -2,7 +2,23 @@ import * as assert from "node:assert/strict";
 import * as pulumi from "@pulumi/pulumi";
 import { AwsControlPlaneNode, AwsControlPlaneSecurityGroup, type AwsNodeSettings } from "../../../infra/providers/aws";
 import { shellcheck } from "../kubeadm/shell";
-import { DYNAMIC, JOIN, bootstrapOf, clientKey, fixtures, hostKeyA, installMocks, isSecret, isSecretValue, one, reveal, settle, strings, value, type Recorder } from "./harness";
+import {
+  DYNAMIC,
+  JOIN,
+  bootstrapOf,
+  clientKey,
+  fixtures,
+  hostKeyA,
+  installMocks,
+  isSecret,
+  isSecretValue,
+  one,
+  reveal,
+  settle,
+  strings,
+  value,
+  type Recorder,
+} from "./harness";
 
 const settings: AwsNodeSettings = {
   instanceType: "m6i.large",
@@ -13,11 +29,17 @@ const settings: AwsNodeSettings = {
 };
 
 const cloud = (type: string, name: string, inputs: Record<string, unknown>) =>
-  type === "aws:ec2/instance:Instance" ? { privateIp: "10.0.1.15", publicIp: "", availabilityZone: inputs.availabilityZone, arn: `arn:${name}` } : {};
+  type === "aws:ec2/instance:Instance"
+    ? { privateIp: "10.0.1.15", publicIp: "", availabilityZone: inputs.availabilityZone, arn: `arn:${name}` }
+    : {};
 
 function build(rec: Recorder, overrides: Parameters<typeof fixtures>[0] = {}, extra: Partial<AwsNodeSettings> = {}) {
   const f = fixtures(overrides);
-  return new AwsControlPlaneNode(f.node.name, { ...f, settings: { ...settings, ...extra }, joinMaterial: pulumi.secret(JOIN) }, { transformations: [rec.transformation] });
+  return new AwsControlPlaneNode(
+    f.node.name,
+    { ...f, settings: { ...settings, ...extra }, joinMaterial: pulumi.secret(JOIN) },
+    { transformations: [rec.transformation] },
+  );
 }
 
 describe("AWS control-plane node", () => {
@@ -40,7 +62,11 @@ describe("AWS control-plane node", () => {
   });
 
   it("requires IMDSv2 and keeps instance metadata away from containers", () => {
-    assert.deepEqual(one(rec, "aws:ec2/instance:Instance").inputs.metadataOptions, { httpEndpoint: "enabled", httpTokens: "required", httpPutResponseHopLimit: 1 });
+    assert.deepEqual(one(rec, "aws:ec2/instance:Instance").inputs.metadataOptions, {
+      httpEndpoint: "enabled",
+      httpTokens: "required",
+      httpPutResponseHopLimit: 1,
+    });
   });
 
   it("gives the root volume its size, gp3 type, IOPS and encryption", () => {
@@ -90,18 +116,32 @@ describe("AWS control-plane node", () => {
   it("hands the join material to the join script on stdin only, as a secret", async () => {
     const cmd = bootstrapOf(rec, "cp-g2-a").inputs;
     assert.ok(isSecretValue(cmd.stdin));
-    assert.equal(reveal(cmd.stdin), `token=${JOIN.token}\ncertificateKey=${JOIN.certificateKey}\ncaCertHash=${JOIN.caCertHash}\n`);
+    assert.equal(
+      reveal(cmd.stdin),
+      `token=${JOIN.token}\ncertificateKey=${JOIN.certificateKey}\ncaCertHash=${JOIN.caCertHash}\n`,
+    );
     const raw = rec.transformed.find((t) => t.type === DYNAMIC && t.name === "cp-g2-a-kubeadm");
     assert.ok(await isSecret(raw?.props.stdin));
-    assert.deepEqual(raw?.opts && (raw.opts as pulumi.CustomResourceOptions).additionalSecretOutputs, ["connection", "stdin"]);
+    assert.deepEqual(raw?.opts && (raw.opts as pulumi.CustomResourceOptions).additionalSecretOutputs, [
+      "connection",
+      "stdin",
+    ]);
   });
 
   it("keeps secrets out of every script, trigger and non-secret input", () => {
-    const secrets = [JOIN.token, JOIN.certificateKey, clientKey.privateKey.split("\n")[1], hostKeyA.privateKey.split("\n")[1]];
+    const secrets = [
+      JOIN.token,
+      JOIN.certificateKey,
+      clientKey.privateKey.split("\n")[1],
+      hostKeyA.privateKey.split("\n")[1],
+    ];
     const cmd = bootstrapOf(rec, "cp-g2-a").inputs;
     const visible = [cmd.create, cmd.delete, cmd.environment, cmd.triggers];
-    const others = rec.resources.filter((r) => r.type !== DYNAMIC).map((r) => Object.values(r.inputs).filter((v) => !isSecretValue(v)));
-    for (const s of strings([visible, others])) for (const secret of secrets) assert.ok(!s.includes(secret), "a secret leaked into a visible input");
+    const others = rec.resources
+      .filter((r) => r.type !== DYNAMIC)
+      .map((r) => Object.values(r.inputs).filter((v) => !isSecretValue(v)));
+    for (const s of strings([visible, others]))
+      for (const secret of secrets) assert.ok(!s.includes(secret), "a secret leaked into a visible input");
   });
 
   it("exposes the node's addresses, pinned key and Kubernetes provider id", async () => {
@@ -145,7 +185,11 @@ describe("AWS control-plane node identity across runs and images", () => {
     const of = (node: string) => new Set(rec.resources.filter((r) => r.name.startsWith(node)).map((r) => r.name));
     const old = of("cp-g2-a");
     assert.ok([...of("cp-g3-a")].every((n) => !old.has(n)));
-    assert.equal(rec.resources.filter((r) => r.type === "aws:ec2/instance:Instance" && r.inputs.ami === "ami-0fedcba9876543210").length, 1);
+    assert.equal(
+      rec.resources.filter((r) => r.type === "aws:ec2/instance:Instance" && r.inputs.ami === "ami-0fedcba9876543210")
+        .length,
+      1,
+    );
   });
 });
 
@@ -170,14 +214,21 @@ describe("AWS first node of a brand-new cluster", () => {
   it("refuses a zone without a subnet, naming the zones that have one", () => {
     installMocks(cloud);
     const f = fixtures({ failureDomain: "eu-central-1d" });
-    assert.throws(() => new AwsControlPlaneNode("cp-g2-a", { ...f, settings, joinMaterial: JOIN }), /eu-central-1d.*eu-central-1a, eu-central-1b, eu-central-1c/);
+    assert.throws(
+      () => new AwsControlPlaneNode("cp-g2-a", { ...f, settings, joinMaterial: JOIN }),
+      /eu-central-1d.*eu-central-1a, eu-central-1b, eu-central-1c/,
+    );
   });
 });
 
 describe("AWS control-plane security group", () => {
   it("opens the API to the given sources and etcd, kubelet and controllers only between control-plane nodes", async () => {
     const rec = installMocks(() => ({}));
-    const sg = new AwsControlPlaneSecurityGroup("prod-cp", { vpcId: "vpc-1", apiSourceCidrs: ["10.0.0.0/16"], sshSourceCidrs: ["10.9.0.0/24"] });
+    const sg = new AwsControlPlaneSecurityGroup("prod-cp", {
+      vpcId: "vpc-1",
+      apiSourceCidrs: ["10.0.0.0/16"],
+      sshSourceCidrs: ["10.9.0.0/24"],
+    });
     await value(sg.id);
     await settle();
     const ingress = one(rec, "aws:ec2/securityGroup:SecurityGroup").inputs.ingress as Array<Record<string, unknown>>;

@@ -2,7 +2,19 @@ import * as assert from "node:assert/strict";
 import * as pulumi from "@pulumi/pulumi";
 import { AzureControlPlaneNode, imageReference, type AzureNodeSettings } from "../../../infra/providers/azure";
 import { shellcheck } from "../kubeadm/shell";
-import { JOIN, bootstrapOf, fixtures, hostKeyA, installMocks, isSecretValue, one, reveal, settle, value, type Recorder } from "./harness";
+import {
+  JOIN,
+  bootstrapOf,
+  fixtures,
+  hostKeyA,
+  installMocks,
+  isSecretValue,
+  one,
+  reveal,
+  settle,
+  value,
+  type Recorder,
+} from "./harness";
 
 const IMAGE = "Canonical:ubuntu-24_04-lts:server:24.04.202510010";
 const settings: AzureNodeSettings = {
@@ -10,7 +22,8 @@ const settings: AzureNodeSettings = {
   location: "westeurope",
   vmSize: "Standard_D4s_v5",
   subnetId: "/subscriptions/s/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v/subnets/cp",
-  apiBackendPoolId: "/subscriptions/s/resourceGroups/net/providers/Microsoft.Network/loadBalancers/api/backendAddressPools/cp",
+  apiBackendPoolId:
+    "/subscriptions/s/resourceGroups/net/providers/Microsoft.Network/loadBalancers/api/backendAddressPools/cp",
   zones: ["1", "2", "3"],
   osDisk: { sizeGiB: 128 },
 };
@@ -18,7 +31,8 @@ const VM = "azure-native:compute:VirtualMachine";
 const NIC = "azure-native:network:NetworkInterface";
 
 const cloud = (type: string, name: string, inputs: Record<string, unknown>) => {
-  if (type === NIC) return { ipConfigurations: [{ ...(inputs.ipConfigurations as object[])[0], privateIPAddress: "10.1.0.7" }] };
+  if (type === NIC)
+    return { ipConfigurations: [{ ...(inputs.ipConfigurations as object[])[0], privateIPAddress: "10.1.0.7" }] };
   if (type === VM) return { vmId: `${name}-vmid` };
   return {};
 };
@@ -29,7 +43,11 @@ describe("Azure control-plane node", () => {
   before(async () => {
     rec = installMocks(cloud);
     const f = fixtures({ image: IMAGE, failureDomain: "2" });
-    node = new AzureControlPlaneNode("cp-g2-a", { ...f, settings, joinMaterial: pulumi.secret(JOIN) }, { transformations: [rec.transformation] });
+    node = new AzureControlPlaneNode(
+      "cp-g2-a",
+      { ...f, settings, joinMaterial: pulumi.secret(JOIN) },
+      { transformations: [rec.transformation] },
+    );
     await value(node.providerId);
     await settle();
   });
@@ -53,7 +71,9 @@ describe("Azure control-plane node", () => {
     assert.deepEqual(ip.loadBalancerBackendAddressPools, [{ id: settings.apiBackendPoolId }]);
     assert.deepEqual(ip.subnet, { id: settings.subnetId });
     const vm = one(rec, VM).inputs;
-    assert.deepEqual((vm.networkProfile as { networkInterfaces: unknown }).networkInterfaces, [{ id: "cp-g2-a-nic-id", primary: true, deleteOption: "Delete" }]);
+    assert.deepEqual((vm.networkProfile as { networkInterfaces: unknown }).networkInterfaces, [
+      { id: "cp-g2-a-nic-id", primary: true, deleteOption: "Delete" },
+    ]);
   });
 
   it("deletes the OS disk and NIC with the VM, so a retired node leaves nothing behind", () => {
@@ -96,7 +116,10 @@ describe("Azure control-plane node", () => {
 
   it("refuses a failure domain that is not one of the region's zones", () => {
     const f = fixtures({ image: IMAGE, failureDomain: "4" });
-    assert.throws(() => new AzureControlPlaneNode("x", { ...f, settings, joinMaterial: JOIN }), /not one of the zones 1, 2, 3/);
+    assert.throws(
+      () => new AzureControlPlaneNode("x", { ...f, settings, joinMaterial: JOIN }),
+      /not one of the zones 1, 2, 3/,
+    );
   });
 });
 

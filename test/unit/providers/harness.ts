@@ -29,7 +29,10 @@ export interface Recorder {
 /** Extra outputs a mocked cloud returns, by resource type. */
 export type CloudState = (type: string, name: string, inputs: Record<string, unknown>) => Record<string, unknown>;
 
-export function installMocks(state: CloudState, invoke: (token: string, inputs: Record<string, unknown>) => Record<string, unknown> = () => ({})): Recorder {
+export function installMocks(
+  state: CloudState,
+  invoke: (token: string, inputs: Record<string, unknown>) => Record<string, unknown> = () => ({}),
+): Recorder {
   const rec: Recorder = {
     resources: [],
     invokes: [],
@@ -83,7 +86,10 @@ export function byType(rec: Recorder, type: string): Registered[] {
 
 export function one(rec: Recorder, type: string, name?: string): Registered {
   const found = byType(rec, type).filter((r) => name === undefined || r.name === name);
-  if (found.length !== 1) throw new Error(`expected one ${type}${name ? ` named ${name}` : ""}, found ${found.length}: ${rec.resources.map((r) => `${r.type}/${r.name}`).join(", ")}`);
+  if (found.length !== 1)
+    throw new Error(
+      `expected one ${type}${name ? ` named ${name}` : ""}, found ${found.length}: ${rec.resources.map((r) => `${r.type}/${r.name}`).join(", ")}`,
+    );
   return found[0];
 }
 
@@ -95,9 +101,23 @@ export function bootstrapOf(rec: Recorder, nodeName: string): Registered {
 export const clientKey = generateSshKeyPair("molt@test");
 export const hostKeyA = generateSshKeyPair("cp-g2-a");
 
-export function fixtures(overrides: Partial<NodeEntry> = {}): { node: NodeEntry; ssh: SshSettings; hostKey: HostKeyPair; bootstrap: KubeadmBootstrapSettings } {
+export function fixtures(overrides: Partial<NodeEntry> = {}): {
+  node: NodeEntry;
+  ssh: SshSettings;
+  hostKey: HostKeyPair;
+  bootstrap: KubeadmBootstrapSettings;
+} {
   return {
-    node: { name: "cp-g2-a", image: "ami-0123456789abcdef0", kubernetesVersion: "1.34.2", failureDomain: "eu-central-1a", role: "control-plane", generation: 2, init: false, ...overrides },
+    node: {
+      name: "cp-g2-a",
+      image: "ami-0123456789abcdef0",
+      kubernetesVersion: "1.34.2",
+      failureDomain: "eu-central-1a",
+      role: "control-plane",
+      generation: 2,
+      init: false,
+      ...overrides,
+    },
     ssh: { user: "ubuntu", privateKey: pulumi.secret(clientKey.privateKey), publicKey: clientKey.publicKey },
     hostKey: { privateKey: pulumi.secret(hostKeyA.privateKey), publicKey: hostKeyA.publicKey },
     bootstrap: { controlPlaneEndpoint: "api.prod.example.com:6443", install: { source: "image" }, clusterName: "prod" },

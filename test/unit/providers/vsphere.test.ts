@@ -9,7 +9,19 @@ import {
   type VsphereNodeSettings,
 } from "../../../infra/providers/vsphere";
 import { shellcheck } from "../kubeadm/shell";
-import { JOIN, bootstrapOf, fixtures, hostKeyA, installMocks, isSecretValue, one, reveal, settle, value, type Recorder } from "./harness";
+import {
+  JOIN,
+  bootstrapOf,
+  fixtures,
+  hostKeyA,
+  installMocks,
+  isSecretValue,
+  one,
+  reveal,
+  settle,
+  value,
+  type Recorder,
+} from "./harness";
 
 const settings: VsphereNodeSettings = {
   datacenter: "dc1",
@@ -24,7 +36,8 @@ const settings: VsphereNodeSettings = {
   },
 };
 
-const cloud = (type: string, name: string) => (type === VSPHERE_TOKENS.virtualMachine ? { uuid: `${name}-uuid`, moid: "vm-42", defaultIpAddress: "10.2.0.9" } : {});
+const cloud = (type: string, name: string) =>
+  type === VSPHERE_TOKENS.virtualMachine ? { uuid: `${name}-uuid`, moid: "vm-42", defaultIpAddress: "10.2.0.9" } : {};
 const lookups = (token: string, inputs: Record<string, unknown>): Record<string, unknown> => {
   if (token === VSPHERE_TOKENS.getVirtualMachine) {
     return {
@@ -41,7 +54,11 @@ const lookups = (token: string, inputs: Record<string, unknown>): Record<string,
 
 function build(rec: Recorder, overrides: Parameters<typeof fixtures>[0]) {
   const f = fixtures({ image: "ubuntu-2404-k8s-1.34.2", failureDomain: "rack-a", ...overrides });
-  return new VsphereControlPlaneNode(f.node.name, { ...f, settings, joinMaterial: pulumi.secret(JOIN) }, { transformations: [rec.transformation] });
+  return new VsphereControlPlaneNode(
+    f.node.name,
+    { ...f, settings, joinMaterial: pulumi.secret(JOIN) },
+    { transformations: [rec.transformation] },
+  );
 }
 
 describe("vSphere control-plane node", () => {
@@ -79,7 +96,11 @@ describe("vSphere control-plane node", () => {
     const userData = Buffer.from(e["guestinfo.userdata"], "base64").toString();
     assert.ok(userData.includes(hostKeyA.publicKey.trim()));
     const metadata = parse(Buffer.from(e["guestinfo.metadata"], "base64").toString()) as Record<string, unknown>;
-    assert.deepEqual(metadata, { "instance-id": "cp-g2-a", "local-hostname": "cp-g2-a", "cleanup-guestinfo": ["userdata", "vendordata"] });
+    assert.deepEqual(metadata, {
+      "instance-id": "cp-g2-a",
+      "local-hostname": "cp-g2-a",
+      "cleanup-guestinfo": ["userdata", "vendordata"],
+    });
   });
 
   it("asks the engine for the pinned pulumi-vsphere plugin version", () => {
@@ -111,7 +132,10 @@ describe("vSphere control-plane node", () => {
 describe("vSphere DRS anti-affinity between control-plane VMs", () => {
   it("keeps the control-plane VMs of a compute cluster on different hosts with one stable rule", async () => {
     const rec = installMocks(cloud, lookups);
-    const nodes = [build(rec, { name: "cp-g1-a", generation: 1 }), build(rec, { name: "cp-g2-b", failureDomain: "rack-b", generation: 2 })];
+    const nodes = [
+      build(rec, { name: "cp-g1-a", generation: 1 }),
+      build(rec, { name: "cp-g2-b", failureDomain: "rack-b", generation: 2 }),
+    ];
     new VsphereControlPlaneAntiAffinity("cp-anti-affinity", { clusterName: "prod", nodes });
     await Promise.all(nodes.map((n) => value(n.providerId)));
     await settle();
