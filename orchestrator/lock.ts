@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { alive } from "../lib/process";
 import { BackendError } from "./stack/driver";
 import { moltHome } from "./stack/engine";
 
@@ -35,15 +36,6 @@ export class ConcurrentRolloutError extends Error {
 export function lockDir(backendUrl: string): string {
   if (backendUrl.startsWith("file://")) return join(fileURLToPath(backendUrl), ".molt", "locks");
   return join(moltHome(), "locks");
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 export interface HeldLock {

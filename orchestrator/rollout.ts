@@ -2,9 +2,6 @@
 // any point is just an earlier pass: rerunning converges from whatever the state and
 // etcd say. Waits are conditions with deadlines; nothing sleeps for a fixed time.
 import type { Stack } from "@pulumi/pulumi/automation";
-import { mkdirSync, readdirSync, rmSync } from "node:fs";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { buildProgram } from "../infra/program";
 import type { NodeEntry } from "../infra/node";
 import { loadStackConfig, resolveLabImage, type StackConfig } from "./config";
@@ -28,7 +25,9 @@ import { placeNewNode, programInputFor } from "./program-input";
 import { openStack } from "./stack/driver";
 import { explainPending, type PendingOperation } from "./stack/pending";
 import { orphanedNodes, targetsFor, urnName, type StateResource } from "./stack/targets";
-import { backendUrl, moltHome, repoRoot } from "./stack/engine";
+import { backendUrl, repoRoot } from "./stack/engine";
+import { settleEngineLock } from "./stack/engine-lock";
+import { newBackupPath } from "./etcd-backup";
 
 export interface RolloutOptions {
   stack: string;
@@ -704,9 +703,7 @@ async function takeSnapshot(
   emit: (e: RolloutEvent) => void,
   timed: <T>(phase: Phase, op: Operation["kind"], node: string | undefined, fn: () => Promise<T>) => Promise<T>,
 ): Promise<string> {
-  const dir = join(moltHome(), "snapshots");
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const path = join(dir, `${stack}-${new Date().toISOString().replace(/[:.]/g, "-")}.db`);
+  const path = newBackupPath(stack);
   const node = s.nodes.find((n) => {
     const st = s.etcd?.status[n.name];
     return st?.ok && !st.status.isLearner;
@@ -746,46 +743,4 @@ async function clearPendingOperations(
   );
   await stack.importStack({ ...exported, deployment: { ...deployment, pending_operations: [] } });
   emit({ type: "pending-cleared", operations });
-}
-
-/**
- * The engine's own lock on the stack (file backend). Holding molt's lock, any engine lock
- * left is a dead or orphaned run's: an engine process still alive on this host (its
- * molt was killed) is waited for, with a deadline; a lock whose process is gone is
- * removed. A lock from another host is never touched.
- */
-async function settleEngineLock(backend: string, stack: string, deadlineSeconds: number): Promise<void> {
-  if (!backend.startsWith("file://")) return;
-  const dir = join(fileURLToPath(backend), ".pulumi", "locks", "organization", "molt", stack);
-  const { existsSync, readFileSync } = await import("node:fs");
-  const { hostname } = await import("node:os");
-  if (!existsSync(dir)) return;
-  const until = Date.now() + deadlineSeconds * 1000;
-  for (const f of readdirSync(dir)) {
-    const path = join(dir, f);
-    let lock: { pid?: number; hostname?: string };
-    try {
-      lock = JSON.parse(readFileSync(path, "utf8")) as { pid?: number; hostname?: string };
-    } catch {
-      continue;
-    }
-    if (lock.hostname !== hostname() || !lock.pid) continue;
-    const alive = () => {
-      try {
-        process.kill(lock.pid!, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    while (alive() && existsSync(path)) {
-      if (Date.now() > until)
-        throw new Error(
-          `an orphaned Pulumi engine (pid ${lock.pid}) still updates stack ${stack}; wait for it or stop it, then run again`,
-        );
-      await pollInterval(250);
-    }
-    rmSync(path, { force: true });
-    rmSync(`${path}.attrs`, { force: true }); // the file backend's metadata of the lock
-  }
 }
