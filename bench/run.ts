@@ -13,7 +13,7 @@ import { SshSession } from "../infra/remote/ssh";
 import { EtcdAccess, sudoFor } from "../orchestrator/edges/etcd";
 import type { RolloutEvent } from "../orchestrator/events";
 import type { Operation } from "../orchestrator/model";
-import { readStoredState } from "../orchestrator/observe";
+import { readStoredState } from "../orchestrator/stack/state";
 import { rollout, type Summary } from "../orchestrator/rollout";
 import { openStack } from "../orchestrator/stack/driver";
 import { deployWorkload, labKubeConfig, waitForReadyPods } from "../test/support/kube-workload";

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { LabSettings } from "../infra/lab/node";
 import { EtcdAccess } from "../orchestrator/edges/etcd";
 import { inspect } from "../orchestrator/inspect";
-import type { StoredState } from "../orchestrator/observe";
+import type { StoredState } from "../orchestrator/stack/state";
 import { ownerOf, urnName, type StateResource } from "../orchestrator/stack/targets";
 import { openStack } from "../orchestrator/stack/driver";
 import { startCli, summaryOf, type CliRun } from "../test/support/cli";

@@ -204,6 +204,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
       replicas: c["molt:replicas"],
       image: c["molt:image"],
       ...(c["molt:kubernetesVersion"] ? { kubernetesVersion: c["molt:kubernetesVersion"].replace(/^v/, "") } : {}),
+      ...(cloud?.failureDomains.length ? { failureDomains: cloud.failureDomains } : {}),
       rollout: {
         maxSurge: c["molt:rollout"]?.maxSurge ?? 1,
         onFailure: c["molt:rollout"]?.onFailure ?? "rollback",

@@ -7,12 +7,15 @@ export {
   type Summary,
   type PlannedReplacement,
 } from "./rollout";
+export type { EdgeFactory, EdgeOptions } from "./edges/open";
+export type { Edges, EtcdEdge, KubeEdge, NodeAccess } from "./edges/types";
+export type { StackEdge, StackState, NodeListChange } from "./stack/edge";
 export { inspect, type Inspection, type Condition } from "./inspect";
 export type { RolloutEvent, RolloutResultKind, NodeView, Phase } from "./events";
-export type { Intent, Operation, Snapshot } from "./model";
+export type { Intent, Operation, World, WaitKey } from "./model";
 export { decide } from "./plan";
 export { InvalidConfigError, loadStackConfig } from "./config";
 export { ConcurrentRolloutError } from "./lock";
-export { CorruptStateError } from "./observe";
+export { CorruptStateError } from "./stack/state";
 export { StackNotFoundError } from "./stack/driver";
 export { EngineMissingError } from "./stack/engine";

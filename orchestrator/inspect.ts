@@ -1,15 +1,17 @@
-// Read-only views of a stack for `plan` and `status`: one observation, no lock, no change.
-import { buildProgram } from "../infra/program";
+// Read-only views of a stack for `plan` and `status`: one observation (the loop's own),
+// no lock, no change.
 import { loadStackConfig, resolveLabImage } from "./config";
+import { SshNodeAccess } from "./edges/nodes";
+import { openEdges, type EdgeFactory } from "./edges/open";
+import type { Edges } from "./edges/types";
 import type { NodeView } from "./events";
-import { ensureAccess, nodeViews, observeEtcd, observeKube, openKube, readStoredState } from "./observe";
-import { agreedLeader, decide, isOutdated, kubeProblem } from "./plan";
-import type { KubeAccess } from "./edges/kube";
-import type { Operation, Snapshot } from "./model";
-import { plannedReplacements, type PlannedReplacement } from "./rollout";
-import { openStack, StackNotFoundError } from "./stack/driver";
-import { repoRoot } from "./stack/engine";
-import { programInputFor } from "./program-input";
+import type { Operation, World } from "./model";
+import { observe } from "./observe";
+import { agreedLeader, decide, isOutdated, kubeProblem, plannedReplacements, type PlannedReplacement } from "./plan";
+import { StackNotFoundError } from "./stack/driver";
+import type { StackEdge, StackState } from "./stack/edge";
+import { backendUrl, repoRoot } from "./stack/engine";
+import { nodeViews } from "./views";
 
 export interface Condition {
   type: "EtcdClusterHealthy" | "EtcdMembersMatchNodes" | "MachinesUpToDate" | "ControlPlaneHealthy" | "Available";
@@ -34,55 +36,34 @@ export async function inspect(o: {
   stack: string;
   workDir?: string;
   env?: Record<string, string>;
+  edges?: EdgeFactory;
 }): Promise<Inspection> {
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
   const intent = cfg.intent;
-  let stored = {
-    nodes: [] as Snapshot["nodes"],
-    endpoints: [] as Snapshot["endpoints"],
-    sshUser: cfg.sshUser,
-  } as Awaited<ReturnType<typeof readStoredState>>;
-  let exists = true;
+  const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
+  let edges: Edges;
   try {
-    const stack = await openStack({
+    edges = await (o.edges ?? openEdges)({
       stackName: o.stack,
       workDir,
       env: o.env,
+      backend,
+      config: cfg,
       create: false,
-      program: buildProgram(programInputFor(cfg, [])),
     });
-    stored = await readStoredState(stack);
   } catch (e) {
     if (!(e instanceof StackNotFoundError)) throw e;
-    exists = false;
+    edges = { stack: new EmptyStack(o.stack), nodes: new SshNodeAccess() };
   }
-  const snapshot: Snapshot = { intent, nodes: stored.nodes, endpoints: stored.endpoints, expired: [] };
-  const access = stored.nodes.length
-    ? await ensureAccess(undefined, stored).catch((e: Error) => ((snapshot.etcdError = e.message), undefined))
-    : undefined;
+  const exists = !(edges.stack instanceof EmptyStack);
+  let snapshot: World;
   try {
-    if (access) {
-      try {
-        snapshot.etcd = await observeEtcd(access, stored.nodes);
-      } catch (e) {
-        snapshot.etcdError = (e as Error).message;
-      }
-      if (intent.kubernetesVersion !== undefined) {
-        let kube: KubeAccess | undefined;
-        try {
-          kube = await openKube(access);
-          snapshot.kube = await observeKube(kube, stored.nodes);
-        } catch (e) {
-          snapshot.kubeError = (e as Error).message.split("\n")[0];
-        } finally {
-          await kube?.close();
-        }
-      }
-    }
+    snapshot = await observe(edges, intent, { expired: [] });
   } finally {
-    await access?.close();
+    await edges.nodes.close();
   }
+  const stored = { nodes: snapshot.nodes };
   const views = nodeViews(snapshot);
   const leader = snapshot.etcd ? agreedLeader(snapshot) : undefined;
   const next = decide(snapshot, o.stack);
@@ -161,7 +142,7 @@ export async function inspect(o: {
   };
 }
 
-function kubeCondition(s: Snapshot): Condition {
+function kubeCondition(s: World): Condition {
   if (!s.kube)
     return {
       type: "ControlPlaneHealthy",
@@ -178,4 +159,21 @@ function kubeCondition(s: Snapshot): Condition {
     };
   }
   return { type: "ControlPlaneHealthy", status: "False", reason: bad.map(([n, p]) => `${n}: ${p}`).join("; ") };
+}
+
+/** A stack that does not exist yet: no nodes, nothing to change. */
+class EmptyStack implements StackEdge {
+  constructor(readonly name: string) {}
+  async prepare() {
+    return [];
+  }
+  async state(): Promise<StackState> {
+    return { nodes: [], endpoints: [], sshUser: "root", orphans: [] };
+  }
+  async apply(): Promise<void> {
+    throw new Error(`stack ${this.name} does not exist`);
+  }
+  async destroyOrphans(): Promise<void> {
+    throw new Error(`stack ${this.name} does not exist`);
+  }
 }

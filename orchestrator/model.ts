@@ -1,4 +1,5 @@
-// The plain data the planner decides over: one snapshot of the world per pass.
+// The plain data the planner decides over: the world as observed once per pass, and the
+// operation it decides.
 import type { NodeEndpoint, NodeEntry } from "../infra/node";
 import type { Alarm, EndpointStatus, Member } from "./edges/etcd";
 import type { KubeObservation } from "./edges/kube";
@@ -24,6 +25,8 @@ export interface Intent {
    * etcd advises for a failed member. Never applied to a healthy member.
    */
   replaceDead?: string[];
+  /** The provider's failure domains (zones, fault domains, vSphere hosts/clusters), in config order. */
+  failureDomains?: string[];
   rollout: {
     /** 1: add first (default). 0: retire first, allowed only with >= 3 replicas. */
     maxSurge: 0 | 1;
@@ -50,11 +53,27 @@ export interface EtcdObservation {
   alarms: Alarm[];
 }
 
-export interface Snapshot {
+/**
+ * Keys of the waits the planner decides (typed, so a misspelt key is a compile error).
+ * Each has a deadline (plan/waits.ts) counted from the first pass that waited on it.
+ */
+export type WaitKey =
+  | `join:${string}`
+  | `health:${string}`
+  | `stale-node:${string}`
+  | `retry:${string}:${string}`
+  | "leader"
+  | "kube"
+  | "addons";
+
+/** The world as one pass observed it: the stack's node list, etcd, Kubernetes, and the loop's memory. */
+export interface World {
   intent: Intent;
   /** The node list as recorded in the stack state. */
   nodes: NodeEntry[];
   endpoints: NodeEndpoint[];
+  /** Nodes the stack state holds resources of but the node list does not (a failed or killed surge). */
+  orphans: string[];
   /** Absent when the cluster has no node yet, or etcd could not be reached at all. */
   etcd?: EtcdObservation;
   /** Why etcd could not be observed, when nodes exist but etcd is absent. */
@@ -64,31 +83,37 @@ export interface Snapshot {
   /** Why Kubernetes could not be observed, when it should have been. */
   kubeError?: string;
   /** Keys of waits whose deadline has passed (kept by the loop, across passes). */
-  expired: string[];
+  expired: WaitKey[];
   /**
    * The node this run added and has not yet seen healthy. Only such a node can be rolled
    * back; any other unhealthy member stops the rollout instead (it may be an old node).
    */
   joining?: string;
+  /** The new node this run is rolling back, and why its surge failed when it did. */
+  rollingBack?: { node: string; why?: string };
 }
 
 export type Operation =
   | { kind: "done"; reason: string }
   | { kind: "create-first"; entry: NodeEntry; reason: string }
   | { kind: "surge"; entry: NodeEntry; reason: string }
-  | { kind: "promote"; node: string; memberId: string; reason: string }
+  | { kind: "promote"; node: string; memberId: string; via: string; reason: string }
   | { kind: "move-leader"; from: string; to: string; toId: string; reason: string }
-  | { kind: "remove-member"; node: string; memberId: string; reason: string }
-  | { kind: "remove-stray-member"; memberId: string; name: string; reason: string }
-  | { kind: "prune"; node: string; reason: string }
-  | { kind: "wait"; key: string; node?: string; reason: string }
-  | { kind: "rollback"; node: string; memberId?: string; reason: string }
+  | { kind: "remove-member"; node: string; memberId: string; via: string; reason: string }
+  | { kind: "remove-stray-member"; memberId: string; name: string; via: string; reason: string }
+  /** Destroys the node; with Kubernetes its Node object is deleted after, through `deleteNodeVia`. */
+  | { kind: "prune"; node: string; deleteNodeVia?: string; reason: string }
+  | { kind: "prune-orphans"; nodes: string[]; reason: string }
+  | { kind: "wait"; key: WaitKey; node?: string; reason: string }
+  /** Removes the new node's member (through `via`, when it has one) and destroys it. */
+  | { kind: "rollback"; node: string; memberId?: string; via?: string; reason: string }
   | { kind: "pause"; node: string; reason: string }
   | { kind: "refuse"; condition: string; reason: string }
-  | { kind: "update-cluster-config"; version: string; reason: string }
-  | { kind: "drain"; node: string; reason: string }
+  | { kind: "update-cluster-config"; version: string; via: string; reason: string }
+  | { kind: "drain"; node: string; via: string; reason: string }
   | { kind: "stop-apiserver"; node: string; reason: string }
-  | { kind: "delete-node"; node: string; reason: string }
-  | { kind: "update-addons"; version: string; reason: string };
+  | { kind: "delete-node"; node: string; via: string; reason: string }
+  /** kube-proxy and CoreDNS images as `kubeadmNode`'s kubeadm names them, set through `via`. */
+  | { kind: "update-addons"; version: string; via: string; kubeadmNode: string; reason: string };
 
 export type OperationKind = Operation["kind"];

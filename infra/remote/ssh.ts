@@ -64,10 +64,19 @@ export interface ExecOptions {
 
 /** A connected SSH session to one node. */
 export class SshSession {
+  private ended = false;
+
   private constructor(
     private readonly client: Client,
     readonly target: SshTarget,
-  ) {}
+  ) {
+    client.once("close", () => (this.ended = true));
+  }
+
+  /** False once the connection is gone (the node went away, or close() was called). */
+  get open(): boolean {
+    return !this.ended;
+  }
 
   static async connect(target: SshTarget, opts: { readyTimeoutMs?: number } = {}): Promise<SshSession> {
     const expected = publicKeyBlob(target.hostKey);
@@ -224,6 +233,7 @@ export class SshSession {
   }
 
   close(): void {
+    this.ended = true;
     this.client.end();
   }
 }

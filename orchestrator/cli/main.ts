@@ -11,7 +11,7 @@ import { InvalidConfigError } from "../config";
 import type { RolloutEvent } from "../events";
 import { inspect, type Inspection } from "../inspect";
 import { ConcurrentRolloutError } from "../lock";
-import { CorruptStateError } from "../observe";
+import { CorruptStateError } from "../stack/state";
 import { RefusedError, rollout, type PlannedReplacement, type Summary } from "../rollout";
 import { BackendError, classifyEngineError, PassphraseError, StackNotFoundError } from "../stack/driver";
 import { EngineMissingError } from "../stack/engine";

@@ -5,7 +5,8 @@
 // idempotent, because the etcd3 client retries them on another host.
 import { Etcd3, type IMember, type IStatusResponse } from "etcd3";
 import type { NodeEndpoint } from "../../infra/node";
-import { SshSession } from "../../infra/remote/ssh";
+import type { SshSession } from "../../infra/remote/ssh";
+import { SessionPool, type SshCredentials } from "./sessions";
 
 export interface Member {
   /** Decimal string, as etcd3 gives it; never passed through Number. */
@@ -47,8 +48,6 @@ function etcdctlOnNode(user: string, args: string): string {
 }
 
 interface Tunnel {
-  node: string;
-  ssh: SshSession;
   port: number;
   close: () => Promise<void>;
   client?: Etcd3;
@@ -79,79 +78,119 @@ export function toStatus(s: IStatusResponse): EndpointStatus {
   };
 }
 
-export interface Credentials {
+/** PEM material of a TLS client (the etcd healthcheck client, the Kubernetes admin). */
+export interface TlsClientCredentials {
   ca: string;
   cert: string;
   key: string;
 }
 
 export class EtcdAccess {
-  private constructor(
-    private readonly tunnels: Map<string, Tunnel>,
-    private readonly credentials: Credentials,
-    /** Nodes whose SSH or tunnel could not be opened, with the reason. */
-    readonly unreachable: Map<string, string>,
-  ) {}
+  private readonly tunnels = new Map<string, Tunnel>();
+  private readonly tunnelFailures = new Map<string, string>();
+  private readonly clients = new Set<Etcd3>();
+  private credentials?: TlsClientCredentials;
 
-  /** Opens one SSH session + tunnel per node (in parallel); unreachable nodes are recorded, not fatal. */
-  static async open(nodes: NodeEndpoint[], ssh: { user: string; privateKey: string }): Promise<EtcdAccess> {
-    const tunnels = new Map<string, Tunnel>();
-    const unreachable = new Map<string, string>();
-    let credentials: Credentials | undefined;
+  private constructor(
+    private readonly pool: SessionPool,
+    private readonly ownsPool: boolean,
+  ) {
+    pool.onDrop((node) => void this.dropTunnel(node));
+  }
+
+  /** The etcd edge over a session pool the caller owns (the rollout loop's). */
+  static over(pool: SessionPool): EtcdAccess {
+    return new EtcdAccess(pool, false);
+  }
+
+  /**
+   * Opens its own sessions to the nodes (tools and tests); unreachable nodes are recorded,
+   * not fatal. Fails when no node yields the etcd client certificate.
+   */
+  static async open(nodes: NodeEndpoint[], ssh: SshCredentials): Promise<EtcdAccess> {
+    const pool = new SessionPool();
+    const access = new EtcdAccess(pool, true);
+    try {
+      await pool.sync(nodes, ssh);
+      await access.refresh();
+      return access;
+    } catch (e) {
+      await access.close();
+      throw e;
+    }
+  }
+
+  /**
+   * Opens tunnels to the pool's nodes that have none (and drops tunnels of nodes it no
+   * longer holds), then reads the client certificate once, from the first node that has it.
+   */
+  async refresh(): Promise<void> {
+    const nodes = this.pool.nodes();
+    this.tunnelFailures.clear();
     await Promise.all(
-      nodes.map(async (n) => {
-        try {
-          const session = await SshSession.connect(
-            { host: n.sshHost, port: n.sshPort, user: ssh.user, privateKey: ssh.privateKey, hostKey: n.hostPublicKey },
-            { readyTimeoutMs: 10_000 },
-          );
-          const fwd = await session.forward("127.0.0.1", 2379);
-          tunnels.set(n.name, { node: n.name, ssh: session, port: fwd.port, close: fwd.close });
-        } catch (e) {
-          unreachable.set(n.name, (e as Error).message);
-        }
-      }),
+      nodes
+        .filter((n) => !this.tunnels.has(n))
+        .map(async (n) => {
+          try {
+            const fwd = await this.pool.get(n)!.forward("127.0.0.1", 2379);
+            this.tunnels.set(n, { port: fwd.port, close: fwd.close });
+          } catch (e) {
+            this.tunnelFailures.set(n, (e as Error).message);
+          }
+        }),
     );
-    // The client certificate is read once, from the first node that has it.
-    const cat = `${sudoFor(ssh.user)}cat`;
-    for (const t of tunnels.values()) {
-      const r = await t.ssh.exec(
-        `${cat} ${PKI}/ca.crt; echo '--molt--'; ${cat} ${PKI}/healthcheck-client.crt; echo '--molt--'; ${cat} ${PKI}/healthcheck-client.key`,
+    if (this.credentials) return;
+    for (const n of this.tunnels.keys()) {
+      const ssh = this.pool.get(n)!;
+      const cat = `${sudoFor(ssh.target.user)}cat`;
+      const r = await ssh.exec(
+        `${cat} ${PKI}/ca.crt; echo '--molt--'; ${cat} ${PKI}/healthcheck-client.crt; echo '--molt--'; ` +
+          `${cat} ${PKI}/healthcheck-client.key`,
       );
       const parts = r.stdout.split("--molt--\n");
       if (r.code === 0 && parts.length === 3) {
-        credentials = { ca: parts[0], cert: parts[1], key: parts[2] };
-        break;
+        this.credentials = { ca: parts[0], cert: parts[1], key: parts[2] };
+        return;
       }
     }
-    if (!credentials) {
-      for (const t of tunnels.values()) {
-        await t.close();
-        t.ssh.close();
-      }
-      throw new EtcdUnreachableError(
-        nodes.length === 0
-          ? "no nodes"
-          : [...unreachable.entries()].map(([n, r]) => `${n}: ${r}`).join("; ") ||
-              "no node has etcd client certificates",
-      );
-    }
-    return new EtcdAccess(tunnels, credentials, unreachable);
+    const why = [...this.unreachable.entries()].map(([n, r]) => `${n}: ${r}`).join("; ");
+    throw new EtcdUnreachableError(why || (nodes.length ? "no node has etcd client certificates" : "no nodes"));
+  }
+
+  /** The sessions the tunnels ride on (the Kubernetes edge can share them). */
+  get sessions(): SessionPool {
+    return this.pool;
+  }
+
+  /** Nodes without a working tunnel, with the reason. */
+  get unreachable(): ReadonlyMap<string, string> {
+    return new Map([...this.pool.unreachable, ...this.tunnelFailures]);
   }
 
   nodes(): string[] {
     return [...this.tunnels.keys()];
   }
 
-  private readonly clients = new Set<Etcd3>();
+  private async dropTunnel(node: string): Promise<void> {
+    const t = this.tunnels.get(node);
+    if (!t) return;
+    this.tunnels.delete(node);
+    if (t.client) {
+      t.client.close();
+      this.clients.delete(t.client);
+    }
+    await t.close();
+  }
 
   private makeClient(ports: number[]): Etcd3 {
+    const credentials = this.credentials;
+    if (!credentials) throw new EtcdUnreachableError("the etcd client certificate was not read yet");
     const client = new Etcd3({
       hosts: ports.map((p) => `https://127.0.0.1:${p}`),
       credentials: {
-        rootCertificate: Buffer.from(this.credentials.ca),
-        certChain: Buffer.from(this.credentials.cert),
-        privateKey: Buffer.from(this.credentials.key),
+        rootCertificate: Buffer.from(credentials.ca),
+        certChain: Buffer.from(credentials.cert),
+        privateKey: Buffer.from(credentials.key),
       },
       // The tunnel ends at 127.0.0.1; members' certificates carry DNS:localhost, and an
       // IP as TLS server name is not allowed (RFC 6066).
@@ -276,16 +315,13 @@ export class EtcdAccess {
 
   /** The SSH session to a node (for commands such as a reset). */
   session(node: string): SshSession | undefined {
-    return this.tunnels.get(node)?.ssh;
+    return this.pool.get(node);
   }
 
   async close(): Promise<void> {
     for (const c of this.clients) c.close();
     this.clients.clear();
-    for (const t of this.tunnels.values()) {
-      await t.close();
-      t.ssh.close();
-    }
-    this.tunnels.clear();
+    await Promise.all([...this.tunnels.keys()].map((n) => this.dropTunnel(n)));
+    if (this.ownsPool) this.pool.close();
   }
 }

@@ -10,7 +10,8 @@
 import { request } from "node:https";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import type { SshSession } from "../../infra/remote/ssh";
-import { sudoFor } from "./etcd";
+import { sudoFor, type TlsClientCredentials } from "./etcd";
+import type { SessionPool } from "./sessions";
 
 type K8s = typeof import("@kubernetes/client-node");
 let k8sModule: Promise<K8s> | undefined;
@@ -51,12 +52,6 @@ export interface KubeObservation {
   clusterConfigVersion?: string;
   /** kube-proxy's image tag (without v) and whether its DaemonSet has rolled out. */
   kubeProxy?: { version: string; rolledOut: boolean };
-}
-
-export interface Credentials {
-  ca: string;
-  cert: string;
-  key: string;
 }
 
 interface Ports {
@@ -122,21 +117,28 @@ export class KubeAccess {
   private readonly ports = new Map<string, Ports>();
 
   private constructor(
-    private readonly sessions: Map<string, SshSession>,
-    private readonly credentials: Credentials,
-  ) {}
+    private readonly pool: SessionPool,
+    private readonly credentials: TlsClientCredentials,
+  ) {
+    pool.onDrop((node) => {
+      const p = this.ports.get(node);
+      this.ports.delete(node);
+      void p?.close();
+    });
+  }
 
-  /** Reads the admin credentials from the first node that has them. */
-  static async open(sessions: Map<string, SshSession>): Promise<KubeAccess> {
+  /** The Kubernetes edge over the pool's sessions; reads the admin credentials from the first node that has them. */
+  static async open(pool: SessionPool): Promise<KubeAccess> {
     const errors: string[] = [];
-    for (const [node, ssh] of sessions) {
+    for (const node of pool.nodes()) {
+      const ssh = pool.get(node)!;
       const r = await ssh.exec(`${sudoFor(ssh.target.user)}cat /etc/kubernetes/admin.conf`);
       if (r.code !== 0) {
         errors.push(`${node}: ${r.stderr.trim() || `exit ${r.code}`}`);
         continue;
       }
       const credentials = credentialsOf(r.stdout);
-      if (credentials) return new KubeAccess(sessions, credentials);
+      if (credentials) return new KubeAccess(pool, credentials);
       errors.push(`${node}: admin.conf has no client certificate`);
     }
     throw new KubeUnreachableError(
@@ -147,7 +149,7 @@ export class KubeAccess {
   private async portsOf(node: string): Promise<Ports> {
     const have = this.ports.get(node);
     if (have) return have;
-    const ssh = this.sessions.get(node);
+    const ssh = this.pool.get(node);
     if (!ssh) throw new KubeUnreachableError(`no SSH session to ${node}`);
     const [a, c, s] = await Promise.all([
       ssh.forward("127.0.0.1", 6443),
@@ -391,7 +393,7 @@ export class KubeAccess {
   }
 
   private session(node: string): SshSession {
-    const ssh = this.sessions.get(node);
+    const ssh = this.pool.get(node);
     if (!ssh) throw new KubeUnreachableError(`no SSH session to ${node}`);
     return ssh;
   }
@@ -489,7 +491,7 @@ export function isEvictable(p: PodLike): boolean {
 }
 
 /** The client certificate and key (and CA) of a kubeconfig with embedded data. */
-export function credentialsOf(kubeconfig: string): Credentials | undefined {
+export function credentialsOf(kubeconfig: string): TlsClientCredentials | undefined {
   let doc: {
     clusters?: { cluster?: { "certificate-authority-data"?: string } }[];
     users?: { user?: { "client-certificate-data"?: string; "client-key-data"?: string } }[];

@@ -9,7 +9,8 @@ import { join } from "node:path";
 import { SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import type { KubeObservation } from "../../orchestrator/edges/kube";
-import { observeKube, openKube, type StoredState } from "../../orchestrator/observe";
+import { observeKube, openKube } from "../../orchestrator/observe";
+import type { StoredState } from "../../orchestrator/stack/state";
 import { runCli, summaryOf, type CliRun } from "../support/cli";
 import {
   deployWorkload,

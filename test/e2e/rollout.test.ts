@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { inspect } from "../../orchestrator/inspect";
-import type { StoredState } from "../../orchestrator/observe";
+import type { StoredState } from "../../orchestrator/stack/state";
 import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
 import { labLeftovers, labStackYaml, testLab } from "../support/lab";
 import { labEndpoints, startClusterProbe, type ProbeReport } from "../support/probe";

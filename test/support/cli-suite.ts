@@ -4,7 +4,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { LabSettings } from "../../infra/lab/node";
 import { buildProgram } from "../../infra/program";
-import { readStoredState, type StoredState } from "../../orchestrator/observe";
+import { readStoredState, type StoredState } from "../../orchestrator/stack/state";
 import { openStack } from "../../orchestrator/stack/driver";
 import { makeWorkDir, type TestWorkDir } from "./workdir";
 

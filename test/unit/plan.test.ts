@@ -10,7 +10,8 @@ import type {
   NodeEndpoint,
   NodeEntry,
   Operation,
-  Snapshot,
+  World as Observed,
+  WaitKey,
   StatusResult,
 } from "../../orchestrator/model";
 import {
@@ -54,10 +55,10 @@ interface World {
   /** Member id every answering member reports as leader; undefined: "0" (no leader). */
   leader?: string;
   alarms: Alarm[];
-  expired: string[];
+  expired: WaitKey[];
   etcdError?: string;
   nextId: number;
-  /** The node the simulated run surged and has not yet seen healthy (Snapshot.joining). */
+  /** The node the simulated run surged and has not yet seen healthy (Observed.joining). */
   joining?: string;
   /** Kubernetes, when the intent has a version. */
   kube?: SimKube;
@@ -184,7 +185,7 @@ function statusOf(w: World, n: SimNode): StatusResult {
   };
 }
 
-function snapshotOf(w: World): Snapshot {
+function snapshotOf(w: World): Observed {
   const endpoints: NodeEndpoint[] = w.nodes.map((n) => ({
     name: n.entry.name,
     privateAddress: n.address,
@@ -205,6 +206,7 @@ function snapshotOf(w: World): Snapshot {
     intent: w.intent,
     nodes: w.nodes.map((n) => n.entry),
     endpoints,
+    orphans: [],
     expired: [...w.expired],
     ...(w.joining ? { joining: w.joining } : {}),
     ...(kube
@@ -267,7 +269,7 @@ interface WorldOpts {
   leader?: number | string | null;
   strays?: Member[];
   alarms?: Alarm[];
-  expired?: string[];
+  expired?: WaitKey[];
   etcdError?: string;
   joining?: string;
   /** Kubernetes state (default with a Kubernetes intent: kubeadm-config and kube-proxy at the oldest node's version, 2 pods per node). */
@@ -1430,7 +1432,10 @@ describe("planner (orchestrator/plan.ts)", () => {
         // The leader cannot lag behind itself.
         const agreed = agreedLeader(snapshotOf(w));
         for (const n of nodes) if (n.health === "lagging" && n.member?.id === agreed) n.health = "ok";
-        const keys = ["leader", ...nodes.flatMap((n) => [`join:${n.entry.name}`, `health:${n.entry.name}`])];
+        const keys: WaitKey[] = [
+          "leader",
+          ...nodes.flatMap((n) => [`join:${n.entry.name}`, `health:${n.entry.name}`] as const),
+        ];
         w.expired = keys.filter((_, i) => r.expired[i % r.expired.length]);
         return w;
       }
@@ -1549,7 +1554,7 @@ describe("planner (orchestrator/plan.ts)", () => {
 
   describe("wait deadlines", () => {
     const t = { joinSeconds: 300, settleSeconds: 60, drainSeconds: 120 };
-    const table: [string, number][] = [
+    const table: [WaitKey, number][] = [
       ["join:lab-cp-4", 300],
       ["addons", 120],
       ["health:lab-cp-2", 60],

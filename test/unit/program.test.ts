@@ -13,7 +13,7 @@ import { buildProgram, type MoltOutputs } from "../../infra/program";
 import { VSPHERE_TOKENS } from "../../infra/providers/vsphere";
 import { generateSshKeyPair } from "../../infra/remote/ssh";
 import { loadStackConfig, type StackConfig } from "../../orchestrator/config";
-import { readStoredState } from "../../orchestrator/observe";
+import { readStoredState } from "../../orchestrator/stack/state";
 import { newEntry } from "../../orchestrator/plan";
 import { placeNewNode, programInputFor } from "../../orchestrator/program-input";
 import { DYNAMIC, clientKey, installMocks, reveal, settle, type Recorder } from "./providers/harness";
@@ -102,7 +102,7 @@ const lookups = (token: string, inputs: Record<string, unknown>): Record<string,
 function rolloutEntries(cfg: StackConfig, stack: string, count: number): NodeEntry[] {
   const nodes: NodeEntry[] = [];
   for (let i = 0; i < count; i++) {
-    const entry = newEntry({ intent: cfg.intent, nodes, endpoints: [], expired: [] }, stack, i === 0);
+    const entry = newEntry({ intent: cfg.intent, nodes, endpoints: [], expired: [], orphans: [] }, stack, i === 0);
     nodes.push(placeNewNode(cfg, entry, nodes));
   }
   return nodes;
@@ -288,7 +288,7 @@ describe("the stack program (infra/program.ts)", () => {
       const v2: StackConfig = { ...cfg, intent: { ...cfg.intent, image: "ami-0fedcba9876543210" } };
       const first = placeNewNode(
         v2,
-        newEntry({ intent: v2.intent, nodes: old, endpoints: [], expired: [] }, "aws", false),
+        newEntry({ intent: v2.intent, nodes: old, endpoints: [], expired: [], orphans: [] }, "aws", false),
         old,
       );
       assert.equal(first.failureDomain, "eu-central-1a");
@@ -296,7 +296,7 @@ describe("the stack program (infra/program.ts)", () => {
       const after = [...old.slice(1), first];
       const second = placeNewNode(
         v2,
-        newEntry({ intent: v2.intent, nodes: after, endpoints: [], expired: [] }, "aws", false),
+        newEntry({ intent: v2.intent, nodes: after, endpoints: [], expired: [], orphans: [] }, "aws", false),
         after,
       );
       assert.equal(second.failureDomain, "eu-central-1b");

@@ -3,7 +3,7 @@
 import * as assert from "node:assert/strict";
 import type { NodeEntry } from "../../infra/node";
 import type { Operation } from "../../orchestrator/model";
-import { assertListTransition } from "../../orchestrator/rollout";
+import { assertListTransition } from "../../orchestrator/stack/edge";
 
 const n = (g: number, image = "lab-v1"): NodeEntry => ({
   name: `cp-${g}`,

@@ -1,0 +1,42 @@
+// One home per operation: the planner decides (orchestrator/plan), an act carries it out.
+// A new operation is a new `kind` in model.ts, its rule in plan/decide.ts, and its act here.
+import type { ActOutcome } from "../loop/memory";
+import type { Operation } from "../model";
+import type { ActContext } from "./context";
+import { membership } from "./etcd";
+import { deleteNode, drain, stopApiServer, updateAddons, updateClusterConfig } from "./kube";
+import { prune, pruneOrphans, rollback, surge } from "./provision";
+
+export type Change = Exclude<Operation, { kind: "done" | "wait" | "refuse" | "pause" }>;
+
+const ACTS: { [K in Change["kind"]]: (op: Extract<Operation, { kind: K }>, ctx: ActContext) => Promise<ActOutcome> } = {
+  "create-first": surge,
+  surge,
+  prune,
+  "prune-orphans": pruneOrphans,
+  rollback,
+  promote: membership,
+  "move-leader": membership,
+  "remove-member": membership,
+  "remove-stray-member": membership,
+  "update-cluster-config": updateClusterConfig,
+  drain,
+  "stop-apiserver": stopApiServer,
+  "delete-node": deleteNode,
+  "update-addons": updateAddons,
+};
+
+/** Does the operation change the cluster or the stack (rather than wait or end the run)? */
+export function isChange(op: Operation): op is Change {
+  return op.kind in ACTS;
+}
+
+/** Operations that change etcd's membership: an etcd snapshot is saved before the first of a run. */
+export function changesMembership(op: Operation): boolean {
+  return ["promote", "move-leader", "remove-member", "remove-stray-member", "rollback"].includes(op.kind);
+}
+
+export function act(op: Change, ctx: ActContext): Promise<ActOutcome> {
+  const fn = ACTS[op.kind] as (op: Change, ctx: ActContext) => Promise<ActOutcome>;
+  return fn(op, ctx);
+}

@@ -1,0 +1,43 @@
+// The real NodeAccess: one SSH session pool, the etcd edge and (opened when first needed)
+// the Kubernetes edge over it.
+import type { StoredState } from "../stack/state";
+import { EtcdAccess } from "./etcd";
+import { KubeAccess } from "./kube";
+import { SessionPool } from "./sessions";
+import type { EtcdEdge, KubeEdge, NodeAccess } from "./types";
+
+export class SshNodeAccess implements NodeAccess {
+  private readonly pool = new SessionPool();
+  private readonly etcdAccess = EtcdAccess.over(this.pool);
+  private kubeAccess?: KubeAccess;
+
+  get unreachable(): ReadonlyMap<string, string> {
+    return this.etcdAccess.unreachable;
+  }
+
+  async sync(state: StoredState): Promise<void> {
+    if (!state.sshPrivateKey) throw new Error("the stack holds no SSH key for its nodes");
+    await this.pool.sync(state.endpoints, { user: state.sshUser, privateKey: state.sshPrivateKey });
+  }
+
+  async etcd(): Promise<EtcdEdge> {
+    await this.etcdAccess.refresh();
+    return this.etcdAccess;
+  }
+
+  async kube(): Promise<KubeEdge> {
+    this.kubeAccess ??= await KubeAccess.open(this.pool);
+    return this.kubeAccess;
+  }
+
+  async resetKube(): Promise<void> {
+    await this.kubeAccess?.close();
+    this.kubeAccess = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.resetKube();
+    await this.etcdAccess.close();
+    this.pool.close();
+  }
+}

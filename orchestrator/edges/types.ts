@@ -1,0 +1,52 @@
+// The edges the rollout loop talks to, as small interfaces: the real ones reach etcd and
+// Kubernetes through SSH tunnels (edges/etcd.ts, edges/kube.ts over edges/sessions.ts) and
+// the engine (stack/edge.ts); test/support/fake-edges.ts implements them in memory.
+import type { StackEdge } from "../stack/edge";
+import type { StoredState } from "../stack/state";
+import type { Alarm, EndpointStatus, Member } from "./etcd";
+import type { ComponentHealth, KubeObservation } from "./kube";
+
+export interface EtcdEdge {
+  /** Per-member status, through that member's own endpoint. */
+  status(node: string): Promise<EndpointStatus>;
+  memberList(via: string): Promise<Member[]>;
+  alarms(via: string): Promise<Alarm[]>;
+  /** Idempotent: "member not found" is done. */
+  memberRemove(via: string, id: string): Promise<void>;
+  /** Idempotent: "not a learner" is done. */
+  memberPromote(via: string, id: string): Promise<void>;
+  /** Sent to the current leader's endpoint. */
+  moveLeader(leaderNode: string, targetId: string): Promise<void>;
+  /** An etcd snapshot of one member's database saved to a local file; returns its size. */
+  snapshot(node: string, path: string): Promise<number>;
+}
+
+export interface KubeEdge {
+  components(node: string): Promise<ComponentHealth>;
+  observeCluster(via: string): Promise<Omit<KubeObservation, "components" | "via">>;
+  setClusterConfigVersion(via: string, version: string): Promise<void>;
+  cordon(via: string, node: string): Promise<void>;
+  /** One round of evictions: what is left on the node, and what refused (PDBs). */
+  evictRound(via: string, node: string): Promise<{ remaining: number; blocked: string[] }>;
+  deleteNode(via: string, node: string): Promise<void>;
+  stopApiServer(node: string, deadlineSeconds: number, poll: () => Promise<void>): Promise<void>;
+  updateAddons(via: string, kubeadmNode: string, version: string): Promise<void>;
+}
+
+/** SSH access to the stack's nodes, and the etcd and Kubernetes edges over it. */
+export interface NodeAccess {
+  /** Sessions to exactly the state's nodes (kept warm across passes). */
+  sync(state: StoredState): Promise<void>;
+  /** Nodes that could not be reached in the last sync, with the reason. */
+  readonly unreachable: ReadonlyMap<string, string>;
+  etcd(): Promise<EtcdEdge>;
+  kube(): Promise<KubeEdge>;
+  /** Forget the Kubernetes edge (its credentials or tunnels failed); the next call opens it again. */
+  resetKube(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface Edges {
+  stack: StackEdge;
+  nodes: NodeAccess;
+}

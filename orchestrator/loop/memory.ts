@@ -1,0 +1,167 @@
+// The loop's own memory across passes (waits and their deadlines, the node being joined,
+// a rollback in progress, the count of changes) as one value, advanced by pure functions.
+// The loop and the planner simulator in the tests use the same functions.
+import type { RolloutResultKind } from "../events";
+import type { Intent, Operation, WaitKey, World } from "../model";
+import { waitDeadlineSeconds } from "../plan";
+
+export interface LoopMemory {
+  /** When each wait began (ms since the epoch). */
+  waits: Partial<Record<WaitKey, number>>;
+  /** Waits whose deadline has passed: the planner decides differently once a key is here. */
+  expired: WaitKey[];
+  /** The node this run added and has not yet seen healthy. */
+  joining?: string;
+  /** The new node this run is rolling back: why its surge failed, or the rollback's reason. */
+  rollingBack?: { node: string; why?: string; reason?: string };
+  /** Changes made so far (refused etcd calls that are retried do not count). */
+  operations: number;
+}
+
+export const initialMemory: LoopMemory = { waits: {}, expired: [], operations: 0 };
+
+/** What acting on an operation came to. */
+export type ActOutcome =
+  | { kind: "done" }
+  /** A surge's `up` failed: the next pass rolls back what it made (or the run pauses). */
+  | { kind: "surge-failed"; node: string; why: string }
+  /** etcd refused for now (plan/waits.ts isTransientEtcdRefusal): observe again and retry. */
+  | { kind: "retry"; key: WaitKey; why: string }
+  /** The run stops here with this result. */
+  | { kind: "stop"; result: RolloutResultKind; reason: string };
+
+export interface Stop {
+  result: RolloutResultKind;
+  reason: string;
+}
+
+/** The memory's part of the world the planner sees. */
+export function worldMemory(m: LoopMemory): Pick<World, "expired" | "joining" | "rollingBack"> {
+  return {
+    expired: [...m.expired],
+    ...(m.joining ? { joining: m.joining } : {}),
+    ...(m.rollingBack
+      ? { rollingBack: { node: m.rollingBack.node, ...(m.rollingBack.why ? { why: m.rollingBack.why } : {}) } }
+      : {}),
+  };
+}
+
+/** A new node stops "joining" once seen as a healthy voter with (with Kubernetes) a healthy control plane. */
+export function afterObservation(m: LoopMemory, healthy: (node: string) => boolean): LoopMemory {
+  if (!m.joining || !healthy(m.joining)) return m;
+  return { ...m, joining: undefined };
+}
+
+/**
+ * After a decision: a decision other than waiting ends every wait except etcd refusals
+ * being retried; a wait starts its clock on its first pass and expires at its deadline
+ * (`expiredNow`: the loop decides again at once, without pausing).
+ */
+export function afterDecision(
+  m: LoopMemory,
+  op: Operation,
+  now: number,
+  timeouts: Intent["timeouts"],
+): { memory: LoopMemory; expiredNow?: WaitKey } {
+  if (op.kind !== "wait") {
+    const waits = Object.fromEntries(Object.entries(m.waits).filter(([k]) => k.startsWith("retry:")));
+    return { memory: { ...m, waits } };
+  }
+  const started = m.waits[op.key] ?? now;
+  const memory = { ...m, waits: { ...m.waits, [op.key]: started } };
+  if (now - started > waitDeadlineSeconds(op.key, timeouts) * 1000) {
+    return { memory: { ...memory, expired: [...memory.expired, op.key] }, expiredNow: op.key };
+  }
+  return { memory };
+}
+
+/** After acting on a change: the bookkeeping of joins, rollbacks and retries, and whether the run stops. */
+export function afterAct(
+  m: LoopMemory,
+  op: Operation,
+  outcome: ActOutcome,
+  now: number,
+  intent: Intent,
+): { memory: LoopMemory; stop?: Stop } {
+  const counted = { ...m, operations: m.operations + 1 };
+  switch (outcome.kind) {
+    case "retry": {
+      const started = m.waits[outcome.key] ?? now;
+      const memory = { ...m, waits: { ...m.waits, [outcome.key]: started } };
+      if (now - started > waitDeadlineSeconds(outcome.key, intent.timeouts) * 1000)
+        return {
+          memory,
+          stop: {
+            result: "failed",
+            reason: `etcd kept refusing ${op.kind} of ${outcome.key.slice(`retry:${op.kind}:`.length)} for ${intent.timeouts.settleSeconds}s: ${outcome.why}`,
+          },
+        };
+      return { memory };
+    }
+    case "stop":
+      return { memory: counted, stop: { result: outcome.result, reason: outcome.reason } };
+    case "surge-failed": {
+      const key = `join:${outcome.node}` as const;
+      const memory: LoopMemory = {
+        ...counted,
+        expired: [...counted.expired, key],
+        rollingBack: { node: outcome.node, why: outcome.why },
+      };
+      if (intent.rollout.onFailure === "pause")
+        return {
+          memory,
+          stop: {
+            result: "paused",
+            reason: `new node ${outcome.node} failed to join; left in place for inspection: ${outcome.why}`,
+          },
+        };
+      return { memory };
+    }
+    case "done":
+      break;
+  }
+  if (op.kind === "surge" || op.kind === "create-first")
+    return {
+      memory: { ...counted, joining: op.entry.name, waits: { ...counted.waits, [`join:${op.entry.name}`]: now } },
+    };
+  if (op.kind === "rollback")
+    return { memory: { ...counted, rollingBack: { ...m.rollingBack, node: op.node, reason: op.reason } } };
+  const retryKey = retryKeyOf(op);
+  if (retryKey && counted.waits[retryKey] !== undefined) {
+    const waits = { ...counted.waits };
+    delete waits[retryKey];
+    return { memory: { ...counted, waits } };
+  }
+  return { memory: counted };
+}
+
+/** The key an etcd membership call's retries are counted under. */
+export function retryKeyOf(op: Operation): WaitKey | undefined {
+  switch (op.kind) {
+    case "promote":
+    case "remove-member":
+      return `retry:${op.kind}:${op.node}`;
+    case "move-leader":
+      return `retry:${op.kind}:${op.from}`;
+    case "remove-stray-member":
+      return `retry:${op.kind}:${op.name}`;
+    default:
+      return undefined;
+  }
+}
+
+/** The run's end, when the planner's decision ends it (done, refuse, pause). */
+export function endOf(m: LoopMemory, op: Operation): Stop | undefined {
+  switch (op.kind) {
+    case "done":
+      if (m.operations === 0) return { result: "noop", reason: `nothing to do: ${op.reason}` };
+      if (m.rollingBack) return { result: "rolled-back", reason: m.rollingBack.reason ?? op.reason };
+      return { result: "succeeded", reason: op.reason };
+    case "refuse":
+      return { result: m.operations === 0 ? "refused" : "failed", reason: `${op.condition}: ${op.reason}` };
+    case "pause":
+      return { result: "paused", reason: op.reason };
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,20 @@
+// The planner: pure functions from one observed world to the next operation.
+export { decide } from "./decide";
+export { scopeOf, type Scope } from "./scope";
+export {
+  agreedLeader,
+  canSafelyRemoveMember,
+  isHealthyVoter,
+  isNodeName,
+  isOutdated,
+  kubeProblem,
+  memberOfNode,
+  newEntry,
+  nextNodeName,
+  quorum,
+  selectNodeForRetirement,
+  STALE_LEASE_SECONDS,
+} from "./rules";
+export { etcdVersionProblem, kubernetesVersionProblem } from "./versions";
+export { isTransientEtcdRefusal, waitDeadlineSeconds } from "./waits";
+export { plannedReplacements, type PlannedReplacement } from "./replacements";

@@ -1,0 +1,30 @@
+// The replacements a rollout would do, for `plan` and the confirmation prompt.
+import type { Intent, NodeEntry } from "../model";
+import { isOutdated } from "./rules";
+
+export interface PlannedReplacement {
+  order: number;
+  node: string;
+  from: string;
+  to: string;
+  reason: string;
+}
+
+/** Oldest outdated first, with why each is replaced. */
+export function plannedReplacements(nodes: NodeEntry[], intent: Intent): PlannedReplacement[] {
+  const desc = (n: { image: string; kubernetesVersion?: string }) =>
+    n.image + (n.kubernetesVersion ? `/k8s ${n.kubernetesVersion}` : "");
+  const k8sChange = (n: NodeEntry) => (n.kubernetesVersion ?? undefined) !== (intent.kubernetesVersion ?? undefined);
+  return [...nodes]
+    .filter((n) => isOutdated(n, intent))
+    .sort((a, b) => a.generation - b.generation)
+    .map((n, i) => ({
+      order: i + 1,
+      node: n.name,
+      from: desc(n),
+      to: desc(intent),
+      reason: k8sChange(n)
+        ? `Kubernetes ${n.kubernetesVersion ?? "?"} → ${intent.kubernetesVersion ?? "?"}${n.image !== intent.image ? ", new image" : ""}`
+        : "base image differs",
+    }));
+}

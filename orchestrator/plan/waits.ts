@@ -1,0 +1,25 @@
+// How long the planner's waits may last, and which refusals of etcd mean "not now".
+import type { Intent, WaitKey } from "../model";
+
+/**
+ * How long a wait may last before its key expires: a join has the join deadline; the
+ * kube-proxy rollout after an upgrade moves pods on every node of the cluster (workers
+ * too), like a drain; anything else is a transient condition.
+ */
+export function waitDeadlineSeconds(key: WaitKey, t: Intent["timeouts"]): number {
+  if (key.startsWith("join:")) return t.joinSeconds;
+  if (key === "addons") return Math.max(t.settleSeconds, t.drainSeconds);
+  return t.settleSeconds;
+}
+
+/**
+ * etcd errors that mean "not now" rather than "no": its own guards (a member connected
+ * for less than 5 s does not count as active; a learner not yet in sync; a leader
+ * election) refuse for a moment. A membership call refused this way is observed again and
+ * retried within the settle deadline; anything else stops the run.
+ */
+export function isTransientEtcdRefusal(message: string): boolean {
+  return /unhealthy cluster|not in sync|too many learner|leader changed|no leader|timed out|deadline exceeded|UNAVAILABLE|request timed out/i.test(
+    message,
+  );
+}

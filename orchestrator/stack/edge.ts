@@ -1,0 +1,213 @@
+// The stack edge: molt's node list lives in the stack's outputs, and every change to it is
+// one targeted `up` of the engine (orchestrator/stack/targets.ts). Before each `up` the
+// stored list is re-read under molt's lock and must be the one the change was decided on.
+import type { Stack, UpResult } from "@pulumi/pulumi/automation";
+import type { NodeEntry } from "../../infra/node";
+import { buildProgram } from "../../infra/program";
+import type { StackConfig } from "../config";
+import type { RolloutEvent } from "../events";
+import type { Operation } from "../model";
+import { isNodeName } from "../plan";
+import { programInputFor } from "../program-input";
+import { openStack } from "./driver";
+import { settleEngineLock } from "./engine-lock";
+import type { ClearedOperation } from "./pending";
+import {
+  clearPendingOperations,
+  exportState,
+  parseStoredState,
+  readStoredState,
+  type ExportedState,
+  type StoredState,
+} from "./state";
+import { orphanedNodes, targetsFor, urnName } from "./targets";
+
+/** The stack's node list and what its state holds besides (resources of unlisted nodes). */
+export interface StackState extends StoredState {
+  /** Nodes whose resources are in the state but not in the list (a failed or killed surge). */
+  orphans: string[];
+}
+
+/** One change of the node list: append one new node, or drop one node. */
+export interface NodeListChange {
+  op: Extract<Operation, { kind: "create-first" | "surge" | "prune" | "rollback" }>;
+  prev: NodeEntry[];
+  next: NodeEntry[];
+  /** The node the change is about. */
+  node: string;
+}
+
+/** What the loop needs of the engine (a fake implements it in the loop's unit tests). */
+export interface StackEdge {
+  readonly name: string;
+  /** Clears what a killed run left (the engine's lock, pending operations); returns what was cleared. */
+  prepare(): Promise<ClearedOperation[]>;
+  /** The stored state (read again only when this run's own knowledge of it may be stale). */
+  state(): Promise<StackState>;
+  /** Applies one change with a targeted `up`; every resource of a removed node must be gone after it. */
+  apply(change: NodeListChange): Promise<void>;
+  /** Destroys what the state holds of nodes the list does not, with a targeted `up` over the unchanged list. */
+  destroyOrphans(nodes: string[]): Promise<void>;
+}
+
+export interface EngineStackOptions {
+  stackName: string;
+  workDir: string;
+  env?: Record<string, string>;
+  backend: string;
+  config: StackConfig;
+  /** Create the stack in the backend when missing (a rollout does; plan and status do not). */
+  create?: boolean;
+  /** Reports of the edge's own: the engine's output lines, a targeted update that had to widen. */
+  report?: (e: RolloutEvent) => void;
+  /** Forward the engine's output lines as `engine` events. */
+  engineOutput?: boolean;
+  /** How long an orphaned engine of this host may take to exit before the run gives up. */
+  engineLockDeadlineSeconds?: number;
+}
+
+export class EngineStack implements StackEdge {
+  /** The stored state as this run last read or wrote it (undefined: read it from the backend). */
+  private known?: StackState;
+  private exported?: ExportedState;
+
+  private constructor(
+    private readonly stack: Stack,
+    private readonly o: EngineStackOptions,
+  ) {}
+
+  get name(): string {
+    return this.o.stackName;
+  }
+
+  static async open(o: EngineStackOptions): Promise<EngineStack> {
+    const stack = await openStack({
+      stackName: o.stackName,
+      workDir: o.workDir,
+      env: o.env,
+      create: o.create,
+      program: buildProgram(programInputFor(o.config, [])),
+    });
+    return new EngineStack(stack, o);
+  }
+
+  async prepare(): Promise<ClearedOperation[]> {
+    await settleEngineLock(this.o.backend, this.o.stackName, this.o.engineLockDeadlineSeconds ?? 420);
+    // One export at the start serves both clean-ups of what a killed run left.
+    const atStart = await exportState(this.stack);
+    const cleared = await clearPendingOperations(this.stack, atStart);
+    this.exported = atStart;
+    this.known = undefined;
+    return cleared;
+  }
+
+  async state(): Promise<StackState> {
+    if (this.known) return this.known;
+    // Resources of unlisted nodes can only come from a failed or killed `up`: the state is
+    // exported at the start of a run and after a failed `up`, not on every pass.
+    const exported = this.exported ?? (await exportState(this.stack));
+    this.exported = undefined;
+    const stored = await readStoredState(this.stack);
+    const listed = stored.nodes.map((n) => n.name);
+    const orphans = orphanedNodes(exported.resources, listed, (n) => isNodeName(this.o.stackName, n));
+    this.known = { ...stored, orphans };
+    return this.known;
+  }
+
+  async apply(change: NodeListChange): Promise<void> {
+    const { prev, next, op, node } = change;
+    assertListTransition(prev, next, op);
+    // The list is re-read under molt's lock right before the change: it must be the one the
+    // change was decided on. The same export says which resources this change targets.
+    const { resources, listed } = await exportState(this.stack);
+    const storedList = listed ?? (await readStoredState(this.stack)).nodes;
+    if (canonical(storedList) !== canonical(prev))
+      throw new Error("the stored node list changed under this run; stopping without changes");
+    const plan = targetsFor(resources, node, [...new Set([...prev, ...next].map((n) => n.name))]);
+    let result = await this.up(next, plan?.targets);
+    if (plan && (op.kind === "prune" || op.kind === "rollback")) {
+      // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
+      // resource still depends on it. Every resource of the node must be gone.
+      const left = (await exportState(this.stack)).resources.filter((r) => plan.nodeResources.includes(r.urn));
+      if (left.length > 0) {
+        this.o.report?.({
+          type: "phase",
+          phase: "provision",
+          operation: op.kind,
+          node,
+          ms: 0,
+          ok: false,
+          detail: `a targeted update left ${left.length} resource(s) of ${node} in place; updating the whole stack`,
+        });
+        result = await this.up(next, undefined);
+      }
+    }
+    await this.remember(result);
+  }
+
+  async destroyOrphans(orphans: string[]): Promise<void> {
+    const { resources, listed } = await exportState(this.stack);
+    const current = (await readStoredState(this.stack)).nodes;
+    const names = [...(listed ?? current).map((n) => n.name), ...orphans];
+    const targets = new Set<string>();
+    const owned = new Set<string>();
+    for (const n of orphans) {
+      const plan = targetsFor(resources, n, names);
+      plan?.targets.forEach((t) => targets.add(t));
+      plan?.nodeResources.forEach((u) => owned.add(u));
+    }
+    const result = await this.up(current, [...targets]);
+    await this.remember(result);
+    const left = (await exportState(this.stack)).resources.filter((r) => owned.has(r.urn));
+    if (left.length)
+      throw new Error(
+        `a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ${left.map((r) => urnName(r.urn)).join(", ")}`,
+      );
+  }
+
+  /** One `up` of the program for `nodes`; the known state is forgotten until it succeeds. */
+  private async up(nodes: NodeEntry[], target: string[] | undefined): Promise<UpResult> {
+    this.stack.workspace.program = buildProgram(programInputFor(this.o.config, nodes));
+    this.known = undefined;
+    const report = this.o.report;
+    const onOutput =
+      this.o.engineOutput && report ? (line: string) => report({ type: "engine", line: line.trimEnd() }) : undefined;
+    return this.stack.up({ ...(onOutput ? { onOutput } : {}), ...(target ? { target } : {}) });
+  }
+
+  /** While this run holds the stack's lock, the list it last wrote is the list in the backend. */
+  private async remember(result: UpResult): Promise<void> {
+    this.known = { ...(await parseStoredState(this.stack, result.outputs)), orphans: [] };
+  }
+}
+
+/** Only two shapes of change to the node list exist: append one new node, or drop one node. */
+export function assertListTransition(prev: NodeEntry[], next: NodeEntry[], op: Operation): void {
+  const prevNames = prev.map((n) => n.name);
+  const nextNames = next.map((n) => n.name);
+  const appended = nextNames.length === prevNames.length + 1 && prevNames.every((n, i) => nextNames[i] === n);
+  const dropped = nextNames.length === prevNames.length - 1 && nextNames.every((n) => prevNames.includes(n));
+  const sameEntries = next.every((n) => {
+    const p = prev.find((x) => x.name === n.name);
+    return !p || JSON.stringify(p) === JSON.stringify(n);
+  });
+  const ok =
+    sameEntries &&
+    (((op.kind === "surge" || op.kind === "create-first") &&
+      appended &&
+      next[next.length - 1].name === op.entry.name) ||
+      ((op.kind === "prune" || op.kind === "rollback") && dropped && !nextNames.includes(op.node)));
+  if (!ok)
+    throw new Error(
+      `refusing to apply a node list that is not "${op.kind}" of the stored list: [${prevNames}] -> [${nextNames}]`,
+    );
+}
+
+/** JSON with object keys sorted: the engine's export and molt's parse order keys differently. */
+function canonical(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === "object" && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b)))
+      : x,
+  );
+}

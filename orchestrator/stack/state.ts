@@ -1,0 +1,134 @@
+// The stack state as molt reads it: the node list in the stack's outputs (validated, never
+// guessed), the exported deployment (resources, pending operations), and the clean-up of
+// what a killed engine left pending.
+import type { OutputMap, Stack } from "@pulumi/pulumi/automation";
+import { z } from "zod";
+import type { NodeEntry } from "../../infra/node";
+import { NODE_LIST_SCHEMA, type MoltOutputs } from "../../infra/program";
+import type { NodeEndpoint } from "../model";
+import { classifyEngineError } from "./driver";
+import { explainPending, type ClearedOperation, type PendingOperation } from "./pending";
+import type { StateResource } from "./targets";
+
+export class CorruptStateError extends Error {
+  constructor(stack: string, detail: string) {
+    super(
+      `the node list stored in stack "${stack}" is not valid (${detail}); nothing was changed. ` +
+        `Inspect it with \`molt status --stack ${stack}\` or \`pulumi stack export\`; molt will not guess a list and destroy nodes because of it.`,
+    );
+    this.name = "CorruptStateError";
+  }
+}
+
+const entrySchema = z
+  .object({
+    name: z.string().min(1),
+    image: z.string().min(1),
+    kubernetesVersion: z.string().optional(),
+    failureDomain: z.string().optional(),
+    role: z.literal("control-plane"),
+    generation: z.number().int().positive(),
+    init: z.boolean(),
+  })
+  .strict();
+const endpointSchema = z.object({
+  name: z.string(),
+  privateAddress: z.string(),
+  sshHost: z.string(),
+  sshPort: z.number(),
+  hostPublicKey: z.string(),
+  providerId: z.string(),
+});
+const outputsSchema = z.object({
+  schema: z.literal(NODE_LIST_SCHEMA),
+  nodes: z.array(entrySchema),
+  endpoints: z.array(endpointSchema),
+  sshUser: z.string(),
+  apiEndpoint: z.string(),
+});
+
+export interface StoredState {
+  nodes: NodeEntry[];
+  endpoints: NodeEndpoint[];
+  sshUser: string;
+  sshPrivateKey?: string;
+  apiEndpoint?: string;
+}
+
+/** The node list as the stack state holds it (empty for a new stack). */
+export async function readStoredState(stack: Stack): Promise<StoredState> {
+  let out: OutputMap;
+  try {
+    out = await stack.outputs();
+  } catch (e) {
+    // A wrong passphrase shows first here (the outputs hold the stack's secrets).
+    throw classifyEngineError(
+      e,
+      stack.name,
+      (stack.workspace as { envVars?: Record<string, string> }).envVars?.PULUMI_BACKEND_URL ?? "the backend",
+    );
+  }
+  return parseStoredState(stack, out);
+}
+
+/** Validates stack outputs (from `stack.outputs()` or an `up` result) into the stored state. */
+export async function parseStoredState(stack: Stack, out: OutputMap): Promise<StoredState> {
+  if (!out.molt) {
+    // A stack with resources but no molt output is not one molt created.
+    const resources = (await stack.exportStack()).deployment?.resources ?? [];
+    if (
+      resources.some(
+        (r: { type?: string }) => r.type !== "pulumi:pulumi:Stack" && r.type !== "pulumi:providers:pulumi-nodejs",
+      )
+    ) {
+      throw new CorruptStateError(stack.name, "the stack has resources but no `molt` output");
+    }
+    return { nodes: [], endpoints: [], sshUser: "root" };
+  }
+  const parsed = outputsSchema.safeParse(out.molt.value);
+  if (!parsed.success)
+    throw new CorruptStateError(
+      stack.name,
+      parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "),
+    );
+  const m: MoltOutputs = parsed.data;
+  const names = new Set(m.nodes.map((n) => n.name));
+  if (names.size !== m.nodes.length) throw new CorruptStateError(stack.name, "duplicate node names");
+  if (m.endpoints.length !== m.nodes.length || m.endpoints.some((e) => !names.has(e.name)))
+    throw new CorruptStateError(stack.name, "endpoints do not match nodes");
+  return {
+    nodes: m.nodes,
+    endpoints: m.endpoints,
+    sshUser: m.sshUser,
+    sshPrivateKey: out.sshPrivateKey?.value as string | undefined,
+    apiEndpoint: m.apiEndpoint,
+  };
+}
+
+/** The exported state: its resources, pending operations and the node list in its outputs (undefined if it has none yet). */
+export async function exportState(stack: Stack) {
+  const exported = await stack.exportStack();
+  const deployment = exported.deployment as {
+    resources?: (StateResource & { outputs?: { molt?: { nodes?: unknown } } })[];
+    pending_operations?: PendingOperation[];
+  };
+  const resources = deployment.resources ?? [];
+  const nodes = resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes;
+  return { exported, deployment, resources, listed: Array.isArray(nodes) ? (nodes as NodeEntry[]) : undefined };
+}
+
+export type ExportedState = Awaited<ReturnType<typeof exportState>>;
+
+/** Resolves what a killed engine left pending (stack/pending.ts); returns what was cleared. */
+export async function clearPendingOperations(stack: Stack, state: ExportedState): Promise<ClearedOperation[]> {
+  const { exported, deployment, resources, listed } = state;
+  const pending = deployment.pending_operations ?? [];
+  if (pending.length === 0) return [];
+  const operations = explainPending(
+    pending,
+    resources,
+    (listed ?? []).map((n) => n.name),
+  );
+  await stack.importStack({ ...exported, deployment: { ...deployment, pending_operations: [] } });
+  return operations;
+}
