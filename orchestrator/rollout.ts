@@ -53,6 +53,8 @@ export interface RolloutOptions {
   beforeOperation?: (op: Operation, world: World) => Promise<void>;
   /** The edges the loop talks to (the engine, SSH, etcd, Kubernetes); tests pass fakes. */
   edges?: EdgeFactory;
+  /** The clock wait deadlines are measured on (ms since the epoch); tests pass a fast one. */
+  now?: () => number;
 }
 
 export type Summary = Extract<RolloutEvent, { type: "summary" }>;
@@ -76,6 +78,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
 
   const clock = new RunClock(emit);
   const pollMs = o.pollMs ?? 500;
+  const now = o.now ?? Date.now;
   let memory = initialMemory;
   let views: NodeView[] = [];
   let backupPath: string | undefined;
@@ -136,7 +139,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       // Decide.
       const op = decide(world, o.stack);
       emit({ type: "decision", pass, operation: op });
-      const decided = afterDecision(memory, op, Date.now(), intent.timeouts);
+      const decided = afterDecision(memory, op, now(), intent.timeouts);
       memory = decided.memory;
       const end = endOf(memory, op);
       if (end) return finish(end);
@@ -158,7 +161,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       const outcome = await act(op, { ...ctx, world });
 
       // Record.
-      const acted = afterAct(memory, op, outcome, Date.now(), intent);
+      const acted = afterAct(memory, op, outcome, now(), intent);
       memory = acted.memory;
       if (acted.stop) return finish(acted.stop);
       if (outcome.kind === "retry") await clock.timed("wait", "wait", undefined, () => pause(pollMs, o.signal));

@@ -1,0 +1,227 @@
+// In-memory edges for the loop's unit tests: a stack whose `up` makes or destroys machines,
+// machines whose join adds an etcd member, and an etcd cluster with members, a leader,
+// alarms and per-member health. Faults are switches on the world.
+import type { EdgeFactory } from "../../orchestrator/edges/open";
+import type { EtcdEdge, KubeEdge, NodeAccess } from "../../orchestrator/edges/types";
+import type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry } from "../../orchestrator/model";
+import type { ClearedOperation } from "../../orchestrator/stack/pending";
+import type { NodeListChange, StackEdge, StackState } from "../../orchestrator/stack/edge";
+
+export interface FakeMachine {
+  entry: NodeEntry;
+  address: string;
+  /** The machine answers SSH and its etcd answers. */
+  up: boolean;
+}
+
+/** The world the fakes share; tests read it to check what happened and flip faults. */
+export class FakeWorld {
+  /** The node list as the stack's outputs hold it. */
+  list: NodeEntry[] = [];
+  /** Machines the state holds resources of (listed or not: a failed surge leaves one). */
+  machines = new Map<string, FakeMachine>();
+  members: Member[] = [];
+  leaderId = "0";
+  alarms: Alarm[] = [];
+  etcdVersion = "3.6.16";
+  private nextId = 1n;
+  /** Every call the loop made, in order ("up surge lab-cp-4", "etcd memberRemove ..."). */
+  log: string[] = [];
+  /** Faults. */
+  faults: {
+    /** The next surge's machine comes up but its member never starts (an unstarted learner). */
+    joinNeverStarts?: boolean;
+    /** The next surge's `up` fails after the machine's resources were made, before the list was written. */
+    upFailsAfterCreate?: boolean;
+    /** The process "dies" right after this many applied changes (the next read of the state throws). */
+    crashAfterApply?: number;
+  } = {};
+  applies = 0;
+
+  /** A cluster of `n` healthy nodes on `image`, made by hand (as if an earlier run made them). */
+  static cluster(n: number, image: string, stack = "lab"): FakeWorld {
+    const w = new FakeWorld();
+    for (let g = 1; g <= n; g++) {
+      const entry: NodeEntry = { name: `${stack}-cp-${g}`, image, role: "control-plane", generation: g, init: g === 1 };
+      w.list.push(entry);
+      w.boot(entry, true);
+    }
+    w.leaderId = w.members[0].id;
+    return w;
+  }
+
+  /** Makes the machine; it joins etcd as a voter (as kubeadm join promotes), or as an unstarted learner. */
+  boot(entry: NodeEntry, joins: boolean): void {
+    const address = `10.0.0.${entry.generation}`;
+    this.machines.set(entry.name, { entry, address, up: true });
+    const id = String(this.nextId++);
+    this.members.push(
+      joins
+        ? { id, name: entry.name, peerURLs: [`https://${address}:2380`], clientURLs: [], isLearner: false }
+        : { id, name: "", peerURLs: [`https://${address}:2380`], clientURLs: [], isLearner: true },
+    );
+    if (this.leaderId === "0" && joins) this.leaderId = id;
+  }
+
+  memberOf(node: string): Member | undefined {
+    const m = this.machines.get(node);
+    return this.members.find((x) => x.name === node || (m && x.peerURLs.some((u) => u.includes(`//${m.address}:`))));
+  }
+
+  endpoint(name: string): NodeEndpoint {
+    const m = this.machines.get(name)!;
+    return {
+      name,
+      privateAddress: m.address,
+      sshHost: m.address,
+      sshPort: 22,
+      hostPublicKey: "ssh-ed25519 AAAA",
+      providerId: `fake/${name}`,
+    };
+  }
+}
+
+class FakeStack implements StackEdge {
+  readonly name: string;
+  constructor(
+    private readonly w: FakeWorld,
+    name: string,
+  ) {
+    this.name = name;
+  }
+
+  async prepare(): Promise<ClearedOperation[]> {
+    return [];
+  }
+
+  async state(): Promise<StackState> {
+    if (this.w.faults.crashAfterApply === this.w.applies) {
+      this.w.faults.crashAfterApply = undefined;
+      throw new Error("killed (simulated crash of molt)");
+    }
+    const listed = new Set(this.w.list.map((n) => n.name));
+    return {
+      nodes: this.w.list.map((n) => ({ ...n })),
+      endpoints: this.w.list.map((n) => this.w.endpoint(n.name)),
+      sshUser: "root",
+      sshPrivateKey: "fake-key",
+      orphans: [...this.w.machines.keys()].filter((n) => !listed.has(n)),
+    };
+  }
+
+  async apply(change: NodeListChange): Promise<void> {
+    const w = this.w;
+    w.applies++;
+    w.log.push(`up ${change.op.kind} ${change.node}`);
+    if (change.op.kind === "surge" || change.op.kind === "create-first") {
+      const entry = change.next[change.next.length - 1];
+      const joins = !w.faults.joinNeverStarts;
+      w.faults.joinNeverStarts = false;
+      w.boot(entry, joins);
+      if (w.faults.upFailsAfterCreate) {
+        w.faults.upFailsAfterCreate = false;
+        // The machine exists (and its member may), the list was never written.
+        throw new Error("error: update failed\n[lab-cp-x] error: the join script exited 1");
+      }
+    } else {
+      w.machines.delete(change.node);
+    }
+    w.list = change.next.map((n) => ({ ...n }));
+  }
+
+  async destroyOrphans(nodes: string[]): Promise<void> {
+    this.w.log.push(`up prune-orphans ${nodes.join(",")}`);
+    for (const n of nodes) this.w.machines.delete(n);
+  }
+}
+
+class FakeEtcd implements EtcdEdge {
+  constructor(private readonly w: FakeWorld) {}
+
+  private machine(node: string): FakeMachine {
+    const m = this.w.machines.get(node);
+    if (!m?.up) throw new Error(`14 UNAVAILABLE: no connection to ${node}`);
+    return m;
+  }
+
+  async status(node: string): Promise<EndpointStatus> {
+    this.machine(node);
+    const member = this.w.memberOf(node);
+    if (!member || (member.isLearner && member.name === ""))
+      throw new Error(`14 UNAVAILABLE: etcd on ${node} is not running`);
+    return {
+      memberId: member.id,
+      leader: this.w.leaderId,
+      raftIndex: 100n,
+      raftAppliedIndex: 100n,
+      raftTerm: 2n,
+      dbSize: 1 << 20,
+      isLearner: member.isLearner,
+      version: this.w.etcdVersion,
+      errors: [],
+    };
+  }
+
+  async memberList(via: string): Promise<Member[]> {
+    this.machine(via);
+    return this.w.members.map((m) => ({ ...m }));
+  }
+
+  async alarms(via: string): Promise<Alarm[]> {
+    this.machine(via);
+    return [...this.w.alarms];
+  }
+
+  async memberRemove(via: string, id: string): Promise<void> {
+    this.machine(via);
+    this.w.log.push(`etcd memberRemove ${id} via ${via}`);
+    if (id === this.w.leaderId) throw new Error("refusing to remove the leader in this fake: move leadership first");
+    this.w.members = this.w.members.filter((m) => m.id !== id);
+  }
+
+  async memberPromote(via: string, id: string): Promise<void> {
+    this.machine(via);
+    this.w.log.push(`etcd memberPromote ${id} via ${via}`);
+    const m = this.w.members.find((x) => x.id === id);
+    if (m) m.isLearner = false;
+  }
+
+  async moveLeader(leaderNode: string, targetId: string): Promise<void> {
+    this.machine(leaderNode);
+    this.w.log.push(`etcd moveLeader ${leaderNode} -> ${targetId}`);
+    if (this.w.memberOf(leaderNode)?.id !== this.w.leaderId) throw new Error("not the leader");
+    this.w.leaderId = targetId;
+  }
+
+  async snapshot(node: string): Promise<number> {
+    this.machine(node);
+    this.w.log.push(`etcd snapshot ${node}`);
+    return 1 << 20;
+  }
+}
+
+class FakeNodes implements NodeAccess {
+  private readonly etcdEdge: FakeEtcd;
+  unreachable = new Map<string, string>();
+  constructor(private readonly w: FakeWorld) {
+    this.etcdEdge = new FakeEtcd(w);
+  }
+  async sync(state: StackState | { endpoints: NodeEndpoint[] }): Promise<void> {
+    this.unreachable = new Map(
+      state.endpoints.filter((e) => !this.w.machines.get(e.name)?.up).map((e) => [e.name, "connection refused"]),
+    );
+  }
+  async etcd(): Promise<EtcdEdge> {
+    return this.etcdEdge;
+  }
+  async kube(): Promise<KubeEdge> {
+    throw new Error("the fake cluster runs no Kubernetes");
+  }
+  async resetKube(): Promise<void> {}
+  async close(): Promise<void> {}
+}
+
+/** Edges over `w` for rollout({ edges }). */
+export function fakeEdges(w: FakeWorld): EdgeFactory {
+  return async (o) => ({ stack: new FakeStack(w, o.stackName), nodes: new FakeNodes(w) });
+}

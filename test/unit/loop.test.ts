@@ -1,0 +1,222 @@
+// The rollout loop with fake edges (test/support/fake-edges.ts): whole runs in milliseconds,
+// next to the same runs on the lab (test/e2e/*). What is asserted here is the loop's own
+// part: the order of changes, the results, and that a crashed run resumes.
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { stringify } from "yaml";
+import type { RolloutEvent } from "../../orchestrator/events";
+import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/rollout";
+import { fakeEdges, FakeWorld } from "../support/fake-edges";
+
+describe("the rollout loop (fake edges)", function () {
+  let dir: string;
+  let env: Record<string, string>;
+  const saved = process.env.MOLT_HOME;
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), "molt-loop-"));
+    for (const image of ["lab-v1", "lab-v2"]) {
+      mkdirSync(join(dir, "lab", "images", image), { recursive: true });
+      writeFileSync(join(dir, "lab", "images", image, "image.json"), JSON.stringify({ name: image }));
+    }
+    mkdirSync(join(dir, "backend"));
+    mkdirSync(join(dir, "stacks"));
+    env = { PULUMI_BACKEND_URL: `file://${join(dir, "backend")}` };
+    process.env.MOLT_HOME = join(dir, "home");
+  });
+  after(() => {
+    if (saved === undefined) delete process.env.MOLT_HOME;
+    else process.env.MOLT_HOME = saved;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function stack(
+    image: string,
+    o: { replicas?: number; joinSeconds?: number; onFailure?: string; maxSurge?: number } = {},
+  ): void {
+    writeFileSync(
+      join(dir, "stacks", "Pulumi.lab.yaml"),
+      stringify({
+        config: {
+          "molt:provider": "lab",
+          "molt:replicas": o.replicas ?? 3,
+          "molt:image": image,
+          "molt:rollout": { maxSurge: o.maxSurge ?? 1, ...(o.onFailure ? { onFailure: o.onFailure } : {}) },
+          "molt:timeouts": { joinSeconds: o.joinSeconds ?? 300, settleSeconds: 1 },
+          "molt:lab": { name: "loop", root: join(dir, "lab") },
+        },
+      }),
+    );
+  }
+
+  async function run(
+    w: FakeWorld,
+    o: Partial<RolloutOptions> = {},
+  ): Promise<{ summary: Summary; events: RolloutEvent[] }> {
+    const events: RolloutEvent[] = [];
+    const summary = await rollout({
+      stack: "lab",
+      workDir: dir,
+      env,
+      edges: fakeEdges(w),
+      pollMs: 1,
+      // Deadlines on a clock that runs a second per reading: a 10 s join deadline passes in 10 polls.
+      now: (() => {
+        let t = Date.now();
+        return () => (t += 1000);
+      })(),
+      onEvent: (e) => events.push(e),
+      ...o,
+    });
+    return { summary, events };
+  }
+
+  const images = (w: FakeWorld) => w.list.map((n) => `${n.name}:${n.image}`);
+
+  it("rolls 3 nodes to a new image add-first: surge, move leadership away, remove the member, prune; one node at a time", async () => {
+    stack("lab-v2");
+    const w = FakeWorld.cluster(3, "lab-v1");
+    const { summary, events } = await run(w);
+    assert.equal(summary.result, "succeeded", summary.reason);
+    assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
+    assert.deepEqual(
+      w.log.filter((l) => l.startsWith("up")),
+      [
+        "up surge lab-cp-4",
+        "up prune lab-cp-1",
+        "up surge lab-cp-5",
+        "up prune lab-cp-2",
+        "up surge lab-cp-6",
+        "up prune lab-cp-3",
+      ],
+    );
+    // The leader (lab-cp-1's member) handed leadership to the new node before its member went.
+    const moved = w.log.findIndex((l) => l.startsWith("etcd moveLeader lab-cp-1"));
+    const removed = w.log.findIndex((l) => l.startsWith("etcd memberRemove 1 "));
+    assert.ok(moved >= 0 && moved < removed, w.log.join("\n"));
+    // Never more than replicas + 1 nodes, never fewer than replicas members.
+    let nodes = 3;
+    let members = 3;
+    for (const l of w.log) {
+      if (l.startsWith("up surge")) (nodes++, members++);
+      if (l.startsWith("up prune")) nodes--;
+      if (l.startsWith("etcd memberRemove")) members--;
+      assert.ok(nodes <= 4 && members >= 3, `${l}: ${nodes} nodes, ${members} members`);
+    }
+    // An etcd snapshot before the first membership change, on the summary.
+    assert.ok(w.log.indexOf("etcd snapshot lab-cp-1") < moved);
+    assert.ok(summary.snapshotPath?.includes("lab-"));
+    assert.equal(summary.operations, 10); // 3 surges, 1 move-leader, 3 member removals, 3 prunes
+    assert.equal(events.filter((e) => e.type === "decision" && e.operation.kind === "surge").length, 3);
+    // A second run has nothing to do.
+    const again = await run(w);
+    assert.equal(again.summary.result, "noop");
+  });
+
+  it("rolls a new node back when its member never starts, leaving the old nodes untouched", async () => {
+    stack("lab-v2", { joinSeconds: 10 });
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.faults.joinNeverStarts = true;
+    const { summary, events } = await run(w);
+    assert.equal(summary.result, "rolled-back", summary.reason);
+    const waits = events.filter((e) => e.type === "decision" && e.operation.kind === "wait");
+    assert.ok(waits.length >= 9, `waited for the join deadline (${waits.length} waits)`);
+    assert.deepEqual(images(w), ["lab-cp-1:lab-v1", "lab-cp-2:lab-v1", "lab-cp-3:lab-v1"]);
+    assert.equal(w.members.length, 3);
+    assert.ok(w.members.every((m) => !m.isLearner));
+    assert.ok(w.log.some((l) => l.startsWith("up rollback lab-cp-4")));
+    assert.equal(w.machines.size, 3);
+  });
+
+  it("pauses instead with --on-failure pause, leaving the new node for inspection", async () => {
+    stack("lab-v2", { joinSeconds: 10 });
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.faults.joinNeverStarts = true;
+    const { summary } = await run(w, { onFailure: "pause" });
+    assert.equal(summary.result, "paused", summary.reason);
+    assert.equal(w.list.length, 4);
+  });
+
+  it("destroys what a failed surge left in the state and stops as rolled back", async () => {
+    stack("lab-v2");
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.faults.upFailsAfterCreate = true;
+    const { summary } = await run(w);
+    assert.equal(summary.result, "rolled-back", summary.reason);
+    assert.match(summary.reason, /could not be created \(.*join script exited 1/);
+    assert.ok(w.log.includes("up prune-orphans lab-cp-4"), w.log.join("\n"));
+    assert.equal(w.machines.size, 3);
+    // Its member joined before the `up` failed: the next run removes it as a stray first.
+    assert.equal(w.members.length, 4);
+    stack("lab-v2");
+    const again = await run(w);
+    assert.equal(again.summary.result, "succeeded", again.summary.reason);
+    assert.equal(w.members.length, 3);
+  });
+
+  it("refuses an alarmed cluster before changing anything", async () => {
+    stack("lab-v2");
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.alarms = [{ memberId: w.members[1].id, alarm: "NOSPACE" }];
+    const { summary } = await run(w);
+    assert.equal(summary.result, "refused");
+    assert.match(summary.reason, /EtcdClusterHealthy: etcd has active alarms: NOSPACE/);
+    assert.deepEqual(w.log, []);
+  });
+
+  it("refuses a --replace-dead name that is not a node, before anything is looked at", async () => {
+    stack("lab-v2");
+    const w = FakeWorld.cluster(3, "lab-v1");
+    await assert.rejects(run(w, { replaceDead: ["lab-cp-9"] }), /--replace-dead lab-cp-9: no such node/);
+    assert.deepEqual(w.log, []);
+  });
+
+  it("resumes a run that died at every change boundary and converges to the same end", async () => {
+    stack("lab-v2");
+    for (let crash = 1; crash <= 6; crash++) {
+      const w = FakeWorld.cluster(3, "lab-v1");
+      w.faults.crashAfterApply = crash;
+      await assert.rejects(run(w), /simulated crash/, `crash at change ${crash}: ${w.log.join(", ")}`);
+      const { summary } = await run(w);
+      // After the last change there is nothing left to do.
+      assert.equal(summary.result, crash === 6 ? "noop" : "succeeded", `crash at change ${crash}: ${summary.reason}`);
+      assert.deepEqual(
+        images(w),
+        ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"].map((s) => s),
+        `crash at ${crash}`,
+      );
+      assert.equal(w.members.length, 3);
+    }
+  });
+
+  it("stops at a boundary when cancelled", async () => {
+    stack("lab-v2");
+    const w = FakeWorld.cluster(3, "lab-v1");
+    const ac = new AbortController();
+    const { summary } = await run(w, {
+      signal: ac.signal,
+      beforeOperation: async (op) => {
+        if (op.kind === "prune") ac.abort();
+      },
+    });
+    assert.equal(summary.result, "cancelled");
+    assert.equal(w.list.length, 3); // the prune in flight finished; nothing after it started
+  });
+
+  it("replaces a dead member remove-first with --replace-dead", async () => {
+    stack("lab-v1");
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.leaderId = w.members[0].id;
+    w.machines.get("lab-cp-2")!.up = false;
+    const { summary } = await run(w, { replaceDead: ["lab-cp-2"] });
+    assert.equal(summary.result, "succeeded", summary.reason);
+    const ups = w.log.filter((l) => /^(up|etcd memberRemove)/.test(l));
+    assert.deepEqual(ups.slice(0, 3), ["etcd memberRemove 2 via lab-cp-1", "up prune lab-cp-2", "up surge lab-cp-4"]);
+    assert.deepEqual(
+      w.list.map((n) => n.name),
+      ["lab-cp-1", "lab-cp-3", "lab-cp-4"],
+    );
+  });
+});
