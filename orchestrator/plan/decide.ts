@@ -474,9 +474,16 @@ function addons(c: Scope): Operation | undefined {
   return undefined;
 }
 
-/** Is `node` the new node this run added and has not yet seen healthy? */
+/**
+ * Is `node` a new node not yet seen healthy: the one this run added, or (after a run that
+ * ended before its new node became healthy) the newest, up-to-date node of a surge still
+ * in progress (more nodes than replicas)?
+ */
 function isJoining(c: Scope, node: string): boolean {
-  return node === c.s.joining && node === c.newest.name && c.s.nodes.length > 1;
+  const { s } = c;
+  if (node !== c.newest.name || s.nodes.length <= 1) return false;
+  if (node === s.joining) return true;
+  return s.nodes.length > s.intent.replicas && !isOutdated(c.newest, s.intent) && c.outdated.length > 0;
 }
 
 function failNewNode(c: Scope, node: string, memberId: string | undefined, reason: string): Operation {

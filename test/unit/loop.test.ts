@@ -100,7 +100,10 @@ describe("the rollout loop (fake edges)", function () {
     let nodes = 3;
     let members = 3;
     for (const l of w.log) {
-      if (l.startsWith("up surge")) (nodes++, members++);
+      if (l.startsWith("up surge")) {
+        nodes++;
+        members++;
+      }
       if (l.startsWith("up prune")) nodes--;
       if (l.startsWith("etcd memberRemove")) members--;
       assert.ok(nodes <= 4 && members >= 3, `${l}: ${nodes} nodes, ${members} members`);

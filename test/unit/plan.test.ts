@@ -26,6 +26,8 @@ import {
   selectNodeForRetirement,
   waitDeadlineSeconds,
 } from "../../orchestrator/plan";
+import { afterAct, afterDecision, afterObservation, initialMemory } from "../../orchestrator/loop/memory";
+import { isHealthyNode, nodeViews } from "../../orchestrator/views";
 
 const STACK = "lab";
 const OLD = "lab-v1";
@@ -196,10 +198,6 @@ function snapshotOf(w: World): Observed {
   }));
   const status: Record<string, StatusResult> = {};
   for (const n of w.nodes) status[n.entry.name] = statusOf(w, n);
-  // Like the loop: the node a run added stops being "joining" once seen as a healthy voter.
-  const j = w.nodes.find((n) => n.entry.name === w.joining);
-  if (!j || (j.member && j.member.started && !j.member.learner && j.health === "ok" && (!w.kube || kubeUp(w, j))))
-    w.joining = undefined;
   const anyAnswers = Object.values(status).some((r) => r.ok);
   const kube = kubeOf(w);
   const base = {
@@ -1133,7 +1131,6 @@ describe("planner (orchestrator/plan.ts)", () => {
             assert.equal(op.entry.init, op.kind === "create-first");
             const id = idOf(w.nextId++);
             const first = op.kind === "create-first";
-            w.joining = first ? undefined : op.entry.name;
             const learner = !first && joinAsLearner;
             w.nodes.push({
               entry: op.entry,
@@ -1337,7 +1334,8 @@ describe("planner (orchestrator/plan.ts)", () => {
               const w = startWorld(c, onFailure);
               const startCount = w.nodes.length;
               const bound = 5 * (startCount + c.replicas) + 8 * faults.length + 10;
-              const waits = new Map<string, number>();
+              let memory = initialMemory;
+              let clock = 0;
               let joins = 0;
               let joinFails = false;
               let done = false;
@@ -1356,15 +1354,30 @@ describe("planner (orchestrator/plan.ts)", () => {
                   else if (n.health === "ok" && !(fault.kind === "lagging" && n.member?.id === w.leader))
                     n.health = fault.kind;
                 }
-                const op = decide(snapshotOf(w), STACK);
-                if (op.kind === "wait") {
-                  const count = (waits.get(op.key) ?? 0) + 1;
-                  waits.set(op.key, count);
-                  if (count >= 3 && !w.expired.includes(op.key)) w.expired.push(op.key);
-                }
+                // Observe, decide and record exactly as the loop does (orchestrator/loop/memory.ts),
+                // on a clock that advances half the join deadline per pass (a wait expires within 3 passes).
+                w.expired = memory.expired;
+                w.joining = memory.joining;
+                const observed = snapshotOf(w);
+                const views = nodeViews(observed);
+                memory = afterObservation(memory, (n) => isHealthyNode(views, n, !!w.kube));
+                const op = decide(observed, STACK);
+                clock += 150_001;
+                memory = afterDecision(memory, op, clock, w.intent.timeouts).memory;
                 const learner = c.learnerJoins[joins % c.learnerJoins.length];
                 const failThisJoin = joinFails && op.kind === "surge";
                 apply(w, op, learner, failThisJoin);
+                if (!["wait", "refuse", "pause", "done"].includes(op.kind))
+                  memory = afterAct(memory, op, { kind: "done" }, clock, w.intent).memory;
+                // A refusal, a pause or a rollback ends the run; the operator (or CI) runs it again,
+                // with no memory of the last run. A node still down after a refusal failed its
+                // join in a run that ended early: the operator recovers it, as the refusal says.
+                if (["refuse", "pause", "rollback"].includes(op.kind)) memory = initialMemory;
+                if (op.kind === "refuse")
+                  for (const n of w.nodes.filter((x) => x.health === "down" && x !== faulted?.node)) {
+                    n.health = "ok";
+                    if (n.member) n.member.started = true;
+                  }
                 if (op.kind === "surge" || op.kind === "create-first") joins++;
                 if (failThisJoin) joinFails = false;
                 if (faulted) {
@@ -1372,10 +1385,6 @@ describe("planner (orchestrator/plan.ts)", () => {
                   faulted.node.reportsLeader = faulted.reportsLeader;
                 }
                 w.alarms = savedAlarms;
-                if (!["wait", "refuse"].includes(op.kind)) {
-                  waits.clear();
-                  w.expired = [];
-                }
                 checkWorld(w, c, startCount);
                 done = op.kind === "done";
               }
