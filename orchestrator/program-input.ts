@@ -1,5 +1,4 @@
-// From the validated stack config and a node list to the stack program's input: the one
-// place that knows how each provider's settings reach infra/program.ts.
+// From the validated stack config and a node list to the stack program's input.
 import type { NodeEntry } from "../infra/node";
 import { assignFailureDomain } from "../infra/placement";
 import type { ProgramInput } from "../infra/program";
@@ -19,22 +18,20 @@ export function programInputFor(cfg: StackConfig, nodes: NodeEntry[]): ProgramIn
   const cloud = cfg.cloud;
   if (!cloud || cloud.provider !== cfg.intent.provider)
     throw new Error(`internal: ${cfg.file} was loaded without ${cfg.intent.provider} settings`);
-  const common = { nodes, ssh: cloud.ssh, bootstrap: cloud.bootstrap };
-  switch (cloud.provider) {
-    case "aws":
-      return { provider: "aws", ...common, aws: cloud.aws };
-    case "azure":
-      return { provider: "azure", ...common, azure: cloud.azure };
-    case "vsphere":
-      return { provider: "vsphere", ...common, vsphere: cloud.vsphere, antiAffinity: cloud.antiAffinity };
-  }
+  return { provider: cloud.provider, nodes, cloud };
+}
+
+/** The failure domains new nodes may go to ([] where the provider has none). */
+export function failureDomainsOf(cfg: StackConfig): string[] {
+  return cfg.cloud?.failureDomains ?? [];
 }
 
 /**
  * The entry of a node about to be appended to `nodes`, with its failure domain: the
- * configured domain with the fewest up-to-date nodes (infra/placement.ts). Decided here,
- * once, and stored with the entry, so an existing node's domain never moves.
+ * configured domain with the fewest up-to-date nodes (infra/placement.ts, a pure function
+ * the planner can call the same way with failureDomainsOf). Decided once and stored with
+ * the entry, so an existing node's domain never moves.
  */
 export function placeNewNode(cfg: StackConfig, entry: NodeEntry, nodes: NodeEntry[]): NodeEntry {
-  return assignFailureDomain(entry, nodes, cfg.cloud?.failureDomains ?? []);
+  return assignFailureDomain(entry, nodes, failureDomainsOf(cfg));
 }
