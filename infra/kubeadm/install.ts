@@ -166,7 +166,7 @@ export const INSTALL_FUNCTIONS: readonly string[] = [
   sed -i 's/SystemdCgroup = false/SystemdCgroup = true/' "$new"
   # containerd 1.x: sandbox_image under the CRI plugin; 2.x: pinned_images.sandbox.
   sed -i -E "s|^([[:space:]]*sandbox_image[[:space:]]*=[[:space:]]*).*|\\1\\"$pause\\"|; s|^([[:space:]]*sandbox[[:space:]]*=[[:space:]]*).*|\\1'$pause'|" "$new"
-  if ! grep -Eq "^[[:space:]]*(sandbox_image|sandbox)[[:space:]]*=[[:space:]]*[\\"']$pause[\\"']" "$new"; then
+  if ! grep -Eq "^[[:space:]]*(sandbox_image|sandbox)[[:space:]]*=[[:space:]]*[\\"']\${pause}[\\"']" "$new"; then
     rm -f "$new"
     log "containerd's config.toml names no sandbox image to align with kubeadm's $pause; add sandbox_image (containerd 1.x) or pinned_images.sandbox (2.x) to it in the image"
     return 1

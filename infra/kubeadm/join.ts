@@ -89,12 +89,13 @@ export function renderJoinScript(
     main: `
 read_join_material
 install_or_verify_runtime
+if [ -n "$LOCAL_ENDPOINT_HOST" ] && [ "$(node_state)" = complete ]; then
+  # Joined before (the mapping follows a join; an interrupted run may not have made it).
+  route_endpoint_to_local_apiserver
+fi
 case "$(node_state)" in
   complete)
     log "$NODE_NAME has already joined"
-    if [ -n "$LOCAL_ENDPOINT_HOST" ]; then
-      route_endpoint_to_local_apiserver
-    fi
     return 0
     ;;
   partial)

@@ -15,10 +15,13 @@ export const required = (message: string) => ({
   error: (i: { code: string }) => (i.code === "invalid_type" ? message : undefined),
 });
 
+/** The network add-on the example stacks pin: Flannel (VXLAN, pod network 10.244.0.0/16). */
+export const DEFAULT_CNI_MANIFEST = "https://github.com/flannel-io/flannel/releases/download/v0.27.4/kube-flannel.yml";
+
 /** Why a stack without a network add-on is refused (see bootstrapSchema's cniManifest). */
 export const CNI_REQUIRED =
   "required on clouds: the network add-on `kubectl apply`d once after kubeadm init, such as " +
-  "https://raw.githubusercontent.com/projectcalico/calico/v3.29.1/manifests/calico.yaml (or your mirror of it); " +
+  `${DEFAULT_CNI_MANIFEST} (podSubnet 10.244.0.0/16; or your mirror of it); ` +
   'nodes stay NotReady without one and molt waits for Node Ready. Write "none" only when the cluster gets it another way';
 
 const bootstrapSchema = z
