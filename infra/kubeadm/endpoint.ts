@@ -30,12 +30,15 @@ export function endpointConstants(controlPlaneEndpoint: string, routing: Endpoin
 }
 
 /**
- * Static bash: adds "127.0.0.1 <name>" to /etc/hosts and, since cloud-init rewrites
- * /etc/hosts at every boot when it manages it, to cloud-init's hosts templates too.
+ * Static bash: adds "127.0.0.1 <name>" to the files given (ENDPOINT_HOSTS_FILES: /etc/hosts
+ * and, since cloud-init rewrites /etc/hosts at every boot when it manages it, cloud-init's
+ * hosts templates).
  */
+export const ENDPOINT_HOSTS_FILES = "/etc/hosts /etc/cloud/templates/hosts.*.tmpl";
+
 export const LOCAL_ENDPOINT_FUNCTION = `route_endpoint_to_local_apiserver() {
   local line="127.0.0.1 $LOCAL_ENDPOINT_HOST # molt: the API load balancer does not hairpin" f
-  for f in /etc/hosts /etc/cloud/templates/hosts.*.tmpl; do
+  for f in "$@"; do
     [ -f "$f" ] || continue
     if ! grep -qF "$line" "$f"; then
       printf '%s\\n' "$line" >>"$f"

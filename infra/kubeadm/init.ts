@@ -39,7 +39,7 @@ export function renderInitScript(
 install_or_verify_runtime
 if [ -n "$LOCAL_ENDPOINT_HOST" ]; then
   # kubeadm init waits for the API through the endpoint, which is this node's own.
-  route_endpoint_to_local_apiserver
+  route_endpoint_to_local_apiserver /etc/hosts /etc/cloud/templates/hosts.*.tmpl
 fi
 case "$(node_state)" in
   complete)

@@ -150,32 +150,39 @@ export const INSTALL_FUNCTIONS: readonly string[] = [
   kubeadm "\${args[@]}" 2>/dev/null | grep -E '/pause:' | head -n 1
 }
 `,
+  // containerd 1.x names the sandbox image in sandbox_image under the CRI plugin; 2.x in
+  // pinned_images.sandbox. Both are set to kubeadm's; a config naming neither is refused.
+  `align_containerd_config() {
+  local in=$1 out=$2 pause=$3
+  sed -E -e 's/SystemdCgroup = false/SystemdCgroup = true/' \\
+    -e "s|^([[:space:]]*sandbox_image[[:space:]]*=[[:space:]]*).*|\\1\\"$pause\\"|" \\
+    -e "s|^([[:space:]]*sandbox[[:space:]]*=[[:space:]]*).*|\\1'$pause'|" "$in" >"$out"
+  if ! grep -Eq "^[[:space:]]*(sandbox_image|sandbox)[[:space:]]*=[[:space:]]*[\\"']\${pause}[\\"']" "$out"; then
+    log "containerd's config.toml names no sandbox image to align with kubeadm's $pause; add sandbox_image (containerd 1.x) or pinned_images.sandbox (2.x) to it in the image"
+    return 1
+  fi
+}
+`,
   `configure_containerd() {
-  local pause new=/etc/containerd/config.toml.molt
+  local pause current=/etc/containerd/config.toml new=/etc/containerd/config.toml.molt
   pause=$(kubeadm_pause_image)
   if [ -z "$pause" ]; then
     log "kubeadm $K8S_VERSION names no pause image (kubeadm config images list): cannot align containerd's sandbox image"
     return 1
   fi
   install -d -m 0755 /etc/containerd
-  if [ -s /etc/containerd/config.toml ]; then
-    cp /etc/containerd/config.toml "$new"
-  else
-    containerd config default >"$new"
+  if [ ! -s "$current" ]; then
+    containerd config default >"$current"
   fi
-  sed -i 's/SystemdCgroup = false/SystemdCgroup = true/' "$new"
-  # containerd 1.x: sandbox_image under the CRI plugin; 2.x: pinned_images.sandbox.
-  sed -i -E "s|^([[:space:]]*sandbox_image[[:space:]]*=[[:space:]]*).*|\\1\\"$pause\\"|; s|^([[:space:]]*sandbox[[:space:]]*=[[:space:]]*).*|\\1'$pause'|" "$new"
-  if ! grep -Eq "^[[:space:]]*(sandbox_image|sandbox)[[:space:]]*=[[:space:]]*[\\"']\${pause}[\\"']" "$new"; then
+  if ! align_containerd_config "$current" "$new" "$pause"; then
     rm -f "$new"
-    log "containerd's config.toml names no sandbox image to align with kubeadm's $pause; add sandbox_image (containerd 1.x) or pinned_images.sandbox (2.x) to it in the image"
     return 1
   fi
-  if cmp -s "$new" /etc/containerd/config.toml; then
+  if cmp -s "$new" "$current"; then
     rm -f "$new"
   else
     log "containerd: systemd cgroups, sandbox image $pause"
-    mv "$new" /etc/containerd/config.toml
+    mv "$new" "$current"
     systemctl restart containerd
   fi
 }

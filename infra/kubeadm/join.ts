@@ -91,7 +91,7 @@ read_join_material
 install_or_verify_runtime
 if [ -n "$LOCAL_ENDPOINT_HOST" ] && [ "$(node_state)" = complete ]; then
   # Joined before (the mapping follows a join; an interrupted run may not have made it).
-  route_endpoint_to_local_apiserver
+  route_endpoint_to_local_apiserver /etc/hosts /etc/cloud/templates/hosts.*.tmpl
 fi
 case "$(node_state)" in
   complete)
@@ -115,7 +115,7 @@ log "kubeadm join --control-plane of $NODE_NAME (etcd member joins as a learner,
 kubeadm join --config "$MOLT_TMP" >&2
 if [ -n "$LOCAL_ENDPOINT_HOST" ]; then
   # Joined through the load balancer; from now on this node's own API server serves it.
-  route_endpoint_to_local_apiserver
+  route_endpoint_to_local_apiserver /etc/hosts /etc/cloud/templates/hosts.*.tmpl
 fi
 log "$NODE_NAME has joined"
 `,

@@ -29,19 +29,23 @@ export function rotatedHostKey(clientPrivateKey: string, firstHostKey: string): 
  * it is the one whose public half molt will pin, and makes sshd offer it. Existing
  * sessions (this one) stay up; new ones meet the new key.
  */
-export function renderHostKeyInstallScript(publicKey: string): string {
+export function renderHostKeyInstallScript(
+  publicKey: string,
+  hostKeyFile = "/etc/ssh/ssh_host_ed25519_key",
+): string {
   const blob = publicKey.trim().split(/\s+/)[1];
   if (!/^ssh-ed25519 [A-Za-z0-9+/=]+/.test(publicKey.trim()) || !blob)
     throw new Error("the rotated host key must be an ssh-ed25519 public key line");
   return renderScript({
     title: "install the node's next SSH host key (given on stdin) and make sshd offer it",
-    constants: { PUBLIC_KEY_BLOB: blob },
+    // The file cloud-init's sshd drop-in names (HostKey, infra/providers/cloud-common.ts).
+    constants: { PUBLIC_KEY_BLOB: blob, HOST_KEY_FILE: hostKeyFile },
     functions: [],
     main: `
 local key tmp derived
 key=$(cat)
 umask 077
-tmp=$(mktemp /etc/ssh/.molt-host-key.XXXXXX)
+tmp=$(mktemp "$(dirname "$HOST_KEY_FILE")/.molt-host-key.XXXXXX")
 trap 'rm -f -- "$tmp" "$tmp.pub"' EXIT
 printf '%s\\n' "$key" >"$tmp"
 derived=$(ssh-keygen -y -f "$tmp" | awk '{ print $2 }')
@@ -52,10 +56,10 @@ fi
 printf 'ssh-ed25519 %s molt rotated host key\\n' "$derived" >"$tmp.pub"
 chmod 0600 "$tmp"
 chmod 0644 "$tmp.pub"
-mv -f "$tmp.pub" /etc/ssh/ssh_host_ed25519_key.pub
-mv -f "$tmp" /etc/ssh/ssh_host_ed25519_key
+mv -f "$tmp.pub" "$HOST_KEY_FILE.pub"
+mv -f "$tmp" "$HOST_KEY_FILE"
 if command -v restorecon >/dev/null 2>&1; then
-  restorecon /etc/ssh/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key.pub
+  restorecon "$HOST_KEY_FILE" "$HOST_KEY_FILE.pub"
 fi
 systemctl try-reload-or-restart ssh.service sshd.service
 log "host key rotated; sshd offers the new key to new connections"
