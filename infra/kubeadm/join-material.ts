@@ -170,7 +170,7 @@ export interface CommandRunner {
 export async function obtainJoinMaterial(healthyNode: CommandRunner, opts: JoinMaterialOptions): Promise<JoinMaterial> {
   const script = renderJoinMaterialScript(opts);
   const stdout = await healthyNode.run(
-    `bash -euo pipefail -c ${shellQuote(script)}`,
+    `bash --norc --noprofile -euo pipefail -c ${shellQuote(script)}`,
     `join material for ${opts.joiningNode}`,
   );
   return parseJoinMaterial(stdout);

@@ -19,7 +19,9 @@ async function runScript(
 ): Promise<{ stdout: string; stderr: string }> {
   try {
     const env = envPrefix(inputs.environment ?? {});
-    const cmd = `${env}exec bash -euo pipefail -c ${shellQuote(script)}`;
+    // --norc: Debian's bash sources /etc/bash.bashrc for commands sshd starts (SSH_SOURCE_BASHRC),
+    // whose `[ -z "$PS1" ]` fails under -u before the script's first line.
+    const cmd = `${env}exec bash --norc --noprofile -euo pipefail -c ${shellQuote(script)}`;
     const r = await ssh.exec(cmd, { stdin: stdin ?? "" });
     if (r.code !== 0) throw new RemoteCommandError(inputs.connection.host, what, r.code, r.stderr);
     return { stdout: r.stdout, stderr: r.stderr };

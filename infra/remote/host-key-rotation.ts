@@ -24,44 +24,56 @@ export function rotatedHostKey(clientPrivateKey: string, firstHostKey: string): 
   return sshKeyPairFromSeed(seed, "molt rotated host key");
 }
 
+/** Where a node's sshd keeps the host key molt pins, and how it is told to reload. */
+export interface SshdFiles {
+  hostKeyFile: string;
+  /** Reload by SIGHUP to this pid file's process instead of systemd (an sshd run by hand). */
+  pidFile?: string;
+}
+
+/** A cloud node: the key cloud-init's sshd drop-in names, sshd run by systemd. */
+export const NODE_SSHD: SshdFiles = { hostKeyFile: "/etc/ssh/ssh_host_ed25519_key" };
+
 /**
  * Installs the ed25519 private key given on stdin as the node's host key, after checking
  * it is the one whose public half molt will pin, and makes sshd offer it. Existing
  * sessions (this one) stay up; new ones meet the new key.
  */
-export function renderHostKeyInstallScript(
-  publicKey: string,
-  hostKeyFile = "/etc/ssh/ssh_host_ed25519_key",
-): string {
+export function renderHostKeyInstallScript(publicKey: string, sshd: SshdFiles = NODE_SSHD): string {
   const blob = publicKey.trim().split(/\s+/)[1];
   if (!/^ssh-ed25519 [A-Za-z0-9+/=]+/.test(publicKey.trim()) || !blob)
     throw new Error("the rotated host key must be an ssh-ed25519 public key line");
   return renderScript({
     title: "install the node's next SSH host key (given on stdin) and make sshd offer it",
     // The file cloud-init's sshd drop-in names (HostKey, infra/providers/cloud-common.ts).
-    constants: { PUBLIC_KEY_BLOB: blob, HOST_KEY_FILE: hostKeyFile },
+    constants: { PUBLIC_KEY_BLOB: blob, HOST_KEY_FILE: sshd.hostKeyFile, SSHD_PID_FILE: sshd.pidFile ?? "" },
     functions: [],
     main: `
-local key tmp derived
+local key derived
 key=$(cat)
 umask 077
-tmp=$(mktemp "$(dirname "$HOST_KEY_FILE")/.molt-host-key.XXXXXX")
-trap 'rm -f -- "$tmp" "$tmp.pub"' EXIT
-printf '%s\\n' "$key" >"$tmp"
-derived=$(ssh-keygen -y -f "$tmp" | awk '{ print $2 }')
+# Global, not local: the EXIT trap runs after main has returned.
+MOLT_KEY_TMP=$(mktemp "$(dirname "$HOST_KEY_FILE")/.molt-host-key.XXXXXX")
+trap 'rm -f -- "\${MOLT_KEY_TMP:-}" "\${MOLT_KEY_TMP:-}.pub"' EXIT
+printf '%s\\n' "$key" >"$MOLT_KEY_TMP"
+derived=$(ssh-keygen -y -f "$MOLT_KEY_TMP" | awk '{ print $2 }')
 if [ "$derived" != "$PUBLIC_KEY_BLOB" ]; then
   log "the host key on stdin is not the one molt pins next: not installing it"
   return 1
 fi
-printf 'ssh-ed25519 %s molt rotated host key\\n' "$derived" >"$tmp.pub"
-chmod 0600 "$tmp"
-chmod 0644 "$tmp.pub"
-mv -f "$tmp.pub" "$HOST_KEY_FILE.pub"
-mv -f "$tmp" "$HOST_KEY_FILE"
+printf 'ssh-ed25519 %s molt rotated host key\\n' "$derived" >"$MOLT_KEY_TMP.pub"
+chmod 0600 "$MOLT_KEY_TMP"
+chmod 0644 "$MOLT_KEY_TMP.pub"
+mv -f "$MOLT_KEY_TMP.pub" "$HOST_KEY_FILE.pub"
+mv -f "$MOLT_KEY_TMP" "$HOST_KEY_FILE"
 if command -v restorecon >/dev/null 2>&1; then
   restorecon "$HOST_KEY_FILE" "$HOST_KEY_FILE.pub"
 fi
-systemctl try-reload-or-restart ssh.service sshd.service
+if [ -n "$SSHD_PID_FILE" ]; then
+  kill -HUP "$(cat "$SSHD_PID_FILE")"
+else
+  systemctl try-reload-or-restart ssh.service sshd.service
+fi
 log "host key rotated; sshd offers the new key to new connections"
 `,
   });
@@ -72,6 +84,8 @@ export interface RotationOptions {
   deadlineMs: number;
   /** Connects (tests pass a fake); SshSession.connect by default. */
   connect?: (target: SshTarget) => Promise<SshSession>;
+  /** The node's sshd (NODE_SSHD by default). */
+  sshd?: SshdFiles;
 }
 
 /**
@@ -89,7 +103,7 @@ export async function connectRotating(
   if (first.acceptedHostKey === next.publicKey) return { session: first, hostKey: next.publicKey };
   try {
     await first.run(
-      `exec bash -euo pipefail -c ${shellQuote(renderHostKeyInstallScript(next.publicKey))}`,
+      `exec bash --norc --noprofile -euo pipefail -c ${shellQuote(renderHostKeyInstallScript(next.publicKey, o.sshd))}`,
       "host key rotation",
       { stdin: next.privateKey },
     );
