@@ -35,59 +35,59 @@ export class InvalidConfigError extends Error {
 }
 
 const baseSections = {
-    "molt:provider": z.enum(PROVIDER_KINDS, { message: `one of ${PROVIDER_KINDS.join(", ")}` }),
-    // Pulumi rewrites top-level values of the stack file as strings ("3").
-    "molt:replicas": z.preprocess(
-      (v) => (typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v),
-      z
-        .number({ message: "a number" })
-        .int("a whole number")
-        .min(1, "at least 1")
-        .max(9, "at most 9")
-        .refine((n) => n % 2 === 1, "an odd number (stacked etcd: an even count adds no fault tolerance)"),
-    ),
-    "molt:image": z.string().min(1, "the base image: a lab image, AMI, Azure image reference or vSphere template"),
-    "molt:kubernetesVersion": z
-      .string()
-      .refine((v) => semver.valid(v.replace(/^v/, "")) !== null, "a full version such as 1.34.2")
-      .optional(),
-    "molt:rollout": z
-      .object({
-        maxSurge: z.union([z.literal(0), z.literal(1)], { message: "0 or 1" }).optional(),
-        maxUnavailable: z
-          .literal(0, { message: "0: molt never takes a member away before its replacement is healthy" })
-          .optional(),
-        onFailure: z.enum(["rollback", "pause"]).optional(),
-        maxAppliedLag: z.number().int().min(0).optional(),
-      })
-      .strict()
-      .optional(),
-    "molt:timeouts": z
-      .object({
-        joinSeconds: z.number().int().min(10).max(7200).optional(),
-        settleSeconds: z.number().int().min(1).max(3600).optional(),
-        drainSeconds: z.number().int().min(1).max(86400).optional(),
-      })
-      .strict()
-      .optional(),
-    "molt:ssh": z
-      .object({
-        user: z
-          .string()
-          .regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name")
-          .optional(),
-        port: z.number().int().min(1).max(65535).optional(),
-        // Written by `pulumi config set --secret --path`, as { secure: <ciphertext> }.
-        privateKey: z
-          .object(
-            { secure: z.string().min(1) },
-            { message: `a Pulumi secret, never the key in plain text: ${SET_PRIVATE_KEY}` },
-          )
-          .strict()
-          .optional(),
-      })
-      .strict()
-      .optional(),
+  "molt:provider": z.enum(PROVIDER_KINDS, { message: `one of ${PROVIDER_KINDS.join(", ")}` }),
+  // Pulumi rewrites top-level values of the stack file as strings ("3").
+  "molt:replicas": z.preprocess(
+    (v) => (typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v),
+    z
+      .number({ message: "a number" })
+      .int("a whole number")
+      .min(1, "at least 1")
+      .max(9, "at most 9")
+      .refine((n) => n % 2 === 1, "an odd number (stacked etcd: an even count adds no fault tolerance)"),
+  ),
+  "molt:image": z.string().min(1, "the base image: a lab image, AMI, Azure image reference or vSphere template"),
+  "molt:kubernetesVersion": z
+    .string()
+    .refine((v) => semver.valid(v.replace(/^v/, "")) !== null, "a full version such as 1.34.2")
+    .optional(),
+  "molt:rollout": z
+    .object({
+      maxSurge: z.union([z.literal(0), z.literal(1)], { message: "0 or 1" }).optional(),
+      maxUnavailable: z
+        .literal(0, { message: "0: molt never takes a member away before its replacement is healthy" })
+        .optional(),
+      onFailure: z.enum(["rollback", "pause"]).optional(),
+      maxAppliedLag: z.number().int().min(0).optional(),
+    })
+    .strict()
+    .optional(),
+  "molt:timeouts": z
+    .object({
+      joinSeconds: z.number().int().min(10).max(7200).optional(),
+      settleSeconds: z.number().int().min(1).max(3600).optional(),
+      drainSeconds: z.number().int().min(1).max(86400).optional(),
+    })
+    .strict()
+    .optional(),
+  "molt:ssh": z
+    .object({
+      user: z
+        .string()
+        .regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name")
+        .optional(),
+      port: z.number().int().min(1).max(65535).optional(),
+      // Written by `pulumi config set --secret --path`, as { secure: <ciphertext> }.
+      privateKey: z
+        .object(
+          { secure: z.string().min(1) },
+          { message: `a Pulumi secret, never the key in plain text: ${SET_PRIVATE_KEY}` },
+        )
+        .strict()
+        .optional(),
+    })
+    .strict()
+    .optional(),
 } as const;
 
 export interface StackConfig {
@@ -277,7 +277,8 @@ function cloudConfig(
 ): CloudConfig {
   const kind = def.kind;
   for (const key of PROVIDER_SECTION_KEYS) {
-    if (raw[key] !== undefined && !(key in def.sections)) problems.push(`${key}: not a setting of provider ${kind}; remove it`);
+    if (raw[key] !== undefined && !(key in def.sections))
+      problems.push(`${key}: not a setting of provider ${kind}; remove it`);
   }
   if (raw["molt:sshUser"] !== undefined) problems.push("molt:sshUser: not a key; write the user as molt:ssh.user");
 

@@ -21,17 +21,11 @@ export function programInputFor(cfg: StackConfig, nodes: NodeEntry[]): ProgramIn
   return { provider: cloud.provider, nodes, cloud };
 }
 
-/** The failure domains new nodes may go to ([] where the provider has none). */
-export function failureDomainsOf(cfg: StackConfig): string[] {
-  return cfg.cloud?.failureDomains ?? [];
-}
-
 /**
  * The entry of a node about to be appended to `nodes`, with its failure domain: the
- * configured domain with the fewest up-to-date nodes (infra/placement.ts, a pure function
- * the planner can call the same way with failureDomainsOf). Decided once and stored with
- * the entry, so an existing node's domain never moves.
+ * configured domain with the fewest up-to-date nodes (infra/placement.ts). Decided here,
+ * once, and stored with the entry, so an existing node's domain never moves.
  */
 export function placeNewNode(cfg: StackConfig, entry: NodeEntry, nodes: NodeEntry[]): NodeEntry {
-  return assignFailureDomain(entry, nodes, failureDomainsOf(cfg));
+  return assignFailureDomain(entry, nodes, cfg.cloud?.failureDomains ?? []);
 }

@@ -101,11 +101,15 @@ export const INSTALL_FUNCTIONS: readonly string[] = [
 `,
   `refuse_rhel_policies() {
   if command -v getenforce >/dev/null 2>&1 && [ "$(getenforce)" = Enforcing ]; then
-    log "SELinux is enforcing: kubeadm's control-plane static pods need it permissive (setenforce 0 and SELINUX=permissive in /etc/selinux/config, as kubeadm's install guide says) or a policy you maintain; set that in the image, then run again"
+    log "SELinux is enforcing: kubeadm's control-plane static pods need it permissive" \\
+      "(setenforce 0 and SELINUX=permissive in /etc/selinux/config, as kubeadm's install guide says)" \\
+      "or a policy you maintain; set that in the image, then run again"
     return 1
   fi
   if systemctl is-active --quiet firewalld 2>/dev/null; then
-    log "firewalld is active: it drops the API (6443), etcd (2379-2380), kubelet (10250), controller (10257, 10259) and network add-on traffic between nodes; open them in the image or disable firewalld (the cloud's security groups filter instead), then run again"
+    log "firewalld is active: it drops the API (6443), etcd (2379-2380), kubelet (10250)," \\
+      "controller (10257, 10259) and network add-on traffic between nodes; open them in the image" \\
+      "or disable firewalld (the cloud's security groups filter instead), then run again"
     return 1
   fi
 }
@@ -125,7 +129,9 @@ export const INSTALL_FUNCTIONS: readonly string[] = [
   refuse_rhel_policies
   local runtime
   if ! runtime=$(containerd_package_dnf); then
-    log "no containerd package in this system's repositories (RHEL, Rocky and Alma ship none): add the containerd.io repository (download.docker.com) to the image, or bake containerd in and use install.source=image"
+    log "no containerd package in this system's repositories (RHEL, Rocky and Alma ship none):" \\
+      "add the containerd.io repository (download.docker.com) to the image," \\
+      "or bake containerd in and use install.source=image"
     return 1
   fi
   printf '%s\\n' \\
@@ -158,7 +164,8 @@ export const INSTALL_FUNCTIONS: readonly string[] = [
     -e "s|^([[:space:]]*sandbox_image[[:space:]]*=[[:space:]]*).*|\\1\\"$pause\\"|" \\
     -e "s|^([[:space:]]*sandbox[[:space:]]*=[[:space:]]*).*|\\1'$pause'|" "$in" >"$out"
   if ! grep -Eq "^[[:space:]]*(sandbox_image|sandbox)[[:space:]]*=[[:space:]]*[\\"']\${pause}[\\"']" "$out"; then
-    log "containerd's config.toml names no sandbox image to align with kubeadm's $pause; add sandbox_image (containerd 1.x) or pinned_images.sandbox (2.x) to it in the image"
+    log "containerd's config.toml names no sandbox image to align with kubeadm's $pause;" \\
+      "add sandbox_image (containerd 1.x) or pinned_images.sandbox (2.x) to it in the image"
     return 1
   fi
 }

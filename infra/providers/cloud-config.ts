@@ -22,7 +22,8 @@ export const DEFAULT_CNI_MANIFEST = "https://github.com/flannel-io/flannel/relea
 export const CNI_REQUIRED =
   "required on clouds: the network add-on `kubectl apply`d once after kubeadm init, such as " +
   `${DEFAULT_CNI_MANIFEST} (podSubnet 10.244.0.0/16; or your mirror of it); ` +
-  'nodes stay NotReady without one and molt waits for Node Ready. Write "none" only when the cluster gets it another way';
+  "nodes stay NotReady without one and molt waits for Node Ready. " +
+  'Write "none" only when the cluster gets it another way';
 
 const bootstrapSchema = z
   .object(

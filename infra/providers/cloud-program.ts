@@ -7,12 +7,7 @@ import { moltOutput } from "../outputs";
 import { SshKeyPair } from "../remote/keypair";
 import { publicKeyOfPrivateKey } from "./cloud-common";
 import type { CloudControlPlaneNode, CloudNodeArgs } from "./cloud-node";
-import type {
-  CloudConfigBase,
-  CloudProgramInput,
-  CloudProviderDefinition,
-  RegisteredCloudProvider,
-} from "./provider";
+import type { CloudConfigBase, CloudProgramInput, CloudProviderDefinition, RegisteredCloudProvider } from "./provider";
 
 /** A cloud provider's definition as the registry holds it (its program typed by it). */
 export function cloudProvider<C extends CloudConfigBase & { provider: string }, S = undefined>(

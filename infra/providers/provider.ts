@@ -45,7 +45,10 @@ export interface LabProviderDefinition<Settings, Input> extends DefinitionBase<"
 
 /** What every cloud stack has beside its provider's own settings (StackConfig.cloud). */
 export interface CloudConfigBase {
-  /** The login user cloud-init creates (not root). The private key is the secret molt:ssh.privateKey, read by the program. */
+  /**
+   * The login user cloud-init creates (not root). The private key is the secret
+   * molt:ssh.privateKey, read by the program.
+   */
   ssh: { user: string; port?: number };
   /** Where new nodes may go (molt:failureDomains); a node's domain is chosen once, when its entry is made. */
   failureDomains: string[];
@@ -62,7 +65,9 @@ export interface DomainSource {
 }
 
 /** The program input of a cloud stack (orchestrator/program-input.ts makes it). */
-export interface CloudProgramInput<C extends CloudConfigBase & { provider: string } = CloudConfigBase & { provider: string }> {
+export interface CloudProgramInput<
+  C extends CloudConfigBase & { provider: string } = CloudConfigBase & { provider: string },
+> {
   provider: C["provider"];
   nodes: NodeEntry[];
   cloud: C;
@@ -72,8 +77,10 @@ export interface CloudProgramInput<C extends CloudConfigBase & { provider: strin
  * A cloud provider. `sections` parse the raw config; `domains` and `config` get the
  * sections exactly as that schema parsed them (each definition casts once, to its own type).
  */
-export interface CloudProviderDefinition<C extends CloudConfigBase & { provider: string }, Shared = undefined>
-  extends DefinitionBase<C["provider"]> {
+export interface CloudProviderDefinition<
+  C extends CloudConfigBase & { provider: string },
+  Shared = undefined,
+> extends DefinitionBase<C["provider"]> {
   family: "cloud";
   /** What is wrong with molt:image on this provider (the message after the key), or undefined. */
   imageProblem(image: string): string | undefined;
@@ -93,8 +100,9 @@ export interface CloudProviderDefinition<C extends CloudConfigBase & { provider:
  * A cloud provider as the registry holds it: what takes its own settings type takes the
  * common shape here and checks the kind (infra/providers/cloud-program.ts cloudProvider).
  */
-export interface RegisteredCloudProvider<C extends CloudConfigBase & { provider: string }>
-  extends DefinitionBase<C["provider"]> {
+export interface RegisteredCloudProvider<C extends CloudConfigBase & { provider: string }> extends DefinitionBase<
+  C["provider"]
+> {
   family: "cloud";
   imageProblem(image: string): string | undefined;
   domains(sections: Record<string, unknown>): DomainSource;

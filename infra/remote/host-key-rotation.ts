@@ -16,7 +16,10 @@ import { HostKeyMismatchError, publicKeyBlob, SshSession, shellQuote, sshKeyPair
 import { pollUntil } from "../../lib/poll";
 
 /** The host key that follows `firstHostKey` on a node reached with `clientPrivateKey`. */
-export function rotatedHostKey(clientPrivateKey: string, firstHostKey: string): { privateKey: string; publicKey: string } {
+export function rotatedHostKey(
+  clientPrivateKey: string,
+  firstHostKey: string,
+): { privateKey: string; publicKey: string } {
   const seed = createHmac("sha256", clientPrivateKey.trim())
     .update("molt host key rotation\0")
     .update(publicKeyBlob(firstHostKey))

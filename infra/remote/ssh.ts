@@ -270,7 +270,11 @@ export function generateSshKeyPair(comment: string): { privateKey: string; publi
     publicKeyEncoding: { type: "spki", format: "der" },
     privateKeyEncoding: { type: "pkcs8", format: "der" },
   });
-  return openSshKeyPair(privateKey.subarray(privateKey.length - 32), publicKey.subarray(publicKey.length - 32), comment);
+  return openSshKeyPair(
+    privateKey.subarray(privateKey.length - 32),
+    publicKey.subarray(publicKey.length - 32),
+    comment,
+  );
 }
 
 /** The ed25519 key pair of a 32-byte seed, in OpenSSH format (the same seed, the same keys). */

@@ -26,7 +26,8 @@ export class PluginMissingError extends Error {
     readonly missing: readonly PluginRequirement[],
   ) {
     super(
-      `stacks of provider ${provider} need the Pulumi ${missing.map((p) => `${p.kind} plugin ${p.name} ${p.version}`).join(", ")}, ` +
+      `stacks of provider ${provider} need the Pulumi ` +
+        `${missing.map((p) => `${p.kind} plugin ${p.name} ${p.version}`).join(", ")}, ` +
         `which is not installed where molt runs; nothing was changed. Install it once with:\n` +
         missing.map((p) => `  ${installCommand(p)}\n`).join("") +
         `(molt never lets the engine download plugins during a rollout. Without internet access, copy the plugin's ` +

@@ -337,7 +337,11 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
       const loaded = load(three).cloud;
       assert.ok(loaded?.provider === "azure");
       assert.equal(loaded.azure.faultDomainCount, 3);
-      assertProblem(problemsOf(edited("azure", "molt:azure.faultDomainCount", 4)), "molt:azure.faultDomainCount", /1 to 3/);
+      assertProblem(
+        problemsOf(edited("azure", "molt:azure.faultDomainCount", 4)),
+        "molt:azure.faultDomainCount",
+        /1 to 3/,
+      );
     });
 
     it("turns the vSphere anti-affinity rule off, and keeps a pinned VM on its host only with a host", () => {

@@ -51,12 +51,21 @@ describe("host key rotation over the first pinned connection", () => {
   it("renders a shellcheck-clean install script that refuses a key other than the one molt pins next", () => {
     const next = rotatedHostKey(client.privateKey, first.publicKey);
     assert.equal(shellcheck(renderHostKeyInstallScript(next.publicKey)), "");
-    assert.match(renderHostKeyInstallScript(next.publicKey), /readonly HOST_KEY_FILE='\/etc\/ssh\/ssh_host_ed25519_key'/);
+    assert.match(
+      renderHostKeyInstallScript(next.publicKey),
+      /readonly HOST_KEY_FILE='\/etc\/ssh\/ssh_host_ed25519_key'/,
+    );
     const dir = mkdtempSync(join(tmpdir(), "molt-rot-"));
     try {
       writeFileSync(join(dir, "host"), first.privateKey, { mode: 0o600 });
-      const script = renderHostKeyInstallScript(next.publicKey, { hostKeyFile: join(dir, "host"), pidFile: "/nonexistent" });
-      const r = spawnSync("bash", ["-c", script], { input: generateSshKeyPair("intruder").privateKey, encoding: "utf8" });
+      const script = renderHostKeyInstallScript(next.publicKey, {
+        hostKeyFile: join(dir, "host"),
+        pidFile: "/nonexistent",
+      });
+      const r = spawnSync("bash", ["-c", script], {
+        input: generateSshKeyPair("intruder").privateKey,
+        encoding: "utf8",
+      });
       assert.notEqual(r.status, 0);
       assert.match(r.stderr, /not the one molt pins next: not installing it/);
       assert.equal(readFileSync(join(dir, "host"), "utf8"), first.privateKey, "the node keeps its key");
@@ -120,7 +129,9 @@ describe("host key rotation over the first pinned connection", () => {
         session.close();
       }
       assert.equal(statSync(files().hostKeyFile).mode & 0o777, 0o600);
-      assert.ok(readFileSync(`${files().hostKeyFile}.pub`, "utf8").startsWith(next.publicKey.split(" ").slice(0, 2).join(" ")));
+      assert.ok(
+        readFileSync(`${files().hostKeyFile}.pub`, "utf8").startsWith(next.publicKey.split(" ").slice(0, 2).join(" ")),
+      );
       await assert.rejects(SshSession.connect(target), HostKeyMismatchError);
     });
 
@@ -153,7 +164,10 @@ describe("host key rotation over the first pinned connection", () => {
     });
 
     it("reports a mismatch that outlasts first boot as one, and never retries one past first boot", async () => {
-      await assert.rejects(connectDuringFirstBoot(t, 300, mismatchThen(1000).connect), /still offered another host key/);
+      await assert.rejects(
+        connectDuringFirstBoot(t, 300, mismatchThen(1000).connect),
+        /still offered another host key/,
+      );
       const m = mismatchThen(1);
       await assert.rejects(
         connectDuringFirstBoot(t, 5_000, m.connect, { retryHostKeyMismatch: false }),

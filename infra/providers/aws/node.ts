@@ -5,7 +5,13 @@
 // resources, never an in-place update.
 import * as aws from "@pulumi/aws";
 import * as pulumi from "@pulumi/pulumi";
-import { cloudInitUserData, keepFirstBootData, nodeTags, settingForDomain, type CloudControlPlaneNodeArgs } from "../cloud-common";
+import {
+  cloudInitUserData,
+  keepFirstBootData,
+  nodeTags,
+  settingForDomain,
+  type CloudControlPlaneNodeArgs,
+} from "../cloud-common";
 import { CloudControlPlaneNode } from "../cloud-node";
 import type { AwsNodeSettings } from "./config";
 

@@ -98,7 +98,12 @@ export interface VsphereDrsVmOverrideArgs {
 
 export class VsphereDrsVmOverride extends pulumi.CustomResource {
   constructor(name: string, args: VsphereDrsVmOverrideArgs, opts?: pulumi.CustomResourceOptions) {
-    super(VSPHERE_TOKENS.drsVmOverride, name, { ...args }, pulumi.mergeOptions({ version: VSPHERE_PROVIDER_VERSION }, opts));
+    super(
+      VSPHERE_TOKENS.drsVmOverride,
+      name,
+      { ...args },
+      pulumi.mergeOptions({ version: VSPHERE_PROVIDER_VERSION }, opts),
+    );
   }
 }
 

@@ -5,7 +5,12 @@ import type { CloudCommonSections } from "../cloud-config";
 import type { CloudConfigBase } from "../provider";
 import { VsphereControlPlaneAntiAffinity } from "./anti-affinity";
 import { VSPHERE_PROVIDER_VERSION } from "./bindings";
-import { vsphereSections, type VsphereAntiAffinitySettings, type VsphereNodeSettings, type VsphereSections } from "./config";
+import {
+  vsphereSections,
+  type VsphereAntiAffinitySettings,
+  type VsphereNodeSettings,
+  type VsphereSections,
+} from "./config";
 import { VsphereControlPlaneNode } from "./node";
 
 export * from "./anti-affinity";
@@ -40,7 +45,10 @@ export const vsphereProvider = cloudProvider<VsphereCloudConfig>({
       provider: "vsphere",
       ...common,
       vsphere: s["molt:vsphere"],
-      antiAffinity: { mandatory: aa?.mandatory ?? false, ...(aa?.enabled !== undefined ? { enabled: aa.enabled } : {}) },
+      antiAffinity: {
+        mandatory: aa?.mandatory ?? false,
+        ...(aa?.enabled !== undefined ? { enabled: aa.enabled } : {}),
+      },
     };
   },
   node: (entry, args, cloud) => new VsphereControlPlaneNode(entry.name, { ...args, settings: cloud.vsphere }),

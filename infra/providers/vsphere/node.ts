@@ -5,7 +5,13 @@
 // anti-affinity rule over all nodes is VsphereControlPlaneAntiAffinity (anti-affinity.ts).
 import * as pulumi from "@pulumi/pulumi";
 import { stringify } from "yaml";
-import { cloudInitUserData, keepFirstBootData, nodeTags, settingForDomain, type CloudControlPlaneNodeArgs } from "../cloud-common";
+import {
+  cloudInitUserData,
+  keepFirstBootData,
+  nodeTags,
+  settingForDomain,
+  type CloudControlPlaneNodeArgs,
+} from "../cloud-common";
 import { CloudControlPlaneNode } from "../cloud-node";
 import {
   VSPHERE_TOKENS,

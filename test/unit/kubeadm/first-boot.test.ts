@@ -157,7 +157,9 @@ systemctl() { [ "$*" = "is-active --quiet firewalld" ] && ${firewalld ? "return 
       assert.ok(init.indexOf("route_endpoint_to_local_apiserver /etc/hosts") < init.indexOf("kubeadm init --config"));
       const joining = renderJoinScript(node, settings, "local-apiserver");
       const main = joining.slice(joining.indexOf("main() {"));
-      assert.ok(main.indexOf('kubeadm join --config "$MOLT_TMP"') < main.lastIndexOf("route_endpoint_to_local_apiserver"));
+      assert.ok(
+        main.indexOf('kubeadm join --config "$MOLT_TMP"') < main.lastIndexOf("route_endpoint_to_local_apiserver"),
+      );
       for (const s of [init, joining]) assert.equal(shellcheck(s), "");
     });
 
@@ -172,7 +174,10 @@ systemctl() { [ "$*" = "is-active --quiet firewalld" ] && ${firewalld ? "return 
 
   describe("the network add-on", () => {
     it("applies the configured manifest after init, and none when the stack says none", () => {
-      assert.match(renderInitScript(node, settings), /readonly CNI_MANIFEST='https:\/\/mirror\.example\.com\/kube-flannel\.yml'/);
+      assert.match(
+        renderInitScript(node, settings),
+        /readonly CNI_MANIFEST='https:\/\/mirror\.example\.com\/kube-flannel\.yml'/,
+      );
       assert.match(renderInitScript(node, { ...settings, cniManifest: "none" }), /readonly CNI_MANIFEST=''/);
     });
   });
@@ -208,7 +213,9 @@ systemctl() { [ "$*" = "is-active --quiet firewalld" ] && ${firewalld ? "return 
         `${definitionsOf(script)}\nprintf 'a: 1\\nfeatureGates:\\n  EtcdLearnerMode: true\\n  Other: false\\nb: 2\\n' | drop_feature_gates`,
       );
       assert.equal(filtered.stdout, "a: 1\nfeatureGates:\n  Other: false\nb: 2\n");
-      const emptied = bash(`${definitionsOf(script)}\nprintf 'featureGates:\\n  EtcdLearnerMode: true\\n' | drop_feature_gates`);
+      const emptied = bash(
+        `${definitionsOf(script)}\nprintf 'featureGates:\\n  EtcdLearnerMode: true\\n' | drop_feature_gates`,
+      );
       assert.equal(emptied.stdout, "");
     });
   });

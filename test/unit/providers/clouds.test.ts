@@ -16,18 +16,7 @@ import { loadStackConfig, stackConfigPath, type StackConfig } from "../../../orc
 import { newEntry } from "../../../orchestrator/plan";
 import { placeNewNode, programInputFor } from "../../../orchestrator/program-input";
 import { shellcheck } from "../kubeadm/shell";
-import {
-  DYNAMIC,
-  JOIN,
-  clientKey,
-  fixtures,
-  installMocks,
-  one,
-  reveal,
-  settle,
-  value,
-  type Recorder,
-} from "./harness";
+import { DYNAMIC, JOIN, clientKey, fixtures, installMocks, one, reveal, settle, value, type Recorder } from "./harness";
 
 const repo = [process.cwd(), join(__dirname, "..", "..", "..", "..")].find((r) =>
   existsSync(join(r, "stacks", "Pulumi.lab.yaml")),
@@ -47,8 +36,10 @@ function cloudState(type: string, name: string, inputs: Record<string, unknown>)
     rotated.set(name, key);
     return { hostKey: key };
   }
-  if (type === "aws:ec2/instance:Instance") return { privateIp: "10.0.0.11", availabilityZone: inputs.availabilityZone };
-  if (type === "azure-native:network:NetworkInterface") return { ipConfigurations: [{ privateIPAddress: "10.0.0.12" }] };
+  if (type === "aws:ec2/instance:Instance")
+    return { privateIp: "10.0.0.11", availabilityZone: inputs.availabilityZone };
+  if (type === "azure-native:network:NetworkInterface")
+    return { ipConfigurations: [{ privateIPAddress: "10.0.0.12" }] };
   if (type === VM) return { vmId: `${name}-vmid` };
   if (type === AVSET) return { id: "/subscriptions/s/availabilitySets/cp" };
   if (type === VSPHERE_TOKENS.virtualMachine) return { uuid: `${name}-uuid`, defaultIpAddress: "10.0.0.13" };
@@ -83,14 +74,24 @@ describe("cloud fixes of issue #16 (mocks)", () => {
   const entries = (cfg: StackConfig, count: number): NodeEntry[] => {
     const nodes: NodeEntry[] = [];
     for (let i = 0; i < count; i++)
-      nodes.push(placeNewNode(cfg, newEntry({ intent: cfg.intent, nodes, endpoints: [], expired: [] }, "p", i === 0), nodes));
+      nodes.push(
+        placeNewNode(
+          cfg,
+          newEntry({ intent: cfg.intent, nodes, endpoints: [], orphans: [], expired: [] }, "p", i === 0),
+          nodes,
+        ),
+      );
     return nodes;
   };
-  const run = async (cfg: StackConfig, count = 3): Promise<{ rec: Recorder; molt: MoltOutputs; nodes: NodeEntry[] }> => {
+  const run = async (
+    cfg: StackConfig,
+    count = 3,
+  ): Promise<{ rec: Recorder; molt: MoltOutputs; nodes: NodeEntry[] }> => {
     const rec = installMocks(cloudState, lookups);
-    pulumi.runtime.setAllConfig({ "molt:ssh": JSON.stringify({ user: cfg.sshUser, privateKey: clientKey.privateKey }) }, [
-      "molt:ssh",
-    ]);
+    pulumi.runtime.setAllConfig(
+      { "molt:ssh": JSON.stringify({ user: cfg.sshUser, privateKey: clientKey.privateKey }) },
+      ["molt:ssh"],
+    );
     const nodes = entries(cfg, count);
     const out = await buildProgram(programInputFor(cfg, nodes))();
     const molt = await value(out.molt as pulumi.Output<MoltOutputs>);
@@ -137,7 +138,12 @@ describe("cloud fixes of issue #16 (mocks)", () => {
       const settings = { ...(example("azure")["molt:azure"] as AzureNodeSettings), zones: [] };
       const node = new AzureControlPlaneNode(
         f.node.name,
-        { ...f, settings, availabilitySetId: "/subscriptions/s/availabilitySets/cp", joinMaterial: pulumi.secret(JOIN) },
+        {
+          ...f,
+          settings,
+          availabilitySetId: "/subscriptions/s/availabilitySets/cp",
+          joinMaterial: pulumi.secret(JOIN),
+        },
         { transformations: [rec.transformation] },
       );
       await value(node.providerId);
@@ -165,7 +171,8 @@ describe("cloud fixes of issue #16 (mocks)", () => {
       }
       const zoned = await run(configOf("azure"));
       assert.equal(zoned.rec.resources.filter((r) => r.type === AVSET).length, 0);
-      for (const vm of zoned.rec.resources.filter((r) => r.type === VM)) assert.equal(vm.inputs.availabilitySet, undefined);
+      for (const vm of zoned.rec.resources.filter((r) => r.type === VM))
+        assert.equal(vm.inputs.availabilitySet, undefined);
     });
   });
 
@@ -212,7 +219,8 @@ describe("cloud fixes of issue #16 (mocks)", () => {
       assert.ok(ingress.some((r) => r.protocol === "-1" && r.self === true && r.fromPort === 0 && r.toPort === 0));
       assert.ok(
         ingress.some(
-          (r) => r.fromPort === 6443 && JSON.stringify(r.cidrBlocks) === JSON.stringify(["10.0.100.0/24", "10.0.101.0/24"]),
+          (r) =>
+            r.fromPort === 6443 && JSON.stringify(r.cidrBlocks) === JSON.stringify(["10.0.100.0/24", "10.0.101.0/24"]),
         ),
       );
       assert.deepEqual(

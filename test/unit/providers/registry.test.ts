@@ -36,7 +36,11 @@ describe("the provider registry", () => {
       { kind: "resource", name: "aws", version: lockfile.packages["node_modules/@pulumi/aws"].version },
     ]);
     assert.deepEqual(providerOf("azure")?.plugins, [
-      { kind: "resource", name: "azure-native", version: lockfile.packages["node_modules/@pulumi/azure-native"].version },
+      {
+        kind: "resource",
+        name: "azure-native",
+        version: lockfile.packages["node_modules/@pulumi/azure-native"].version,
+      },
     ]);
     assert.deepEqual(providerOf("vsphere")?.plugins, [
       { kind: "resource", name: "vsphere", version: VSPHERE_PROVIDER_VERSION },
