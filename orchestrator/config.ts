@@ -1,6 +1,8 @@
 // User intent from stacks/Pulumi.<stack>.yaml, validated with a schema. Every bad value
 // is reported with its key, what was wrong and what to write instead; nothing runs before
-// the whole file is valid.
+// the whole file is valid. The keys every stack has are checked here; each provider's own
+// sections, image rules and failure domains come from its definition
+// (infra/providers/registry.ts).
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as semver from "semver";
@@ -8,16 +10,19 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { readLabImage } from "../infra/lab/image";
 import type { LabSettings } from "../infra/lab/node";
+import { InvalidBootstrapSettingError, kubernetesVersion, validateSettings } from "../infra/kubeadm/settings";
+import { cloudCommonSections, SET_PRIVATE_KEY, type CloudCommonSections } from "../infra/providers/cloud-config";
 import {
-  InvalidBootstrapSettingError,
-  kubernetesVersion,
-  validateSettings,
-  type KubeadmBootstrapSettings,
-} from "../infra/kubeadm/settings";
-import type { AwsNodeSettings } from "../infra/providers/aws";
-import { imageReference, type AzureNodeSettings } from "../infra/providers/azure";
-import type { VsphereNodeSettings } from "../infra/providers/vsphere";
+  cloudConfigOf,
+  PROVIDER_KINDS,
+  PROVIDERS,
+  providerOf,
+  type AnyCloudProvider,
+  type CloudConfig,
+} from "../infra/providers/registry";
 import type { Intent } from "./model";
+
+export type { CloudConfig };
 
 export class InvalidConfigError extends Error {
   constructor(
@@ -29,125 +34,70 @@ export class InvalidConfigError extends Error {
   }
 }
 
-const SET_PRIVATE_KEY =
-  "`npm run pulumi -- config set --stack <stack> --secret --path 'molt:ssh.privateKey' < <key file>`";
-
-const nameRe = /^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$/;
-
-const labSchema = z
-  .object({
-    name: z.string().regex(nameRe, "a lowercase DNS label of at most 32 characters").optional(),
-    root: z.string().startsWith("/", "an absolute path").optional(),
-    bridge: z
-      .string()
-      .regex(/^[a-zA-Z0-9_-]{1,15}$/, "a Linux interface name of at most 15 characters")
-      .optional(),
-    subnet: z
-      .string()
-      .regex(/^\d+\.\d+\.\d+\.0\/24$/, "an IPv4 /24 such as 10.77.0.0/24")
-      .refine(
-        (v) =>
-          v
-            .split("/")[0]
-            .split(".")
-            .every((o) => Number(o) <= 255),
-        "an IPv4 /24 such as 10.77.0.0/24 (octets 0-255)",
-      )
-      .optional(),
-    lbPort: z.number().int().min(1).max(65535).optional(),
-  })
-  .strict();
-
-const configSchema = z
-  .object({
-    "molt:provider": z.enum(["lab", "aws", "azure", "vsphere"], { message: "one of lab, aws, azure, vsphere" }),
-    // Pulumi rewrites top-level values of the stack file as strings ("3").
-    "molt:replicas": z.preprocess(
-      (v) => (typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v),
-      z
-        .number({ message: "a number" })
-        .int("a whole number")
-        .min(1, "at least 1")
-        .max(9, "at most 9")
-        .refine((n) => n % 2 === 1, "an odd number (stacked etcd: an even count adds no fault tolerance)"),
-    ),
-    "molt:image": z.string().min(1, "the base image: a lab image, AMI, Azure image reference or vSphere template"),
-    "molt:kubernetesVersion": z
-      .string()
-      .refine((v) => semver.valid(v.replace(/^v/, "")) !== null, "a full version such as 1.34.2")
-      .optional(),
-    "molt:rollout": z
-      .object({
-        maxSurge: z.union([z.literal(0), z.literal(1)], { message: "0 or 1" }).optional(),
-        maxUnavailable: z
-          .literal(0, { message: "0: molt never takes a member away before its replacement is healthy" })
-          .optional(),
-        onFailure: z.enum(["rollback", "pause"]).optional(),
-        maxAppliedLag: z.number().int().min(0).optional(),
-      })
-      .strict()
-      .optional(),
-    "molt:timeouts": z
-      .object({
-        joinSeconds: z.number().int().min(10).max(7200).optional(),
-        settleSeconds: z.number().int().min(1).max(3600).optional(),
-        drainSeconds: z.number().int().min(1).max(86400).optional(),
-      })
-      .strict()
-      .optional(),
-    "molt:ssh": z
-      .object({
-        user: z
-          .string()
-          .regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name")
-          .optional(),
-        port: z.number().int().min(1).max(65535).optional(),
-        // Written by `pulumi config set --secret --path`, as { secure: <ciphertext> }.
-        privateKey: z
-          .object(
-            { secure: z.string().min(1) },
-            { message: `a Pulumi secret, never the key in plain text: ${SET_PRIVATE_KEY}` },
-          )
-          .strict()
-          .optional(),
-      })
-      .strict()
-      .optional(),
-    "molt:lab": labSchema.optional(),
-  })
-  .passthrough();
+const baseSections = {
+  "molt:provider": z.enum(PROVIDER_KINDS, { message: `one of ${PROVIDER_KINDS.join(", ")}` }),
+  // Pulumi rewrites top-level values of the stack file as strings ("3").
+  "molt:replicas": z.preprocess(
+    (v) => (typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v),
+    z
+      .number({ message: "a number" })
+      .int("a whole number")
+      .min(1, "at least 1")
+      .max(9, "at most 9")
+      .refine((n) => n % 2 === 1, "an odd number (stacked etcd: an even count adds no fault tolerance)"),
+  ),
+  "molt:image": z.string().min(1, "the base image: a lab image, AMI, Azure image reference or vSphere template"),
+  "molt:kubernetesVersion": z
+    .string()
+    .refine((v) => semver.valid(v.replace(/^v/, "")) !== null, "a full version such as 1.34.2")
+    .optional(),
+  "molt:rollout": z
+    .object({
+      maxSurge: z.union([z.literal(0), z.literal(1)], { message: "0 or 1" }).optional(),
+      maxUnavailable: z
+        .literal(0, { message: "0: molt never takes a member away before its replacement is healthy" })
+        .optional(),
+      onFailure: z.enum(["rollback", "pause"]).optional(),
+      maxAppliedLag: z.number().int().min(0).optional(),
+    })
+    .strict()
+    .optional(),
+  "molt:timeouts": z
+    .object({
+      joinSeconds: z.number().int().min(10).max(7200).optional(),
+      settleSeconds: z.number().int().min(1).max(3600).optional(),
+      drainSeconds: z.number().int().min(1).max(86400).optional(),
+    })
+    .strict()
+    .optional(),
+  "molt:ssh": z
+    .object({
+      user: z
+        .string()
+        .regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name")
+        .optional(),
+      port: z.number().int().min(1).max(65535).optional(),
+      // Written by `pulumi config set --secret --path`, as { secure: <ciphertext> }.
+      privateKey: z
+        .object(
+          { secure: z.string().min(1) },
+          { message: `a Pulumi secret, never the key in plain text: ${SET_PRIVATE_KEY}` },
+        )
+        .strict()
+        .optional(),
+    })
+    .strict()
+    .optional(),
+} as const;
 
 export interface StackConfig {
   intent: Intent;
   sshUser: string;
   /** The lab's settings: present exactly when the provider is lab. */
   lab?: LabSettings;
-  /** A cloud's settings: present exactly when the provider is aws, azure or vsphere. */
+  /** A cloud's settings: present exactly when the provider is a cloud (not lab). */
   cloud?: CloudConfig;
   file: string;
-}
-
-export type CloudConfig = AwsCloudConfig | AzureCloudConfig | VsphereCloudConfig;
-
-interface CloudConfigBase {
-  /** The login user cloud-init creates (not root). The private key is the secret molt:ssh.privateKey, read by the program. */
-  ssh: { user: string; port?: number };
-  /** Where new nodes may go (molt:failureDomains); a node's domain is chosen once, when its entry is made. */
-  failureDomains: string[];
-  bootstrap: KubeadmBootstrapSettings;
-}
-export interface AwsCloudConfig extends CloudConfigBase {
-  provider: "aws";
-  aws: AwsNodeSettings;
-}
-export interface AzureCloudConfig extends CloudConfigBase {
-  provider: "azure";
-  azure: AzureNodeSettings;
-}
-export interface VsphereCloudConfig extends CloudConfigBase {
-  provider: "vsphere";
-  vsphere: VsphereNodeSettings;
-  antiAffinity: { mandatory: boolean };
 }
 
 export function stackConfigPath(workDir: string, stack: string): string {
@@ -173,14 +123,16 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
   }
   const config = (doc as { config?: unknown } | null)?.config;
   if (!config || typeof config !== "object") throw new InvalidConfigError(file, ["it has no `config:` map"]);
-  // reportInput: errors quote the value that was given.
-  const r = configSchema.safeParse(config, { reportInput: true });
   const raw = config as Record<string, unknown>;
+  const def = providerOf(raw["molt:provider"]);
+  // reportInput: errors quote the value that was given.
+  const r = z
+    .object({ ...baseSections, ...(def?.family === "lab" ? def.sections : def ? {} : everySectionPresent(raw)) })
+    .passthrough()
+    .safeParse(config, { reportInput: true });
   // Rules across keys are checked on the raw values too, so every problem is reported at once.
-  const crossProblems = crossFieldProblems(raw, stack);
-  const cloudSections = isCloudKind(raw["molt:provider"])
-    ? parseCloudSections(raw["molt:provider"], config)
-    : undefined;
+  const crossProblems = [...crossFieldProblems(raw), ...(def?.family === "lab" ? def.problems(raw, stack) : [])];
+  const cloudSections = def?.family === "cloud" ? parseCloudSections(def, config) : undefined;
   if (!r.success || cloudSections?.ok === false) {
     const issues = r.success ? [] : r.error.issues;
     // A key both schemas refuse is reported once, with the general schema's message.
@@ -189,13 +141,12 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
       cloudSections?.ok === false ? cloudSections.issues.filter((i) => !reported.has(i.path.join("."))) : [];
     throw new InvalidConfigError(file, [...[...issues, ...cloudIssues].map(describeIssue), ...crossProblems]);
   }
-  const c = r.data;
+  const c = r.data as z.infer<z.ZodObject<typeof baseSections>> & Record<string, unknown>;
   const problems: string[] = [...crossProblems];
-  const cloud = cloudSections?.ok ? cloudConfig(cloudSections.value, raw, problems) : undefined;
+  const cloud =
+    def?.family === "cloud" && cloudSections?.ok ? cloudConfig(def, cloudSections.sections, raw, problems) : undefined;
   if (problems.length) throw new InvalidConfigError(file, problems);
 
-  const lab = c["molt:lab"];
-  const labName = lab?.name ?? derivedLabName(stack);
   return {
     file,
     sshUser: cloud?.ssh.user ?? c["molt:ssh"]?.user ?? "root",
@@ -216,16 +167,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
         drainSeconds: c["molt:timeouts"]?.drainSeconds ?? 300,
       },
     },
-    lab:
-      c["molt:provider"] === "lab"
-        ? {
-            lab: labName,
-            labRoot: lab?.root ?? process.env.MOLT_LAB_ROOT ?? "/var/lib/molt-lab",
-            bridge: lab?.bridge ?? "moltbr0",
-            subnet: lab?.subnet ?? "10.77.0.0/24",
-            lbPort: lab?.lbPort ?? 6443,
-          }
-        : undefined,
+    lab: def?.family === "lab" ? def.settings(c, stack) : undefined,
     ...(cloud ? { cloud } : {}),
   };
 }
@@ -270,32 +212,28 @@ export function resolveLabImage(cfg: StackConfig): StackConfig {
   };
 }
 
+/** Every section a provider owns: those of other providers are refused on clouds. */
+const PROVIDER_SECTION_KEYS = [...new Set(PROVIDERS.flatMap((p) => Object.keys(p.sections)))];
+
 const KNOWN_KEYS = [
-  "molt:provider",
-  "molt:replicas",
-  "molt:image",
-  "molt:kubernetesVersion",
-  "molt:rollout",
-  "molt:timeouts",
-  "molt:ssh",
-  "molt:lab",
-  "molt:failureDomains",
-  "molt:bootstrap",
-  "molt:aws",
-  "molt:azure",
-  "molt:vsphere",
-  "molt:vsphereAntiAffinity",
+  ...Object.keys(baseSections),
+  ...Object.keys(cloudCommonSections).filter((k) => !(k in baseSections)),
+  ...PROVIDER_SECTION_KEYS,
 ];
 
-function derivedLabName(stack: string): string {
-  return stack
-    .toLowerCase()
-    .replace(/[^a-z0-9-]/g, "-")
-    .slice(0, 32);
+/**
+ * With molt:provider missing or unknown, every provider section present is still checked
+ * (as optional), so all problems show at once.
+ */
+function everySectionPresent(raw: Record<string, unknown>): Record<string, z.ZodType> {
+  const shape: Record<string, z.ZodType> = {};
+  for (const p of PROVIDERS)
+    for (const [key, schema] of Object.entries(p.sections)) if (raw[key] !== undefined) shape[key] = schema;
+  return shape;
 }
 
 /** Rules that span keys, on raw values (so they are reported even when other keys are invalid). */
-function crossFieldProblems(raw: Record<string, unknown>, stack: string): string[] {
+function crossFieldProblems(raw: Record<string, unknown>): string[] {
   const problems: string[] = [];
   const replicas = typeof raw["molt:replicas"] === "string" ? Number(raw["molt:replicas"]) : raw["molt:replicas"];
   const rolloutRaw = raw["molt:rollout"] as { maxSurge?: unknown } | undefined;
@@ -303,19 +241,6 @@ function crossFieldProblems(raw: Record<string, unknown>, stack: string): string
     problems.push(
       `molt:rollout.maxSurge: 0 (retire first) needs at least 3 replicas, or the cluster would lose quorum; use maxSurge 1`,
     );
-  }
-  if (raw["molt:provider"] === "lab") {
-    const ssh = raw["molt:ssh"] as { privateKey?: unknown; port?: unknown } | undefined;
-    if (ssh && (ssh.privateKey !== undefined || ssh.port !== undefined))
-      problems.push(
-        "molt:ssh: the lab makes its own client key and knows its machines' ports; only user applies there",
-      );
-    const lab = raw["molt:lab"] as { name?: unknown } | undefined;
-    if (lab?.name === undefined && !nameRe.test(derivedLabName(stack))) {
-      problems.push(
-        `molt:lab.name: the stack name "${stack}" does not make a valid lab name (a lowercase DNS label); set molt:lab.name`,
-      );
-    }
   }
   // A misspelt molt: key would otherwise be ignored silently.
   for (const key of Object.keys(raw)) {
@@ -330,208 +255,29 @@ function describeIssue(i: z.core.$ZodIssue): string {
   return `${i.path.join(".") || "config"}: ${i.message}${"input" in i && i.input !== undefined ? ` (got ${JSON.stringify(i.input)})` : ""}`;
 }
 
-// ---- cloud sections (molt:ssh, molt:failureDomains, molt:bootstrap, molt:aws, ...) ----
+// ---- cloud sections (molt:ssh, molt:failureDomains, molt:bootstrap and the provider's own) ----
 // Checked for cloud providers only; lab stacks pass them through as before.
 
-const text = (what: string) => z.string({ message: what }).min(1, what);
-const count = (min: number, what: string) =>
-  z.number({ message: what }).int("a whole number").min(min, `at least ${min}`);
-const stringMap = z.record(z.string(), z.string());
-const azureId = (what: string) =>
-  z.string({ message: what }).startsWith("/subscriptions/", `${what}: an Azure resource id (/subscriptions/...)`);
-/** A message for a missing (or wrongly typed) value; zod's own for everything else. */
-const required = (message: string) => ({
-  error: (i: { code: string }) => (i.code === "invalid_type" ? message : undefined),
-});
-
-const bootstrapSchema = z
-  .object(
-    {
-      controlPlaneEndpoint: text("host:port of the API load balancer, such as api.prod.example.com:6443"),
-      install: z.discriminatedUnion(
-        "source",
-        [
-          z.object({ source: z.literal("image") }).strict(),
-          z.object({ source: z.literal("packages"), repository: z.string().optional() }).strict(),
-        ],
-        { message: "image (verify the binaries the image carries) or packages (install them from pkgs.k8s.io)" },
-      ),
-      clusterName: z.string().optional(),
-      podSubnet: z.string().optional(),
-      serviceSubnet: z.string().optional(),
-      dnsDomain: z.string().optional(),
-      apiServerCertSANs: z.array(z.string()).optional(),
-      imageRepository: z.string().optional(),
-      criSocket: z.string().optional(),
-      cniManifest: z.string().optional(),
-      removeEtcdMemberOnReset: z.boolean().optional(),
-    },
-    required("required on clouds: controlPlaneEndpoint, install and the cluster settings (see stacks/Pulumi.aws.yaml)"),
-  )
-  .strict();
-
-const cloudCommon = {
-  "molt:ssh": z.object(
-    {
-      user: z
-        .string(
-          required("required on clouds: the image's admin user that cloud-init creates (not root; molt uses sudo -n)"),
-        )
-        .refine(
-          (u) => u !== "root",
-          "not root: cloud images refuse root logins; use the image's admin user (molt uses sudo -n)",
-        ),
-      port: z.number().optional(),
-      // Its form is checked with the other molt:ssh keys above; here only that it is there.
-      privateKey: z
-        .unknown()
-        .refine((v) => v !== undefined, `required on clouds, as a Pulumi secret: ${SET_PRIVATE_KEY}`),
-    },
-    required("required on clouds: { user: <the image's admin user>, privateKey: <a Pulumi secret> }"),
-  ),
-  "molt:failureDomains": z
-    .array(z.string().min(1))
-    .refine((d) => new Set(d).size === d.length, "distinct names")
-    .optional(),
-  "molt:bootstrap": bootstrapSchema,
-};
-
-const awsSchema = z
-  .object(
-    {
-      region: z.string().min(1).optional(),
-      instanceType: text("an EC2 instance type such as m6i.large"),
-      subnetIdsByZone: z
-        .record(
-          z.string(),
-          z.string().startsWith("subnet-", "a subnet id (subnet-...)"),
-          required("the subnet of each availability zone: { eu-central-1a: subnet-... }"),
-        )
-        .refine((m) => Object.keys(m).length > 0, "at least one zone: subnet id"),
-      securityGroupIds: z
-        .array(
-          z.string().startsWith("sg-", "a security group id (sg-...)"),
-          required("the control-plane security group ids: [sg-...]"),
-        )
-        .min(1, "at least one security group id"),
-      apiTargetGroupArn: text("the ARN of the API load balancer's TCP 6443 target group").startsWith(
-        "arn:",
-        "the ARN of the API load balancer's TCP 6443 target group",
-      ),
-      rootVolume: z
-        .object(
-          {
-            sizeGiB: count(8, "GiB of the root volume"),
-            type: z.enum(["gp3", "gp2", "io1", "io2"]).optional(),
-            iops: z.number().int().min(100).optional(),
-            throughput: z.number().int().min(125).optional(),
-            encrypted: z.boolean().optional(),
-            kmsKeyId: z.string().min(1).optional(),
-          },
-          required("the root volume: { sizeGiB, type, iops, throughput }"),
-        )
-        .strict(),
-      iamInstanceProfile: z.string().min(1).optional(),
-      associatePublicIpAddress: z.boolean().optional(),
-      sshAddress: z.enum(["private", "public"]).optional(),
-      metadataHopLimit: z.number().int().min(1).max(64).optional(),
-      tags: stringMap.optional(),
-    },
-    required("required for provider aws: the node settings (see stacks/Pulumi.aws.yaml)"),
-  )
-  .strict()
-  .refine((a) => a.sshAddress !== "public" || a.associatePublicIpAddress === true, {
-    message: 'sshAddress "public" needs associatePublicIpAddress: true',
-    path: ["sshAddress"],
-  });
-
-const azureSchema = z
-  .object(
-    {
-      resourceGroupName: text("the resource group of the nodes"),
-      location: text("an Azure region such as westeurope"),
-      vmSize: text("a VM size such as Standard_D4s_v5"),
-      subnetId: azureId("the control-plane subnet"),
-      apiBackendPoolId: azureId("the API load balancer's backend pool"),
-      networkSecurityGroupId: azureId("a network security group").optional(),
-      zones: z.array(z.string().min(1)).optional(),
-      osDisk: z
-        .object(
-          { sizeGiB: count(30, "GiB of the OS disk"), storageAccountType: z.string().min(1).optional() },
-          required("the OS disk: { sizeGiB, storageAccountType }"),
-        )
-        .strict(),
-      acceleratedNetworking: z.boolean().optional(),
-      tags: stringMap.optional(),
-    },
-    required("required for provider azure: the node settings (see stacks/Pulumi.azure.yaml)"),
-  )
-  .strict();
-
-const vsphereDomainSchema = z
-  .object({
-    computeCluster: text("the DRS compute cluster of this domain"),
-    resourcePool: z.string().min(1).optional(),
-    datastore: text("the datastore of this domain"),
-    host: z.string().min(1).optional(),
-    network: z.string().min(1).optional(),
-  })
-  .strict();
-
-const vsphereSchema = z
-  .object(
-    {
-      datacenter: text("the datacenter name"),
-      folder: z.string().min(1).optional(),
-      network: text("the port group of the control-plane network"),
-      numCpus: count(2, "vCPUs per node"),
-      memoryMiB: count(2048, "MiB of memory per node"),
-      diskGiB: count(10, "GiB of the OS disk"),
-      guestNetTimeoutMinutes: z.number().int().min(1).optional(),
-      failureDomains: z
-        .record(
-          z.string(),
-          vsphereDomainSchema,
-          required("where VMs go, by domain name: { rack-a: { computeCluster, datastore } }"),
-        )
-        .refine((m) => Object.keys(m).length > 0, "at least one domain (name: { computeCluster, datastore })"),
-    },
-    required("required for provider vsphere: the node settings (see stacks/Pulumi.vsphere.yaml)"),
-  )
-  .strict();
-
-const cloudSchemas = {
-  aws: z.object({ ...cloudCommon, "molt:aws": awsSchema }),
-  azure: z.object({ ...cloudCommon, "molt:azure": azureSchema }),
-  vsphere: z.object({
-    ...cloudCommon,
-    "molt:vsphere": vsphereSchema,
-    "molt:vsphereAntiAffinity": z.object({ mandatory: z.boolean().optional() }).strict().optional(),
-  }),
-};
-
-type CloudKind = keyof typeof cloudSchemas;
-type CloudSections = { [K in CloudKind]: { kind: K; sections: z.infer<(typeof cloudSchemas)[K]> } }[CloudKind];
-
-function isCloudKind(p: unknown): p is CloudKind {
-  return p === "aws" || p === "azure" || p === "vsphere";
-}
-
 function parseCloudSections(
-  kind: CloudKind,
+  def: AnyCloudProvider,
   config: unknown,
-): { ok: true; value: CloudSections } | { ok: false; issues: z.core.$ZodIssue[] } {
-  const r = cloudSchemas[kind].safeParse(config);
+): { ok: true; sections: CloudCommonSections & Record<string, unknown> } | { ok: false; issues: z.core.$ZodIssue[] } {
+  const r = z.object({ ...cloudCommonSections, ...def.sections }).safeParse(config);
   return r.success
-    ? { ok: true, value: { kind, sections: r.data } as CloudSections }
+    ? { ok: true, sections: r.data as CloudCommonSections & Record<string, unknown> }
     : { ok: false, issues: r.error.issues };
 }
 
 /** The typed settings of a cloud stack; what the schemas cannot see is added to `problems`. */
-function cloudConfig(parsed: CloudSections, raw: Record<string, unknown>, problems: string[]): CloudConfig {
-  const { kind, sections: s } = parsed;
-  for (const key of ["molt:lab", "molt:aws", "molt:azure", "molt:vsphere", "molt:vsphereAntiAffinity"]) {
-    if (raw[key] !== undefined && !(key in cloudSchemas[kind].shape))
+function cloudConfig(
+  def: AnyCloudProvider,
+  s: CloudCommonSections & Record<string, unknown>,
+  raw: Record<string, unknown>,
+  problems: string[],
+): CloudConfig {
+  const kind = def.kind;
+  for (const key of PROVIDER_SECTION_KEYS) {
+    if (raw[key] !== undefined && !(key in def.sections))
       problems.push(`${key}: not a setting of provider ${kind}; remove it`);
   }
   if (raw["molt:sshUser"] !== undefined) problems.push("molt:sshUser: not a key; write the user as molt:ssh.user");
@@ -544,12 +290,10 @@ function cloudConfig(parsed: CloudSections, raw: Record<string, unknown>, proble
   } else {
     problemOf(problems, "molt:kubernetesVersion", () => kubernetesVersion(version));
   }
-  const image = String(raw["molt:image"]);
-  if (kind === "aws" && !/^ami-[0-9a-f]{8,17}$/.test(image))
-    problems.push(`molt:image: an AMI id such as ami-0123456789abcdef0 (got ${JSON.stringify(image)})`);
-  if (kind === "azure") problemOf(problems, "molt:image", () => imageReference(image));
+  const imageProblem = def.imageProblem(String(raw["molt:image"]));
+  if (imageProblem) problems.push(`molt:image: ${imageProblem}`);
 
-  const bootstrap: KubeadmBootstrapSettings = s["molt:bootstrap"];
+  const bootstrap = s["molt:bootstrap"];
   try {
     validateSettings(bootstrap);
   } catch (e) {
@@ -558,40 +302,24 @@ function cloudConfig(parsed: CloudSections, raw: Record<string, unknown>, proble
   }
 
   // The domains a machine can be placed in; molt:failureDomains defaults to all of them.
-  const [known, where] =
-    parsed.kind === "aws"
-      ? [Object.keys(parsed.sections["molt:aws"].subnetIdsByZone), "molt:aws.subnetIdsByZone"]
-      : parsed.kind === "azure"
-        ? [parsed.sections["molt:azure"].zones ?? [], "molt:azure.zones"]
-        : [Object.keys(parsed.sections["molt:vsphere"].failureDomains), "molt:vsphere.failureDomains"];
+  const { known, where, unplacedAllowed } = def.domains(s);
   const failureDomains = s["molt:failureDomains"] ?? known;
   for (const d of failureDomains)
     if (!known.includes(d))
       problems.push(`molt:failureDomains: ${JSON.stringify(d)} is not in ${where} (${known.join(", ") || "none"})`);
   // Without a domain, a node gets the only placement there is; with several, it needs one.
-  if (failureDomains.length === 0 && (kind === "azure" ? known.length > 0 : known.length > 1)) {
+  if (failureDomains.length === 0 && !unplacedAllowed) {
     problems.push(`molt:failureDomains: empty, but ${where} has ${known.join(", ")}; list the domains new nodes go to`);
   }
 
   const { user, port } = s["molt:ssh"];
-  const common = { ssh: { user, ...(port !== undefined ? { port } : {}) }, failureDomains, bootstrap };
-  switch (parsed.kind) {
-    case "aws":
-      return { provider: "aws", ...common, aws: parsed.sections["molt:aws"] };
-    case "azure":
-      return {
-        provider: "azure",
-        ...common,
-        azure: { ...parsed.sections["molt:azure"], zones: parsed.sections["molt:azure"].zones ?? [] },
-      };
-    case "vsphere":
-      return {
-        provider: "vsphere",
-        ...common,
-        vsphere: parsed.sections["molt:vsphere"],
-        antiAffinity: { mandatory: parsed.sections["molt:vsphereAntiAffinity"]?.mandatory ?? false },
-      };
-  }
+  const cloud = cloudConfigOf(def, s, {
+    ssh: { user, ...(port !== undefined ? { port } : {}) },
+    failureDomains,
+    bootstrap,
+  });
+  problems.push(...def.problems(cloud));
+  return cloud;
 }
 
 /** Runs a check that throws; its message becomes a problem under `key`. */

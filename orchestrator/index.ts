@@ -19,3 +19,4 @@ export { ConcurrentRolloutError } from "./lock";
 export { CorruptStateError } from "./stack/state";
 export { StackNotFoundError } from "./stack/driver";
 export { EngineMissingError } from "./stack/engine";
+export { PluginMissingError } from "./stack/plugins";

@@ -1,6 +1,7 @@
 // The plain data the planner decides over: the world as observed once per pass, and the
 // operation it decides.
 import type { NodeEndpoint, NodeEntry } from "../infra/node";
+import type { ProviderKind } from "../infra/providers/registry";
 import type { Alarm, EndpointStatus, Member } from "./edges/etcd";
 import type { KubeObservation } from "./edges/kube";
 
@@ -8,7 +9,8 @@ export type { Alarm, EndpointStatus, KubeObservation, Member, NodeEndpoint, Node
 
 /** What the user asked for (stacks/Pulumi.<stack>.yaml), validated. */
 export interface Intent {
-  provider: "lab" | "aws" | "azure" | "vsphere";
+  /** A provider of infra/providers/registry.ts. */
+  provider: ProviderKind;
   replicas: number;
   image: string;
   /**

@@ -1,5 +1,4 @@
-// From the validated stack config and a node list to the stack program's input: the one
-// place that knows how each provider's settings reach infra/program.ts.
+// From the validated stack config and a node list to the stack program's input.
 import type { NodeEntry } from "../infra/node";
 import { assignFailureDomain } from "../infra/placement";
 import type { ProgramInput } from "../infra/program";
@@ -19,15 +18,7 @@ export function programInputFor(cfg: StackConfig, nodes: NodeEntry[]): ProgramIn
   const cloud = cfg.cloud;
   if (!cloud || cloud.provider !== cfg.intent.provider)
     throw new Error(`internal: ${cfg.file} was loaded without ${cfg.intent.provider} settings`);
-  const common = { nodes, ssh: cloud.ssh, bootstrap: cloud.bootstrap };
-  switch (cloud.provider) {
-    case "aws":
-      return { provider: "aws", ...common, aws: cloud.aws };
-    case "azure":
-      return { provider: "azure", ...common, azure: cloud.azure };
-    case "vsphere":
-      return { provider: "vsphere", ...common, vsphere: cloud.vsphere, antiAffinity: cloud.antiAffinity };
-  }
+  return { provider: cloud.provider, nodes, cloud };
 }
 
 /**

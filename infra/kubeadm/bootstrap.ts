@@ -10,6 +10,7 @@ import { joinMaterialStdin, type JoinMaterial } from "./join-material";
 import { KubeadmJoinMaterial } from "./join-material-resource";
 import { renderJoinScript } from "./join";
 import { renderResetScript } from "./reset";
+import type { EndpointRouting } from "./endpoint";
 import type { KubeadmBootstrapSettings } from "./settings";
 
 export interface KubeadmBootstrapArgs {
@@ -37,6 +38,14 @@ export interface KubeadmBootstrapArgs {
   joinedAlready?: boolean;
   /** Token lifetime for material obtained from the seed (default 15m). */
   joinTokenTtl?: string;
+  /**
+   * Replace the host key (the one in the machine's user data) over the first connection,
+   * pinned to it, before anything else runs; every later connection pins the new key
+   * (infra/remote/host-key-rotation.ts). The command's `hostKey` output is the key to pin.
+   */
+  rotateHostKey?: boolean;
+  /** How the node reaches controlPlaneEndpoint (infra/kubeadm/endpoint.ts; default through the load balancer). */
+  endpointRouting?: EndpointRouting;
 }
 
 export function kubeadmBootstrapCommand(
@@ -51,7 +60,8 @@ export function kubeadmBootstrapCommand(
   const version = node.kubernetesVersion;
   const create = pulumi.output(args.advertiseAddress).apply((advertiseAddress) => {
     const k = { name: node.name, kubernetesVersion: version, advertiseAddress };
-    return node.init ? renderInitScript(k, settings) : renderJoinScript(k, settings);
+    const routing = args.endpointRouting ?? "load-balancer";
+    return node.init ? renderInitScript(k, settings, routing) : renderJoinScript(k, settings, routing);
   });
   const stdin =
     node.init || args.joinedAlready
@@ -70,6 +80,7 @@ export function kubeadmBootstrapCommand(
       create,
       delete: renderResetScript(node.name, settings),
       ...(stdin ? { stdin } : {}),
+      ...(args.rotateHostKey ? { rotateHostKey: true } : {}),
       triggers: [args.machineId, node.image, version],
     },
     opts,

@@ -2,6 +2,7 @@
 // recovery clusters). Certificates are uploaded (--upload-certs) so later nodes can join
 // with a certificate key; the token and key kubeadm generates are never printed.
 import { renderInitConfiguration } from "./config";
+import { endpointConstants, LOCAL_ENDPOINT_FUNCTION, type EndpointRouting } from "./endpoint";
 import { INSTALL_FUNCTIONS, installConstants } from "./install";
 import { renderScript } from "./script";
 import {
@@ -14,7 +15,11 @@ import {
 } from "./settings";
 import { NODE_STATE_FUNCTION, TEMP_FILE_FUNCTIONS } from "./state";
 
-export function renderInitScript(node: KubeadmNode, settings: KubeadmBootstrapSettings): string {
+export function renderInitScript(
+  node: KubeadmNode,
+  settings: KubeadmBootstrapSettings,
+  endpointRouting: EndpointRouting = "load-balancer",
+): string {
   validateNode(node);
   validateSettings(settings);
   const version = kubernetesVersion(node.kubernetesVersion);
@@ -23,13 +28,19 @@ export function renderInitScript(node: KubeadmNode, settings: KubeadmBootstrapSe
     constants: {
       NODE_NAME: node.name,
       CRI_SOCKET: settings.criSocket ?? DEFAULT_CRI_SOCKET,
-      CNI_MANIFEST: settings.cniManifest ?? "",
+      // "none": the cluster gets its network add-on another way.
+      CNI_MANIFEST: settings.cniManifest === "none" ? "" : (settings.cniManifest ?? ""),
       KUBEADM_CONFIG: renderInitConfiguration(node, version, settings),
-      ...installConstants(settings.install, version),
+      ...endpointConstants(settings.controlPlaneEndpoint, endpointRouting),
+      ...installConstants(settings, version),
     },
-    functions: [...INSTALL_FUNCTIONS, NODE_STATE_FUNCTION, TEMP_FILE_FUNCTIONS],
+    functions: [...INSTALL_FUNCTIONS, NODE_STATE_FUNCTION, TEMP_FILE_FUNCTIONS, LOCAL_ENDPOINT_FUNCTION],
     main: `
 install_or_verify_runtime
+if [ -n "$LOCAL_ENDPOINT_HOST" ]; then
+  # kubeadm init waits for the API through the endpoint, which is this node's own.
+  route_endpoint_to_local_apiserver /etc/hosts /etc/cloud/templates/hosts.*.tmpl
+fi
 case "$(node_state)" in
   complete)
     log "$NODE_NAME is already initialised"

@@ -6,6 +6,7 @@
 // The script prints the material on the SSH channel's stdout only; the caller keeps it
 // as a Pulumi secret and hands it to the join script on stdin.
 import { SshSession, shellQuote, type SshTarget } from "../remote/ssh";
+import { removedFeatureGates } from "./cluster-config";
 import { renderScript } from "./script";
 import * as semver from "semver";
 
@@ -56,6 +57,8 @@ export function renderJoinMaterialScript(opts: JoinMaterialOptions): string {
       JOINING_NODE: opts.joiningNode,
       TOKEN_TTL: ttl,
       RAISE_CLUSTER_VERSION_TO: raiseTo,
+      // Gates the raised version's kubeadm refuses (infra/kubeadm/cluster-config.ts).
+      DROP_FEATURE_GATES: raiseTo ? removedFeatureGates(raiseTo).join(" ") : "",
     },
     functions: [
       `admin_kubectl() {
@@ -63,20 +66,39 @@ export function renderJoinMaterialScript(opts: JoinMaterialOptions): string {
 }
 `,
       `raise_cluster_version() {
-  local config current
+  local config current raised
   config=$(admin_kubectl -n kube-system get configmap kubeadm-config -o 'jsonpath={.data.ClusterConfiguration}')
   current=$(sed -n 's/^kubernetesVersion: *//p' <<<"$config")
-  if [ "$current" = "$RAISE_CLUSTER_VERSION_TO" ]; then
-    return 0
-  fi
   if [ "$(printf '%s\\n%s\\n' "$current" "$RAISE_CLUSTER_VERSION_TO" | sort -V | tail -n 1)" != "$RAISE_CLUSTER_VERSION_TO" ]; then
     log "kubeadm-config names $current, newer than $RAISE_CLUSTER_VERSION_TO: leaving it (molt never lowers the cluster version)"
     return 0
   fi
-  log "raising kubeadm-config kubernetesVersion from $current to $RAISE_CLUSTER_VERSION_TO"
-  awk -v version="$RAISE_CLUSTER_VERSION_TO" '/^kubernetesVersion:/ { $0 = "kubernetesVersion: " version } { print }' <<<"$config" |
+  raised=$(awk -v version="$RAISE_CLUSTER_VERSION_TO" '/^kubernetesVersion:/ { $0 = "kubernetesVersion: " version } { print }' <<<"$config" |
+    drop_feature_gates)
+  if [ "$raised" = "$config" ]; then
+    return 0
+  fi
+  log "raising kubeadm-config kubernetesVersion from $current to $RAISE_CLUSTER_VERSION_TO\${DROP_FEATURE_GATES:+, without the feature gates $DROP_FEATURE_GATES (removed by then)}"
+  printf '%s\\n' "$raised" |
     admin_kubectl -n kube-system create configmap kubeadm-config --from-file=ClusterConfiguration=/dev/stdin --dry-run=client -o yaml |
     admin_kubectl replace -f - >&2
+}
+`,
+      // kubeadm writes featureGates as a block map; a gate line goes, and the key with it
+      // when nothing is left under it.
+      `drop_feature_gates() {
+  awk -v drop=" $DROP_FEATURE_GATES " '
+    function flush() { if (n > 0) { print header; for (i = 1; i <= n; i++) print kept[i] } n = 0; infg = 0 }
+    /^featureGates:[[:space:]]*$/ { infg = 1; header = $0; n = 0; next }
+    infg && /^[[:space:]]+[^[:space:]]/ {
+      gate = $1; sub(/:$/, "", gate)
+      if (index(drop, " " gate " ") == 0) kept[++n] = $0
+      next
+    }
+    infg { flush() }
+    { print }
+    END { if (infg) flush() }
+  '
 }
 `,
     ],
@@ -148,7 +170,7 @@ export interface CommandRunner {
 export async function obtainJoinMaterial(healthyNode: CommandRunner, opts: JoinMaterialOptions): Promise<JoinMaterial> {
   const script = renderJoinMaterialScript(opts);
   const stdout = await healthyNode.run(
-    `bash -euo pipefail -c ${shellQuote(script)}`,
+    `bash --norc --noprofile -euo pipefail -c ${shellQuote(script)}`,
     `join material for ${opts.joiningNode}`,
   );
   return parseJoinMaterial(stdout);

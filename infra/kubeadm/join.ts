@@ -9,6 +9,7 @@ import {
   TOKEN_PLACEHOLDER,
   renderJoinConfiguration,
 } from "./config";
+import { endpointConstants, LOCAL_ENDPOINT_FUNCTION, type EndpointRouting } from "./endpoint";
 import { INSTALL_FUNCTIONS, installConstants } from "./install";
 import { renderScript } from "./script";
 import {
@@ -57,7 +58,11 @@ write_join_configuration() {
 }
 `;
 
-export function renderJoinScript(node: KubeadmNode, settings: KubeadmBootstrapSettings): string {
+export function renderJoinScript(
+  node: KubeadmNode,
+  settings: KubeadmBootstrapSettings,
+  endpointRouting: EndpointRouting = "load-balancer",
+): string {
   validateNode(node);
   validateSettings(settings);
   const version = kubernetesVersion(node.kubernetesVersion);
@@ -70,13 +75,24 @@ export function renderJoinScript(node: KubeadmNode, settings: KubeadmBootstrapSe
       TOKEN_PLACEHOLDER,
       CERTIFICATE_KEY_PLACEHOLDER,
       CA_CERT_HASH_PLACEHOLDER,
-      ...installConstants(settings.install, version),
+      ...endpointConstants(settings.controlPlaneEndpoint, endpointRouting),
+      ...installConstants(settings, version),
     },
-    functions: [...INSTALL_FUNCTIONS, NODE_STATE_FUNCTION, TEMP_FILE_FUNCTIONS, READ_JOIN_MATERIAL],
+    functions: [
+      ...INSTALL_FUNCTIONS,
+      NODE_STATE_FUNCTION,
+      TEMP_FILE_FUNCTIONS,
+      READ_JOIN_MATERIAL,
+      LOCAL_ENDPOINT_FUNCTION,
+    ],
     // stdin is read first: package managers below must not consume it.
     main: `
 read_join_material
 install_or_verify_runtime
+if [ -n "$LOCAL_ENDPOINT_HOST" ] && [ "$(node_state)" = complete ]; then
+  # Joined before (the mapping follows a join; an interrupted run may not have made it).
+  route_endpoint_to_local_apiserver /etc/hosts /etc/cloud/templates/hosts.*.tmpl
+fi
 case "$(node_state)" in
   complete)
     log "$NODE_NAME has already joined"
@@ -97,6 +113,10 @@ esac
 write_join_configuration
 log "kubeadm join --control-plane of $NODE_NAME (etcd member joins as a learner, then is promoted)"
 kubeadm join --config "$MOLT_TMP" >&2
+if [ -n "$LOCAL_ENDPOINT_HOST" ]; then
+  # Joined through the load balancer; from now on this node's own API server serves it.
+  route_endpoint_to_local_apiserver /etc/hosts /etc/cloud/templates/hosts.*.tmpl
+fi
 log "$NODE_NAME has joined"
 `,
   });

@@ -30,7 +30,9 @@ export interface KubeadmBootstrapSettings {
   criSocket?: string;
   /**
    * Manifest applied once after `kubeadm init` (a CNI such as Calico or Cilium), so the
-   * nodes of a brand-new cluster become Ready. URL or path on the node.
+   * nodes of a brand-new cluster become Ready. URL or path on the node; "none" when the
+   * cluster gets its network add-on another way. Stack configs must set it (molt waits
+   * for Node Ready, which needs a network add-on).
    */
   cniManifest?: string;
   /**

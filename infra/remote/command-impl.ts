@@ -1,42 +1,27 @@
 // Runtime of RemoteCommand (loaded by the dynamic provider through MOLT_DIST).
 import { randomUUID } from "node:crypto";
-import { RemoteCommandError, SshSession, envPrefix, shellQuote } from "./ssh";
-import type { RemoteCommandInputs, RemoteCommandOutputs } from "./command";
 import { isDeepStrictEqual } from "node:util";
+import { connectDuringFirstBoot, connectRotating } from "./host-key-rotation";
+import { RemoteCommandError, SshSession, envPrefix, shellQuote, type SshTarget } from "./ssh";
+import type { RemoteCommandInputs, RemoteCommandOutputs } from "./command";
 
 /** How long a node's sshd may take to accept the first connection. */
 const CONNECT_DEADLINE_MS = 120_000;
 
-async function connectWithDeadline(c: RemoteCommandInputs["connection"]): Promise<SshSession> {
-  const deadline = Date.now() + CONNECT_DEADLINE_MS;
-  let last: unknown;
-  let backoff = 100;
-  while (Date.now() < deadline) {
-    try {
-      return await SshSession.connect(c, { readyTimeoutMs: Math.min(20_000, deadline - Date.now()) });
-    } catch (e) {
-      if (e instanceof Error && e.name === "HostKeyMismatchError") throw e;
-      last = e;
-      // Poll backoff while the node boots; bounded by the deadline above.
-      await new Promise((r) => setTimeout(r, backoff));
-      backoff = Math.min(backoff * 2, 2_000);
-    }
-  }
-  throw new Error(
-    `could not reach ${c.host}:${c.port ?? 22} over SSH within ${CONNECT_DEADLINE_MS / 1000}s: ${String(last)}`,
-  );
-}
+const connect = (t: SshTarget) => SshSession.connect(t, { readyTimeoutMs: 20_000 });
 
 async function runScript(
+  ssh: SshSession,
   inputs: RemoteCommandInputs,
   script: string,
   what: string,
   stdin?: string,
 ): Promise<{ stdout: string; stderr: string }> {
-  const ssh = await connectWithDeadline(inputs.connection);
   try {
     const env = envPrefix(inputs.environment ?? {});
-    const cmd = `${env}exec bash -euo pipefail -c ${shellQuote(script)}`;
+    // --norc: Debian's bash sources /etc/bash.bashrc for commands sshd starts (SSH_SOURCE_BASHRC),
+    // whose `[ -z "$PS1" ]` fails under -u before the script's first line.
+    const cmd = `${env}exec bash --norc --noprofile -euo pipefail -c ${shellQuote(script)}`;
     const r = await ssh.exec(cmd, { stdin: stdin ?? "" });
     if (r.code !== 0) throw new RemoteCommandError(inputs.connection.host, what, r.code, r.stderr);
     return { stdout: r.stdout, stderr: r.stderr };
@@ -49,11 +34,26 @@ export async function create(
   inputs: RemoteCommandInputs,
 ): Promise<{ id: string; outs: RemoteCommandInputs & RemoteCommandOutputs }> {
   const t0 = Date.now();
-  const { stdout, stderr } = await runScript(inputs, inputs.create, "create script", inputs.stdin);
-  // Scripts log progress on stderr (never secrets); the tail is kept for diagnosis.
+  // The machine may still be booting: this is the first connection to it.
+  const { session, hostKey } = inputs.rotateHostKey
+    ? await connectRotating(inputs.connection, { deadlineMs: CONNECT_DEADLINE_MS, connect })
+    : {
+        session: await connectDuringFirstBoot(inputs.connection, CONNECT_DEADLINE_MS, connect),
+        hostKey: inputs.connection.hostKey,
+      };
+  const { stdout, stderr } = await runScript(session, inputs, inputs.create, "create script", inputs.stdin);
+  // Scripts log progress on stderr (never secrets); the tail is kept for diagnosis. The
+  // stored connection pins the key the node offers now (delete connects with it).
   return {
     id: randomUUID(),
-    outs: { ...inputs, stdout: stdout.slice(-4096), stderr: stderr.slice(-4096), createMs: Date.now() - t0 },
+    outs: {
+      ...inputs,
+      connection: { ...inputs.connection, hostKey },
+      hostKey,
+      stdout: stdout.slice(-4096),
+      stderr: stderr.slice(-4096),
+      createMs: Date.now() - t0,
+    },
   };
 }
 
@@ -64,5 +64,8 @@ export function diff(olds: RemoteCommandInputs, news: RemoteCommandInputs) {
 
 export async function remove(props: RemoteCommandInputs): Promise<void> {
   if (!props.delete) return;
-  await runScript(props, props.delete, "delete script");
+  const session = await connectDuringFirstBoot(props.connection, CONNECT_DEADLINE_MS, connect, {
+    retryHostKeyMismatch: false,
+  });
+  await runScript(session, props, props.delete, "delete script");
 }

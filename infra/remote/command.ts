@@ -30,6 +30,11 @@ export interface RemoteCommandArgs {
   stdin?: pulumi.Input<string>;
   /** Any change replaces the resource (runs delete, then create). */
   triggers?: pulumi.Input<unknown[]>;
+  /**
+   * Rotate the node's host key over the first (pinned) connection before `create` runs
+   * (infra/remote/host-key-rotation.ts); the stored connection then pins the new key.
+   */
+  rotateHostKey?: pulumi.Input<boolean>;
 }
 
 export interface RemoteCommandInputs {
@@ -39,9 +44,12 @@ export interface RemoteCommandInputs {
   environment?: Record<string, string>;
   stdin?: string;
   triggers?: unknown[];
+  rotateHostKey?: boolean;
 }
 
 export interface RemoteCommandOutputs {
+  /** The host key the node offers since `create` (absent on commands made before molt rotated keys). */
+  hostKey?: string;
   stdout: string;
   stderr: string;
   /** How long the create script ran. */
@@ -64,6 +72,8 @@ export class RemoteCommand extends pulumi.dynamic.Resource {
   declare readonly stdout: pulumi.Output<string>;
   declare readonly stderr: pulumi.Output<string>;
   declare readonly createMs: pulumi.Output<number>;
+  /** The host key to pin since `create`; undefined for a command created before molt rotated host keys. */
+  declare readonly hostKey: pulumi.Output<string | undefined>;
 
   constructor(name: string, args: RemoteCommandArgs, opts?: pulumi.CustomResourceOptions) {
     // The connection (private key) and stdin are kept in the outputs because delete needs
@@ -72,7 +82,7 @@ export class RemoteCommand extends pulumi.dynamic.Resource {
     super(
       provider,
       name,
-      { ...args, stdout: undefined, stderr: undefined, createMs: undefined },
+      { ...args, stdout: undefined, stderr: undefined, createMs: undefined, hostKey: undefined },
       pulumi.mergeOptions(opts, secrets),
       "molt",
       "RemoteCommand",

@@ -2,7 +2,7 @@
 // path that accepts an unknown key, so a node that answers with another key is refused.
 import { Client, type ClientChannel, type ConnectConfig, utils } from "ssh2";
 import { createServer, type AddressInfo, type Server } from "node:net";
-import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync } from "node:crypto";
 import { createWriteStream } from "node:fs";
 
 export interface SshTarget {
@@ -13,6 +13,8 @@ export interface SshTarget {
   privateKey: string;
   /** The node's host public key, "ssh-ed25519 AAAA... [comment]". */
   hostKey: string;
+  /** Other host keys this connection may meet (a key being rotated); still never an unknown one. */
+  alsoAccept?: string[];
 }
 
 export class HostKeyMismatchError extends Error {
@@ -69,6 +71,8 @@ export class SshSession {
   private constructor(
     private readonly client: Client,
     readonly target: SshTarget,
+    /** The pinned key line the node presented (target.hostKey or one of alsoAccept). */
+    readonly acceptedHostKey: string,
   ) {
     client.once("close", () => (this.ended = true));
   }
@@ -79,9 +83,10 @@ export class SshSession {
   }
 
   static async connect(target: SshTarget, opts: { readyTimeoutMs?: number } = {}): Promise<SshSession> {
-    const expected = publicKeyBlob(target.hostKey);
+    const pinned = [target.hostKey, ...(target.alsoAccept ?? [])].map((line) => ({ line, blob: publicKeyBlob(line) }));
     const client = new Client();
     let mismatch = false;
+    let accepted = target.hostKey;
     const config: ConnectConfig = {
       host: target.host,
       port: target.port ?? 22,
@@ -91,9 +96,10 @@ export class SshSession {
       keepaliveInterval: 5_000,
       keepaliveCountMax: 3,
       hostVerifier: (key: Buffer) => {
-        const ok = Buffer.compare(key, expected) === 0;
-        if (!ok) mismatch = true;
-        return ok;
+        const match = pinned.find((p) => Buffer.compare(key, p.blob) === 0);
+        if (match) accepted = match.line;
+        else mismatch = true;
+        return match !== undefined;
       },
     };
     await new Promise<void>((resolve, reject) => {
@@ -112,7 +118,7 @@ export class SshSession {
     client.on("error", () => {
       /* later errors surface on the calls that hit them */
     });
-    return new SshSession(client, target);
+    return new SshSession(client, target, accepted);
   }
 
   /** Runs a command; resolves with its output whatever the exit code. */
@@ -264,8 +270,27 @@ export function generateSshKeyPair(comment: string): { privateKey: string; publi
     publicKeyEncoding: { type: "spki", format: "der" },
     privateKeyEncoding: { type: "pkcs8", format: "der" },
   });
-  const pub = publicKey.subarray(publicKey.length - 32);
-  const seed = privateKey.subarray(privateKey.length - 32);
+  return openSshKeyPair(
+    privateKey.subarray(privateKey.length - 32),
+    publicKey.subarray(publicKey.length - 32),
+    comment,
+  );
+}
+
+/** The ed25519 key pair of a 32-byte seed, in OpenSSH format (the same seed, the same keys). */
+export function sshKeyPairFromSeed(seed: Buffer, comment: string): { privateKey: string; publicKey: string } {
+  if (seed.length !== 32) throw new Error("an ed25519 seed is 32 bytes");
+  // PKCS#8 DER of an ed25519 private key: a fixed prefix, then the seed; SPKI DER of the
+  // public key ends with its 32 bytes.
+  const pkcs8 = Buffer.concat([Buffer.from("302e020100300506032b657004220420", "hex"), seed]);
+  const spki = createPublicKey(createPrivateKey({ key: pkcs8, format: "der", type: "pkcs8" })).export({
+    type: "spki",
+    format: "der",
+  });
+  return openSshKeyPair(seed, spki.subarray(spki.length - 32), comment);
+}
+
+function openSshKeyPair(seed: Buffer, pub: Buffer, comment: string): { privateKey: string; publicKey: string } {
   if (pub.length !== 32 || seed.length !== 32) throw new Error("unexpected ed25519 key length");
   const str = (b: Buffer | string) => {
     const buf = typeof b === "string" ? Buffer.from(b) : b;
@@ -279,7 +304,8 @@ export function generateSshKeyPair(comment: string): { privateKey: string; publi
     return b;
   };
   const pubBlob = Buffer.concat([str("ssh-ed25519"), str(pub)]);
-  const check = randomBytes(4).readUInt32BE(0);
+  // The check integer only guards decryption; derived from the seed, the same seed gives the same file.
+  const check = createHash("sha256").update(seed).digest().readUInt32BE(0);
   let section = Buffer.concat([
     u32(check),
     u32(check),

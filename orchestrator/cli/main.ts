@@ -15,6 +15,7 @@ import { CorruptStateError } from "../stack/state";
 import { RefusedError, rollout, type PlannedReplacement, type Summary } from "../rollout";
 import { BackendError, classifyEngineError, PassphraseError, StackNotFoundError } from "../stack/driver";
 import { EngineMissingError } from "../stack/engine";
+import { PluginMissingError } from "../stack/plugins";
 import { LabHostError } from "../../infra/lab/host";
 
 export const EXIT = {
@@ -64,6 +65,7 @@ function errorExit(e: unknown, json: boolean, stack?: string): number {
     [StackNotFoundError, EXIT.invalid],
     [CorruptStateError, EXIT.invalid],
     [EngineMissingError, EXIT.invalid],
+    [PluginMissingError, EXIT.invalid],
     [BackendError, EXIT.invalid],
     [PassphraseError, EXIT.invalid],
     [RefusedError, EXIT.invalid],

@@ -7,6 +7,7 @@
 //   - cluster-wide calls (@kubernetes/client-node) go to one node's API server, preferring
 //     the newest ready one, as cluster-admin with the credentials of /etc/kubernetes/admin.conf
 //     read over SSH once and held in memory only.
+import { clusterConfigurationAt } from "../../infra/kubeadm/cluster-config";
 import { request } from "node:https";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import type { SshSession } from "../../infra/remote/ssh";
@@ -307,8 +308,7 @@ export class KubeAccess {
     const { core } = await this.api(via);
     const cm = await core.readNamespacedConfigMap({ name: "kubeadm-config", namespace: "kube-system" });
     const cc = (parseYaml(cm.data?.ClusterConfiguration ?? "") ?? {}) as Record<string, unknown>;
-    cc.kubernetesVersion = `v${stripV(version)}`;
-    cm.data = { ...cm.data, ClusterConfiguration: stringifyYaml(cc) };
+    cm.data = { ...cm.data, ClusterConfiguration: stringifyYaml(clusterConfigurationAt(cc, stripV(version))) };
     await core.replaceNamespacedConfigMap({ name: "kubeadm-config", namespace: "kube-system", body: cm });
   }
 

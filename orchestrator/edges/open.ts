@@ -2,6 +2,7 @@
 import type { StackConfig } from "../config";
 import type { RolloutEvent } from "../events";
 import { EngineStack } from "../stack/edge";
+import { checkProviderPlugins } from "../stack/plugins";
 import { SshNodeAccess } from "./nodes";
 import type { Edges } from "./types";
 
@@ -20,7 +21,9 @@ export interface EdgeOptions {
 
 export type EdgeFactory = (o: EdgeOptions) => Promise<Edges>;
 
-export const openEdges: EdgeFactory = async (o) => ({
-  stack: await EngineStack.open(o),
-  nodes: new SshNodeAccess(),
-});
+export const openEdges: EdgeFactory = async (o) => {
+  // A run that may `up` needs the provider's engine plugins, which molt never downloads
+  // during a run: missing ones are refused here, before the stack is opened or changed.
+  if (o.create !== false) checkProviderPlugins(o.config.intent.provider, o.env);
+  return { stack: await EngineStack.open(o), nodes: new SshNodeAccess() };
+};

@@ -16,7 +16,12 @@
 //    they joined through);
 //  - every resource that belongs to no node (the load balancer, the SSH client key, a
 //    vSphere anti-affinity rule over all VMs, ...): few, cheap to diff, and some follow
-//    the node list.
+//    the node list;
+//  - the providers' cluster-wide components and their children by type, even when they
+//    are not in the state yet: the engine does not create an untargeted new resource (a
+//    vSphere rule first needed with the second node, an Azure availability set added to
+//    an existing stack), and refuses a targeted one that depends on it.
+import { CLUSTER_WIDE_TYPES } from "../../infra/providers/registry";
 
 export interface StateResource {
   urn: string;
@@ -59,6 +64,7 @@ export function targetsFor(
   resources: readonly StateResource[],
   node: string,
   nodeNames: readonly string[],
+  clusterWideTypes: readonly string[] = CLUSTER_WIDE_TYPES,
 ): TargetPlan | undefined {
   const real = resources.filter((r) => !ENGINE_OWNED(r));
   if (real.length === 0) return undefined;
@@ -89,7 +95,11 @@ export function targetsFor(
   // A node not (fully) in the state yet: its resources by name. `**` spans the type and
   // parent parts of the URN; the name part is matched exactly or as `<node>-…`.
   const escaped = node.replace(/[*?[\]\\]/g, "\\$&");
-  const globs = [`**::${escaped}`, `**::${escaped}-*`];
+  const globs = [
+    `**::${escaped}`,
+    `**::${escaped}-*`,
+    ...clusterWideTypes.flatMap((t) => [`**::${t}::*`, `**::${t}$**`]),
+  ];
   return { targets: [...globs, ...[...target].sort()], nodeResources: owned.sort() };
 }
 

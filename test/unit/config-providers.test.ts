@@ -306,4 +306,62 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
         );
     });
   });
+
+  describe("added with the provider registry (issue #16)", () => {
+    it("refuses a cloud stack without a network add-on, saying why and what to write", () => {
+      assertProblem(
+        problemsOf(edited("aws", "molt:bootstrap.cniManifest", undefined)),
+        "molt:bootstrap.cniManifest",
+        /required on clouds: .*kube-flannel\.yml.*nodes stay NotReady.*"none"/,
+      );
+      assertProblem(problemsOf(edited("vsphere", "molt:bootstrap.cniManifest", "")), "molt:bootstrap.cniManifest", /./);
+      assert.equal(load(edited("azure", "molt:bootstrap.cniManifest", "none")).cloud?.bootstrap.cniManifest, "none");
+    });
+
+    it("refuses an address as the Azure endpoint: only a name can be mapped to the local API server", () => {
+      assertProblem(
+        problemsOf(edited("azure", "molt:bootstrap.controlPlaneEndpoint", "10.0.0.100:6443")),
+        "molt:bootstrap.controlPlaneEndpoint",
+        /a DNS name on Azure.*do not hairpin/,
+      );
+      assert.ok(load(edited("aws", "molt:bootstrap.controlPlaneEndpoint", "10.0.0.100:6443")).cloud);
+    });
+
+    it("takes an Azure availability set's fault domains, 1 to 3", () => {
+      const c = load({ ...edited("azure", "molt:azure.zones", []), "molt:failureDomains": [] });
+      assert.ok(c.cloud?.provider === "azure");
+      assert.equal(c.cloud.azure.faultDomainCount, undefined);
+      const three = edited("azure", "molt:azure.zones", []);
+      (three["molt:azure"] as Record<string, unknown>).faultDomainCount = 3;
+      three["molt:failureDomains"] = [];
+      const loaded = load(three).cloud;
+      assert.ok(loaded?.provider === "azure");
+      assert.equal(loaded.azure.faultDomainCount, 3);
+      assertProblem(
+        problemsOf(edited("azure", "molt:azure.faultDomainCount", 4)),
+        "molt:azure.faultDomainCount",
+        /1 to 3/,
+      );
+    });
+
+    it("turns the vSphere anti-affinity rule off, and keeps a pinned VM on its host only with a host", () => {
+      const off = load(edited("vsphere", "molt:vsphereAntiAffinity", { enabled: false }));
+      assert.ok(off.cloud?.provider === "vsphere");
+      assert.deepEqual(off.cloud.antiAffinity, { mandatory: false, enabled: false });
+      assertProblem(
+        problemsOf(edited("vsphere", "molt:vsphere.failureDomains.rack-c.keepOnHost", true)),
+        "molt:vsphere.failureDomains.rack-c.keepOnHost",
+        /needs host/,
+      );
+      const kept = load(edited("vsphere", "molt:vsphere.failureDomains.rack-a.keepOnHost", true));
+      assert.ok(kept.cloud?.provider === "vsphere");
+      assert.equal(kept.cloud.vsphere.failureDomains["rack-a"].keepOnHost, true);
+    });
+
+    it("checks the sections of every provider present when molt:provider is unknown", () => {
+      const problems = problemsOf({ ...example("aws"), "molt:provider": "gcp", "molt:aws": { instanceType: "" } });
+      assertProblem(problems, "molt:provider", /one of lab, aws, azure, vsphere/);
+      assertProblem(problems, "molt:aws.instanceType", /instance type/);
+    });
+  });
 });

@@ -86,7 +86,7 @@ describe("join material from a healthy control-plane node", () => {
     const m = await obtainJoinMaterial(runner, { joiningNode: "cp-g4-b" });
     assert.equal(m.token, TOKEN);
     assert.equal(calls.length, 1);
-    assert.match(calls[0], /^bash -euo pipefail -c '/);
+    assert.match(calls[0], /^bash --norc --noprofile -euo pipefail -c '/);
     assert.match(calls[0], /kubeadm token create/);
   });
 

@@ -217,16 +217,23 @@ describe("rendered kubeadm scripts", () => {
       assert.match(script, /"kubeadm-\$K8S_VERSION"/);
     });
 
-    it("verifies exact versions of kubeadm and kubelet", () => {
+    it("verifies exact versions of kubeadm, kubelet and kubectl", () => {
       const script = renderJoinScript(node, settings);
-      const probe = (kubeadm: string, kubelet: string) =>
+      const probe = (kubeadm: string, kubelet: string, kubectl: string | null = "v1.34.2") =>
         bash(
           `${definitionsOf(script)}\nkubeadm() { echo ${kubeadm}; }\nkubelet() { echo "Kubernetes ${kubelet}"; }\ncontainerd() { :; }\n` +
+            (kubectl
+              ? `kubectl() { printf '{\\n  "clientVersion": {\\n    "gitVersion": "%s",\\n    "major": "1"\\n  }\\n}\\n' ${kubectl}; }\n`
+              : "") +
             "if installed_versions_match; then echo match; else echo differ; fi",
         ).stdout.trim();
       assert.equal(probe("v1.34.2", "v1.34.2"), "match");
       assert.equal(probe("v1.34.1", "v1.34.2"), "differ");
       assert.equal(probe("v1.34.2", "v1.33.9"), "differ");
+      // Every join runs kubectl (kubeadm-config, join material): an image without it, or
+      // with another version, is not the image the stack asks for.
+      assert.equal(probe("v1.34.2", "v1.34.2", null), "differ");
+      assert.equal(probe("v1.34.2", "v1.34.2", "v1.33.9"), "differ");
     });
   });
 

@@ -1,0 +1,77 @@
+// Provider "lab": molt's embedded cloud on this host (infra/lab/): machines in their own
+// namespaces, a real OpenSSH server each, HAProxy in front of the API servers. Needs no
+// engine plugin: every resource is one of molt's dynamic providers.
+import { z } from "zod";
+import type { LabSettings } from "../lab/node";
+import { labProgram, type LabProgramInput } from "../lab/program";
+import type { LabProviderDefinition } from "./provider";
+
+const NAME = /^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$/;
+
+const labSection = z
+  .object({
+    name: z.string().regex(NAME, "a lowercase DNS label of at most 32 characters").optional(),
+    root: z.string().startsWith("/", "an absolute path").optional(),
+    bridge: z
+      .string()
+      .regex(/^[a-zA-Z0-9_-]{1,15}$/, "a Linux interface name of at most 15 characters")
+      .optional(),
+    subnet: z
+      .string()
+      .regex(/^\d+\.\d+\.\d+\.0\/24$/, "an IPv4 /24 such as 10.77.0.0/24")
+      .refine(
+        (v) =>
+          v
+            .split("/")[0]
+            .split(".")
+            .every((o) => Number(o) <= 255),
+        "an IPv4 /24 such as 10.77.0.0/24 (octets 0-255)",
+      )
+      .optional(),
+    lbPort: z.number().int().min(1).max(65535).optional(),
+  })
+  .strict();
+
+type Section = z.infer<typeof labSection>;
+
+/** The lab name a stack gets when molt:lab.name is not set. */
+export function derivedLabName(stack: string): string {
+  return stack
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, "-")
+    .slice(0, 32);
+}
+
+export const labProvider: LabProviderDefinition<LabSettings, LabProgramInput> = {
+  family: "lab",
+  kind: "lab",
+  sections: { "molt:lab": labSection.optional() },
+  plugins: [],
+  clusterWideTypes: [],
+  problems(raw, stack) {
+    const problems: string[] = [];
+    const ssh = raw["molt:ssh"] as { privateKey?: unknown; port?: unknown } | undefined;
+    if (ssh && (ssh.privateKey !== undefined || ssh.port !== undefined))
+      problems.push(
+        "molt:ssh: the lab makes its own client key and knows its machines' ports; only user applies there",
+      );
+    const lab = raw["molt:lab"] as { name?: unknown } | undefined;
+    if (lab?.name === undefined && !NAME.test(derivedLabName(stack))) {
+      problems.push(
+        `molt:lab.name: the stack name "${stack}" does not make a valid lab name (a lowercase DNS label); set molt:lab.name`,
+      );
+    }
+    return problems;
+  },
+  settings(sections, stack) {
+    const lab = sections["molt:lab"] as Section | undefined;
+    return {
+      lab: lab?.name ?? derivedLabName(stack),
+      labRoot: lab?.root ?? process.env.MOLT_LAB_ROOT ?? "/var/lib/molt-lab",
+      bridge: lab?.bridge ?? "moltbr0",
+      subnet: lab?.subnet ?? "10.77.0.0/24",
+      lbPort: lab?.lbPort ?? 6443,
+    };
+  },
+  program: labProgram,
+};

@@ -1,0 +1,119 @@
+// What a provider is to molt: one definition per provider (infra/providers/<kind>), listed
+// in infra/providers/registry.ts. orchestrator/config.ts validates a stack's config with
+// it, orchestrator/program-input.ts and infra/program.ts build the stack program from it,
+// orchestrator/stack/plugins.ts checks its engine plugins, and orchestrator/stack/targets.ts
+// targets its cluster-wide components. Adding a provider is a new definition, its
+// component, its tests and docs, and one line in the registry.
+import type { z } from "zod";
+import type { KubeadmBootstrapSettings } from "../kubeadm/settings";
+import type { NodeEntry } from "../node";
+import type { CloudControlPlaneNode, CloudNodeArgs } from "./cloud-node";
+
+/** A Pulumi resource plugin the engine must have before any `up` of a stack of this provider. */
+export interface PluginRequirement {
+  kind: "resource";
+  name: string;
+  /** Exactly the version the SDK (or molt's own binding) asks the engine for. */
+  version: string;
+}
+
+/** A zod schema for each `molt:<key>` section a provider owns. */
+export type Sections = Record<`molt:${string}`, z.ZodType>;
+
+interface DefinitionBase<K extends string> {
+  kind: K;
+  /** Its own `molt:` sections; checked when the stack's molt:provider is this provider. */
+  sections: Sections;
+  plugins: readonly PluginRequirement[];
+  /**
+   * Types of its cluster-wide components (resources that belong to no node live in them):
+   * every targeted `up` includes them and their children, so one added to an existing
+   * stack (or first needed with a second node) is created by the next surge.
+   */
+  clusterWideTypes: readonly string[];
+}
+
+/** The lab: molt's embedded cloud on this host (infra/providers/lab.ts). */
+export interface LabProviderDefinition<Settings, Input> extends DefinitionBase<"lab"> {
+  family: "lab";
+  /** Problems across keys the schema cannot see, on raw values. */
+  problems(raw: Record<string, unknown>, stack: string): string[];
+  /** The typed settings from the parsed sections (StackConfig.lab). */
+  settings(sections: Record<string, unknown>, stack: string): Settings;
+  program(input: Input): Record<string, unknown>;
+}
+
+/** What every cloud stack has beside its provider's own settings (StackConfig.cloud). */
+export interface CloudConfigBase {
+  /**
+   * The login user cloud-init creates (not root). The private key is the secret
+   * molt:ssh.privateKey, read by the program.
+   */
+  ssh: { user: string; port?: number };
+  /** Where new nodes may go (molt:failureDomains); a node's domain is chosen once, when its entry is made. */
+  failureDomains: string[];
+  bootstrap: KubeadmBootstrapSettings;
+}
+
+/** The failure domains a provider's settings define. */
+export interface DomainSource {
+  known: string[];
+  /** The key that lists them, for messages ("molt:aws.subnetIdsByZone"). */
+  where: string;
+  /** A node may go without a domain: there is a single placement (or none) to put it in. */
+  unplacedAllowed: boolean;
+}
+
+/** The program input of a cloud stack (orchestrator/program-input.ts makes it). */
+export interface CloudProgramInput<
+  C extends CloudConfigBase & { provider: string } = CloudConfigBase & { provider: string },
+> {
+  provider: C["provider"];
+  nodes: NodeEntry[];
+  cloud: C;
+}
+
+/**
+ * A cloud provider. `sections` parse the raw config; `domains` and `config` get the
+ * sections exactly as that schema parsed them (each definition casts once, to its own type).
+ */
+export interface CloudProviderDefinition<
+  C extends CloudConfigBase & { provider: string },
+  Shared = undefined,
+> extends DefinitionBase<C["provider"]> {
+  family: "cloud";
+  /** What is wrong with molt:image on this provider (the message after the key), or undefined. */
+  imageProblem(image: string): string | undefined;
+  domains(sections: Record<string, unknown>): DomainSource;
+  config(sections: Record<string, unknown>, common: CloudConfigBase): C;
+  /** Problems across its settings the schema cannot see (each "<key>: <message>"). */
+  problems?(cloud: C): string[];
+  /** Cluster-wide resources the nodes need (made before them, e.g. Azure's availability set). */
+  shared?(cloud: C): Shared;
+  /** One node's component. */
+  node(entry: NodeEntry, args: CloudNodeArgs, cloud: C, shared: Shared): CloudControlPlaneNode;
+  /** Cluster-wide resources over all nodes (vSphere's anti-affinity rule), made after them. */
+  cluster?(cloud: C, nodes: readonly CloudControlPlaneNode[]): void;
+}
+
+/**
+ * A cloud provider as the registry holds it: what takes its own settings type takes the
+ * common shape here and checks the kind (infra/providers/cloud-program.ts cloudProvider).
+ */
+export interface RegisteredCloudProvider<C extends CloudConfigBase & { provider: string }> extends DefinitionBase<
+  C["provider"]
+> {
+  family: "cloud";
+  imageProblem(image: string): string | undefined;
+  domains(sections: Record<string, unknown>): DomainSource;
+  config(sections: Record<string, unknown>, common: CloudConfigBase): C;
+  problems(cloud: CloudConfigBase & { provider: string }): string[];
+  program(input: CloudProgramInput): Record<string, unknown>;
+}
+
+/** The resource plugin a Pulumi SDK package asks the engine for: its own package version. */
+export function sdkPlugin(name: string, sdkPackage: string): PluginRequirement {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const pkg = require(`${sdkPackage}/package.json`) as { version: string };
+  return { kind: "resource", name, version: pkg.version.replace(/^v/, "") };
+}
