@@ -155,7 +155,9 @@ function kubeCondition(s: World): Condition {
     return {
       type: "ControlPlaneHealthy",
       status: "True",
-      reason: `every API server ready (${versions}), controller-managers, schedulers and Nodes healthy; kubeadm-config ${s.kube.clusterConfigVersion ?? "?"}`,
+      reason:
+        `every API server ready (${versions}), controller-managers, schedulers and Nodes healthy; ` +
+        `kubeadm-config ${s.kube.clusterConfigVersion ?? "?"}`,
     };
   }
   return { type: "ControlPlaneHealthy", status: "False", reason: bad.map(([n, p]) => `${n}: ${p}`).join("; ") };

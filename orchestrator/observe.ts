@@ -98,7 +98,8 @@ export async function observeKube(kube: KubeEdge, nodes: NodeEntry[]): Promise<K
     .find((n) => components[n.name]?.apiserver.ok)?.name;
   if (!via)
     throw new Error(
-      `no kube-apiserver is ready (${nodes.map((n) => `${n.name}: ${components[n.name]?.apiserver.error}`).join("; ")})`,
+      `no kube-apiserver is ready ` +
+        `(${nodes.map((n) => `${n.name}: ${components[n.name]?.apiserver.error}`).join("; ")})`,
     );
   return { via, components, ...(await kube.observeCluster(via)) };
 }

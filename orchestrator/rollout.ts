@@ -189,7 +189,8 @@ function checkReplaceDead(intent: Intent, state: StackState, stack: string): voi
   const unknown = (intent.replaceDead ?? []).filter((n) => !names.includes(n));
   if (unknown.length === 0) return;
   throw new RefusedError(
-    `--replace-dead ${unknown.join(", ")}: no such node in stack ${stack} (nodes: ${names.join(", ") || "none"}); nothing was changed. ` +
+    `--replace-dead ${unknown.join(", ")}: no such node in stack ${stack} (nodes: ${names.join(", ") || "none"}); ` +
+      `nothing was changed. ` +
       `If it was already replaced, run without --replace-dead.`,
   );
 }

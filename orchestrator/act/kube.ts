@@ -68,7 +68,8 @@ export const drain: Act<"drain"> = async (op, ctx) => {
       result: "failed",
       reason:
         `drain of ${op.node} did not finish within ${seconds}s (molt:timeouts.drainSeconds): ${blocked}. ` +
-        `No node was removed: ${op.node} stays cordoned and every etcd member is in place. Let the PodDisruptionBudget allow the eviction ` +
+        `No node was removed: ${op.node} stays cordoned and every etcd member is in place. Let the ` +
+        `PodDisruptionBudget allow the eviction ` +
         `(or raise the deadline), then run molt again: it continues with the drain.`,
     };
   }

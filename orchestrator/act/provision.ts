@@ -42,7 +42,9 @@ export const prune: Act<"prune"> = async (op, ctx) => {
           node: op.node,
           ms: 0,
           ok: false,
-          detail: `the Node could not be deleted now (${e.message.split("\n")[0]}); it is deleted once its Lease is stale`,
+          detail:
+            `the Node could not be deleted now (${e.message.split("\n")[0]}); it is deleted once its Lease is ` +
+            `stale`,
         }),
       );
   }

@@ -44,7 +44,10 @@ export function sudoFor(user: string): string {
 
 /** etcdctl on the node itself, as the healthcheck client, against its local member. */
 function etcdctlOnNode(user: string, args: string): string {
-  return `${sudoFor(user)}env ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert=${PKI}/ca.crt --cert=${PKI}/healthcheck-client.crt --key=${PKI}/healthcheck-client.key ${args}`;
+  return (
+    `${sudoFor(user)}env ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 ` +
+    `--cacert=${PKI}/ca.crt --cert=${PKI}/healthcheck-client.crt --key=${PKI}/healthcheck-client.key ${args}`
+  );
 }
 
 interface Tunnel {

@@ -93,7 +93,9 @@ export function afterAct(
           memory,
           stop: {
             result: "failed",
-            reason: `etcd kept refusing ${op.kind} of ${outcome.key.slice(`retry:${op.kind}:`.length)} for ${intent.timeouts.settleSeconds}s: ${outcome.why}`,
+            reason:
+              `etcd kept refusing ${op.kind} of ${outcome.key.slice(`retry:${op.kind}:`.length)} for ` +
+              `${intent.timeouts.settleSeconds}s: ${outcome.why}`,
           },
         };
       return { memory };

@@ -24,7 +24,8 @@ export function plannedReplacements(nodes: NodeEntry[], intent: Intent): Planned
       from: desc(n),
       to: desc(intent),
       reason: k8sChange(n)
-        ? `Kubernetes ${n.kubernetesVersion ?? "?"} → ${intent.kubernetesVersion ?? "?"}${n.image !== intent.image ? ", new image" : ""}`
+        ? `Kubernetes ${n.kubernetesVersion ?? "?"} → ` +
+          `${intent.kubernetesVersion ?? "?"}${n.image !== intent.image ? ", new image" : ""}`
         : "base image differs",
     }));
 }

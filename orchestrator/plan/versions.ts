@@ -49,8 +49,14 @@ export function etcdVersionProblem(members: string[], joining: string | undefine
   const cluster = parsed.reduce((a, b) => (byMinor(a, b) <= 0 ? a : b));
   const version = `${cluster[0]}.${cluster[1]}`;
   if (byMinor(j, cluster) < 0)
-    return `the new node's etcd ${joining} is older than the cluster version ${version}: an etcd member never joins a cluster of a newer version`;
+    return (
+      `the new node's etcd ${joining} is older than the cluster version ${version}: an etcd member never joins ` +
+      `a cluster of a newer version`
+    );
   if (j[0] !== cluster[0] || j[1] > cluster[1] + 1)
-    return `the new node's etcd ${joining} is more than one minor above the cluster version ${version}: etcd upgrades go one minor at a time`;
+    return (
+      `the new node's etcd ${joining} is more than one minor above the cluster version ${version}: etcd ` +
+      `upgrades go one minor at a time`
+    );
   return undefined;
 }

@@ -18,8 +18,21 @@ export function waitDeadlineSeconds(key: WaitKey, t: Intent["timeouts"]): number
  * election) refuse for a moment. A membership call refused this way is observed again and
  * retried within the settle deadline; anything else stops the run.
  */
+const TRANSIENT_ETCD_REFUSALS = new RegExp(
+  [
+    "unhealthy cluster",
+    "not in sync",
+    "too many learner",
+    "leader changed",
+    "no leader",
+    "timed out",
+    "deadline exceeded",
+    "UNAVAILABLE",
+    "request timed out",
+  ].join("|"),
+  "i",
+);
+
 export function isTransientEtcdRefusal(message: string): boolean {
-  return /unhealthy cluster|not in sync|too many learner|leader changed|no leader|timed out|deadline exceeded|UNAVAILABLE|request timed out/i.test(
-    message,
-  );
+  return TRANSIENT_ETCD_REFUSALS.test(message);
 }

@@ -161,7 +161,8 @@ export class EngineStack implements StackEdge {
     const left = (await exportState(this.stack)).resources.filter((r) => owned.has(r.urn));
     if (left.length)
       throw new Error(
-        `a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ${left.map((r) => urnName(r.urn)).join(", ")}`,
+        `a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ` +
+          `${left.map((r) => urnName(r.urn)).join(", ")}`,
       );
   }
 

@@ -38,16 +38,20 @@ export function explainPending(
     if (p.type === "creating") {
       if (inState.has(urn)) reason = "a later update created it again; the interrupted create is obsolete";
       else if (node)
-        reason = `an interrupted create of a resource of listed node ${node}; the next update of that node makes it again`;
+        reason =
+          `an interrupted create of a resource of listed node ${node}; the next update of that node makes it ` +
+          `again`;
       else
         reason =
-          "part of a node that never reached the node list (an interrupted surge); the next surge makes a node of the same name again" +
+          "part of a node that never reached the node list (an interrupted surge); the next surge makes a node of " +
+          "the same name again" +
           (p.resource.type.includes(":lab") || p.resource.type.startsWith("pulumi-nodejs:dynamic")
             ? ""
             : ` — check the cloud for an untracked ${p.resource.type} named ${name}`);
     } else if (p.type === "deleting") {
       reason = inState.has(urn)
-        ? "an interrupted delete; the resource stays in the state and is deleted again with its node (deletes are idempotent)"
+        ? "an interrupted delete; the resource stays in the state and is deleted again with its node (deletes are " +
+          "idempotent)"
         : "an interrupted delete of a resource already gone from the state";
     } else {
       reason = `an interrupted ${p.type}; molt never updates resources in place, the record is obsolete`;

@@ -14,7 +14,8 @@ export class CorruptStateError extends Error {
   constructor(stack: string, detail: string) {
     super(
       `the node list stored in stack "${stack}" is not valid (${detail}); nothing was changed. ` +
-        `Inspect it with \`molt status --stack ${stack}\` or \`pulumi stack export\`; molt will not guess a list and destroy nodes because of it.`,
+        `Inspect it with \`molt status --stack ${stack}\` or \`pulumi stack export\`; molt will not guess a list ` +
+        `and destroy nodes because of it.`,
     );
     this.name = "CorruptStateError";
   }

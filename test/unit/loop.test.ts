@@ -75,48 +75,52 @@ describe("the rollout loop (fake edges)", function () {
 
   const images = (w: FakeWorld) => w.list.map((n) => `${n.name}:${n.image}`);
 
-  it("rolls 3 nodes to a new image add-first: surge, move leadership away, remove the member, prune; one node at a time", async () => {
-    stack("lab-v2");
-    const w = FakeWorld.cluster(3, "lab-v1");
-    const { summary, events } = await run(w);
-    assert.equal(summary.result, "succeeded", summary.reason);
-    assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
-    assert.deepEqual(
-      w.log.filter((l) => l.startsWith("up")),
-      [
-        "up surge lab-cp-4",
-        "up prune lab-cp-1",
-        "up surge lab-cp-5",
-        "up prune lab-cp-2",
-        "up surge lab-cp-6",
-        "up prune lab-cp-3",
-      ],
-    );
-    // The leader (lab-cp-1's member) handed leadership to the new node before its member went.
-    const moved = w.log.findIndex((l) => l.startsWith("etcd moveLeader lab-cp-1"));
-    const removed = w.log.findIndex((l) => l.startsWith("etcd memberRemove 1 "));
-    assert.ok(moved >= 0 && moved < removed, w.log.join("\n"));
-    // Never more than replicas + 1 nodes, never fewer than replicas members.
-    let nodes = 3;
-    let members = 3;
-    for (const l of w.log) {
-      if (l.startsWith("up surge")) {
-        nodes++;
-        members++;
+  it(
+    "rolls 3 nodes to a new image add-first: surge, move leadership away, remove the member, prune; one node at a " +
+      "time",
+    async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const { summary, events } = await run(w);
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
+      assert.deepEqual(
+        w.log.filter((l) => l.startsWith("up")),
+        [
+          "up surge lab-cp-4",
+          "up prune lab-cp-1",
+          "up surge lab-cp-5",
+          "up prune lab-cp-2",
+          "up surge lab-cp-6",
+          "up prune lab-cp-3",
+        ],
+      );
+      // The leader (lab-cp-1's member) handed leadership to the new node before its member went.
+      const moved = w.log.findIndex((l) => l.startsWith("etcd moveLeader lab-cp-1"));
+      const removed = w.log.findIndex((l) => l.startsWith("etcd memberRemove 1 "));
+      assert.ok(moved >= 0 && moved < removed, w.log.join("\n"));
+      // Never more than replicas + 1 nodes, never fewer than replicas members.
+      let nodes = 3;
+      let members = 3;
+      for (const l of w.log) {
+        if (l.startsWith("up surge")) {
+          nodes++;
+          members++;
+        }
+        if (l.startsWith("up prune")) nodes--;
+        if (l.startsWith("etcd memberRemove")) members--;
+        assert.ok(nodes <= 4 && members >= 3, `${l}: ${nodes} nodes, ${members} members`);
       }
-      if (l.startsWith("up prune")) nodes--;
-      if (l.startsWith("etcd memberRemove")) members--;
-      assert.ok(nodes <= 4 && members >= 3, `${l}: ${nodes} nodes, ${members} members`);
-    }
-    // An etcd snapshot before the first membership change, on the summary.
-    assert.ok(w.log.indexOf("etcd snapshot lab-cp-1") < moved);
-    assert.ok(summary.snapshotPath?.includes("lab-"));
-    assert.equal(summary.operations, 10); // 3 surges, 1 move-leader, 3 member removals, 3 prunes
-    assert.equal(events.filter((e) => e.type === "decision" && e.operation.kind === "surge").length, 3);
-    // A second run has nothing to do.
-    const again = await run(w);
-    assert.equal(again.summary.result, "noop");
-  });
+      // An etcd snapshot before the first membership change, on the summary.
+      assert.ok(w.log.indexOf("etcd snapshot lab-cp-1") < moved);
+      assert.ok(summary.snapshotPath?.includes("lab-"));
+      assert.equal(summary.operations, 10); // 3 surges, 1 move-leader, 3 member removals, 3 prunes
+      assert.equal(events.filter((e) => e.type === "decision" && e.operation.kind === "surge").length, 3);
+      // A second run has nothing to do.
+      const again = await run(w);
+      assert.equal(again.summary.result, "noop");
+    },
+  );
 
   it("rolls a new node back when its member never starts, leaving the old nodes untouched", async () => {
     stack("lab-v2", { joinSeconds: 10 });

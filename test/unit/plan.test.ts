@@ -1457,107 +1457,112 @@ describe("planner (orchestrator/plan.ts)", () => {
         (n.health === "ok" || n.health === "lagging") &&
         (n.reportsLeader ?? w.leader) !== undefined;
 
-      it("decide never removes a member unsafely, never adds into an unhealthy cluster, and only acts on what it names", () => {
-        fc.assert(
-          fc.property(arb, (r) => {
-            const w = build(r);
-            const s = snapshotOf(w);
-            const op = decide(s, STACK);
-            const members = s.etcd?.members ?? [];
-            const voters = members.filter((m) => !m.isLearner);
-            const healthy = new Set(w.nodes.filter((n) => votes(w, n)).map((n) => n.member!.id));
-            const nodeByName = (name: string) => w.nodes.find((n) => n.entry.name === name);
-            const safe = (id: string) => !voters.some((m) => m.id === id) || canSafelyRemoveMember(voters, healthy, id);
-            const reported = new Set(w.nodes.map((n) => n.reportsLeader ?? w.leader));
-            const leader = reported.size === 1 ? [...reported][0] : undefined;
-            const allHealthy =
-              !!s.etcd &&
-              s.etcd.alarms.length === 0 &&
-              w.strays.length === 0 &&
-              leader !== undefined &&
-              w.nodes.every((n) => n.member && n.member.started && !n.member.learner && n.health === "ok");
+      it(
+        "decide never removes a member unsafely, never adds into an unhealthy cluster, and only acts on what it " +
+          "names",
+        () => {
+          fc.assert(
+            fc.property(arb, (r) => {
+              const w = build(r);
+              const s = snapshotOf(w);
+              const op = decide(s, STACK);
+              const members = s.etcd?.members ?? [];
+              const voters = members.filter((m) => !m.isLearner);
+              const healthy = new Set(w.nodes.filter((n) => votes(w, n)).map((n) => n.member!.id));
+              const nodeByName = (name: string) => w.nodes.find((n) => n.entry.name === name);
+              const safe = (id: string) =>
+                !voters.some((m) => m.id === id) || canSafelyRemoveMember(voters, healthy, id);
+              const reported = new Set(w.nodes.map((n) => n.reportsLeader ?? w.leader));
+              const leader = reported.size === 1 ? [...reported][0] : undefined;
+              const allHealthy =
+                !!s.etcd &&
+                s.etcd.alarms.length === 0 &&
+                w.strays.length === 0 &&
+                leader !== undefined &&
+                w.nodes.every((n) => n.member && n.member.started && !n.member.learner && n.health === "ok");
 
-            switch (op.kind) {
-              case "create-first":
-                assert.fail("create-first with nodes in the stack");
-                break;
-              case "surge":
-                assert.ok(allHealthy, `surge into an unhealthy cluster: ${op.reason}`);
-                assert.ok(
-                  w.nodes.length < r.replicas ||
-                    (w.nodes.some((n) => isOutdated(n.entry, w.intent)) && w.nodes.length === r.replicas),
-                );
-                break;
-              case "done":
-                assert.ok(allHealthy, "done while unhealthy");
-                assert.equal(w.nodes.length, r.replicas);
-                assert.ok(w.nodes.every((n) => !isOutdated(n.entry, w.intent)));
-                break;
-              case "remove-member": {
-                assert.ok(allHealthy, "retires a node while the cluster is unhealthy");
-                assert.ok(safe(op.memberId), `remove-member loses quorum: ${op.reason}`);
-                assert.notEqual(op.memberId, leader, "removes the leader");
-                assert.equal(nodeByName(op.node)?.member?.id, op.memberId);
-                break;
-              }
-              case "remove-stray-member":
-                assert.ok(
-                  w.strays.some((m) => m.id === op.memberId),
-                  "only a member without a node is stray",
-                );
-                assert.ok(safe(op.memberId), `remove-stray-member loses quorum: ${op.reason}`);
-                break;
-              case "rollback":
-              case "pause": {
-                const n = nodeByName(op.node);
-                assert.ok(n && w.expired.includes(`join:${op.node}`), "fails a node only after its join deadline");
-                // A learner is always a node being added; a voter only counts as new when newest.
-                if (!n.member?.learner)
-                  assert.equal(
-                    n.entry.generation,
-                    Math.max(...w.nodes.map((x) => x.entry.generation)),
-                    "fails only the newest node",
+              switch (op.kind) {
+                case "create-first":
+                  assert.fail("create-first with nodes in the stack");
+                  break;
+                case "surge":
+                  assert.ok(allHealthy, `surge into an unhealthy cluster: ${op.reason}`);
+                  assert.ok(
+                    w.nodes.length < r.replicas ||
+                      (w.nodes.some((n) => isOutdated(n.entry, w.intent)) && w.nodes.length === r.replicas),
                   );
-                assert.equal(op.kind, r.onFailure);
-                if (op.kind === "rollback" && n.member) {
-                  assert.equal(op.memberId, n.member.id);
-                  assert.ok(safe(n.member.id), "rollback loses quorum");
+                  break;
+                case "done":
+                  assert.ok(allHealthy, "done while unhealthy");
+                  assert.equal(w.nodes.length, r.replicas);
+                  assert.ok(w.nodes.every((n) => !isOutdated(n.entry, w.intent)));
+                  break;
+                case "remove-member": {
+                  assert.ok(allHealthy, "retires a node while the cluster is unhealthy");
+                  assert.ok(safe(op.memberId), `remove-member loses quorum: ${op.reason}`);
+                  assert.notEqual(op.memberId, leader, "removes the leader");
+                  assert.equal(nodeByName(op.node)?.member?.id, op.memberId);
+                  break;
                 }
-                break;
+                case "remove-stray-member":
+                  assert.ok(
+                    w.strays.some((m) => m.id === op.memberId),
+                    "only a member without a node is stray",
+                  );
+                  assert.ok(safe(op.memberId), `remove-stray-member loses quorum: ${op.reason}`);
+                  break;
+                case "rollback":
+                case "pause": {
+                  const n = nodeByName(op.node);
+                  assert.ok(n && w.expired.includes(`join:${op.node}`), "fails a node only after its join deadline");
+                  // A learner is always a node being added; a voter only counts as new when newest.
+                  if (!n.member?.learner)
+                    assert.equal(
+                      n.entry.generation,
+                      Math.max(...w.nodes.map((x) => x.entry.generation)),
+                      "fails only the newest node",
+                    );
+                  assert.equal(op.kind, r.onFailure);
+                  if (op.kind === "rollback" && n.member) {
+                    assert.equal(op.memberId, n.member.id);
+                    assert.ok(safe(n.member.id), "rollback loses quorum");
+                  }
+                  break;
+                }
+                case "prune":
+                  assert.equal(nodeByName(op.node)?.member, undefined, "prunes a node that still has a member");
+                  assert.ok(w.nodes.length > 1, "prunes the only node");
+                  break;
+                case "promote": {
+                  const n = nodeByName(op.node);
+                  assert.ok(
+                    n?.member?.learner &&
+                      n.member.started &&
+                      n.member.id === op.memberId &&
+                      (n.health === "ok" || n.health === "no-leader"),
+                    "promotes a learner that is not caught up",
+                  );
+                  break;
+                }
+                case "move-leader": {
+                  assert.ok(allHealthy);
+                  assert.equal(nodeByName(op.from)?.member?.id, leader);
+                  const to = nodeByName(op.to);
+                  assert.ok(to && to.member?.id === op.toId && votes(w, to) && op.to !== op.from);
+                  break;
+                }
+                case "wait":
+                  assert.ok(!w.expired.includes(op.key), `waits on an expired key ${op.key}`);
+                  break;
+                case "refuse":
+                  assert.ok(op.condition.length > 0);
+                  break;
               }
-              case "prune":
-                assert.equal(nodeByName(op.node)?.member, undefined, "prunes a node that still has a member");
-                assert.ok(w.nodes.length > 1, "prunes the only node");
-                break;
-              case "promote": {
-                const n = nodeByName(op.node);
-                assert.ok(
-                  n?.member?.learner &&
-                    n.member.started &&
-                    n.member.id === op.memberId &&
-                    (n.health === "ok" || n.health === "no-leader"),
-                  "promotes a learner that is not caught up",
-                );
-                break;
-              }
-              case "move-leader": {
-                assert.ok(allHealthy);
-                assert.equal(nodeByName(op.from)?.member?.id, leader);
-                const to = nodeByName(op.to);
-                assert.ok(to && to.member?.id === op.toId && votes(w, to) && op.to !== op.from);
-                break;
-              }
-              case "wait":
-                assert.ok(!w.expired.includes(op.key), `waits on an expired key ${op.key}`);
-                break;
-              case "refuse":
-                assert.ok(op.condition.length > 0);
-                break;
-            }
-          }),
-          { numRuns: 10000 },
-        );
-      });
+            }),
+            { numRuns: 10000 },
+          );
+        },
+      );
     });
   });
 

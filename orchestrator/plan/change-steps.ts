@@ -1,0 +1,120 @@
+// The planner's changes once everything is healthy: retire one node (drain, stop its API
+// server, move leadership, remove its member), or grow (kubeadm-config first, then a surge).
+import type { Operation } from "../model";
+import { canSafelyRemoveMember, isOutdated, newEntry } from "./rules";
+import type { Scope } from "./scope";
+import { etcdVersionProblem } from "./versions";
+
+/**
+ * Everything is healthy from here on: retire the victim, one step per pass. Whether its
+ * member may go at all is decided before the node is touched (drained, its API server
+ * stopped): a retirement that would be refused changes nothing.
+ */
+export function retire(c: Scope): Operation | undefined {
+  const { s, victim } = c;
+  if (!victim) return undefined;
+  const member = c.memberOf(victim)!;
+  if (!canSafelyRemoveMember(c.voters, c.healthyIds, member.id)) {
+    return {
+      kind: "refuse",
+      condition: "EtcdClusterHealthy",
+      reason: `removing ${victim.name} would leave fewer healthy voters than quorum`,
+    };
+  }
+  const leads = member.id === c.leaderId;
+  // Leadership goes to the newest up-to-date healthy voter (Cluster API: the newest machine).
+  const leaderTarget = leads
+    ? s.nodes
+        .filter((n) => n.name !== victim.name)
+        .sort(
+          (a, b) => Number(isOutdated(a, s.intent)) - Number(isOutdated(b, s.intent)) || b.generation - a.generation,
+        )
+        .map((n) => ({ n, m: c.memberOf(n) }))
+        .find(({ m }) => m && c.healthyIds.has(m.id) && !m.isLearner)
+    : undefined;
+  if (leads && !leaderTarget)
+    return {
+      kind: "refuse",
+      condition: "EtcdClusterHealthy",
+      reason: `no healthy voter to move leadership to from ${victim.name}`,
+    };
+  if (s.intent.kubernetesVersion !== undefined && s.kube) {
+    const k = s.kube.nodes.find((n) => n.name === victim.name);
+    const evictable = s.kube.evictable[victim.name] ?? 0;
+    if (k && (!k.unschedulable || evictable > 0)) {
+      return {
+        kind: "drain",
+        node: victim.name,
+        via: s.kube.via,
+        reason:
+          `retire ${victim.name}: cordon and drain it first (${evictable} pod(s) to evict, ` +
+          `PodDisruptionBudgets honoured)`,
+      };
+    }
+    // Its API server goes before its etcd member: stopped gracefully, it fails /readyz
+    // while still serving, so the load balancer drops it before a request can reach an
+    // API server whose etcd is gone.
+    if (k && s.kube.components[victim.name]?.apiserver.ok) {
+      return {
+        kind: "stop-apiserver",
+        node: victim.name,
+        reason:
+          `retire ${victim.name}: stop its kube-apiserver gracefully, out of the load balancer, before its ` +
+          `etcd member is removed`,
+      };
+    }
+  }
+  if (leaderTarget) {
+    return {
+      kind: "move-leader",
+      from: victim.name,
+      to: leaderTarget.n.name,
+      toId: leaderTarget.m!.id,
+      reason: `${victim.name} leads etcd and is to be retired: move leadership to ${leaderTarget.n.name} first`,
+    };
+  }
+  const why = c.tooMany
+    ? isOutdated(victim, s.intent)
+      ? "outdated"
+      : "surplus"
+    : "outdated; maxSurge 0: retire first";
+  return {
+    kind: "remove-member",
+    node: victim.name,
+    memberId: member.id,
+    via: c.via(victim.name),
+    reason: `retire ${victim.name} (${why}): remove its etcd member, then destroy it`,
+  };
+}
+
+/** Fewer nodes than replicas, or outdated nodes (add first): version rules, kubeadm-config, then a surge. */
+export function grow(c: Scope): Operation | undefined {
+  const { s } = c;
+  const { intent } = s;
+  if (s.nodes.length >= intent.replicas && c.outdated.length === 0) return undefined;
+  // etcd's rules first: a refusal must come before any change.
+  const etcdProblem = etcdVersionProblem(
+    Object.values(s.etcd!.status).flatMap((r) => (r.ok ? [r.status.version] : [])),
+    intent.etcdVersion,
+  );
+  if (etcdProblem) return { kind: "refuse", condition: "EtcdVersionSkew", reason: etcdProblem };
+  // kubeadm join reads the cluster's configuration: it names the version being rolled to
+  // before the first node of that version joins (Cluster API does the same).
+  const cc = s.kube?.clusterConfigVersion;
+  if (intent.kubernetesVersion !== undefined && s.kube && cc !== undefined && cc !== intent.kubernetesVersion) {
+    return {
+      kind: "update-cluster-config",
+      version: intent.kubernetesVersion,
+      via: s.kube.via,
+      reason:
+        `kubeadm-config says ${cc}; set it to ${intent.kubernetesVersion} before ${intent.kubernetesVersion} ` +
+        `nodes join`,
+    };
+  }
+  const entry = newEntry(s, c.stack, false);
+  const reason =
+    s.nodes.length < intent.replicas
+      ? `${s.nodes.length}/${intent.replicas} nodes: add ${entry.name}`
+      : `${c.outdated.length} outdated node(s) (${c.outdated.map((n) => n.name).join(", ")}): add ${entry.name} first`;
+  return { kind: "surge", entry, reason };
+}

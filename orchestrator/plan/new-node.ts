@@ -1,0 +1,31 @@
+// A node this run (or a surge still in progress) added and has not yet seen healthy: it
+// gets the join deadline, then is rolled back (or the run pauses). Old nodes never are.
+import type { Operation } from "../model";
+import { isOutdated } from "./rules";
+import type { Scope } from "./scope";
+
+/**
+ * Is `node` a new node not yet seen healthy: the one this run added, or (after a run that
+ * ended before its new node became healthy) the newest, up-to-date node of a surge still
+ * in progress (more nodes than replicas)?
+ */
+export function isJoining(c: Scope, node: string): boolean {
+  const { s } = c;
+  if (node !== c.newest.name || s.nodes.length <= 1) return false;
+  if (node === s.joining) return true;
+  return s.nodes.length > s.intent.replicas && !isOutdated(c.newest, s.intent) && c.outdated.length > 0;
+}
+
+export function failNewNode(c: Scope, node: string, memberId: string | undefined, reason: string): Operation {
+  if (c.s.intent.rollout.onFailure === "pause")
+    return { kind: "pause", node, reason: `${reason}; left in place for inspection (--on-failure pause)` };
+  // The member is removed through another node that answers.
+  const via = c.s.nodes.find((n) => n.name !== node && c.s.etcd?.status[n.name]?.ok)?.name;
+  return {
+    kind: "rollback",
+    node,
+    ...(memberId ? { memberId } : {}),
+    ...(memberId && via ? { via } : {}),
+    reason: `${reason}; rolling it back`,
+  };
+}
