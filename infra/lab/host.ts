@@ -1,5 +1,6 @@
 // Host-side helpers of the lab "cloud": the only code that touches this machine's
 // network and namespaces. Everything molt does *inside* a lab machine goes over SSH.
+import { DeadlineError, pollUntil } from "../../lib/poll";
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { connect } from "node:net";
@@ -112,12 +113,10 @@ export async function waitForBanner(
 
 /** Waits until `check()` is true or the deadline passes. */
 export async function waitFor(what: string, check: () => Promise<boolean>, deadlineMs: number): Promise<void> {
-  const until = Date.now() + deadlineMs;
-  let backoff = 20;
-  while (Date.now() < until) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, backoff)); // poll backoff, bounded by the deadline
-    backoff = Math.min(backoff * 2, 500);
+  try {
+    await pollUntil(async () => ((await check()) ? true : undefined), { what, deadlineMs });
+  } catch (e) {
+    if (e instanceof DeadlineError) throw new LabHostError(`timed out after ${deadlineMs / 1000}s waiting for ${what}`);
+    throw e;
   }
-  throw new LabHostError(`timed out after ${deadlineMs / 1000}s waiting for ${what}`);
 }

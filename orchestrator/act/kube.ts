@@ -1,6 +1,6 @@
 // Kubernetes steps of a retirement and of an upgrade, each through the API server the
 // planner named.
-import { DeadlineError, pause, pollUntil } from "../../lib/poll";
+import { DeadlineError, pollUntil } from "../../lib/poll";
 import type { Act } from "./context";
 
 export const updateClusterConfig: Act<"update-cluster-config"> = async (op, ctx) => {
@@ -18,7 +18,7 @@ export const deleteNode: Act<"delete-node"> = async (op, ctx) => {
 export const stopApiServer: Act<"stop-apiserver"> = async (op, ctx) => {
   const kube = await ctx.edges.nodes.kube();
   await ctx.timed("kube", op.kind, op.node, () =>
-    kube.stopApiServer(op.node, ctx.intent.timeouts.settleSeconds, () => pause(250, ctx.signal)),
+    kube.stopApiServer(op.node, ctx.intent.timeouts.settleSeconds, ctx.signal),
   );
   return { kind: "done" };
 };

@@ -8,21 +8,27 @@
 //     the newest ready one, as cluster-admin with the credentials of /etc/kubernetes/admin.conf
 //     read over SSH once and held in memory only.
 import { clusterConfigurationAt } from "../../infra/kubeadm/cluster-config";
-import { request } from "node:https";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import type { SshSession } from "../../infra/remote/ssh";
 import { sudoFor, type TlsClientCredentials } from "./etcd";
+import { pollUntil } from "../../lib/poll";
 import type { SessionPool } from "./sessions";
 
-type K8s = typeof import("@kubernetes/client-node");
-let k8sModule: Promise<K8s> | undefined;
-/** @kubernetes/client-node is an ES module; molt is CommonJS. */
-function k8s(): Promise<K8s> {
-  k8sModule ??= import("@kubernetes/client-node");
-  return k8sModule;
-}
+import {
+  b64,
+  credentialsOf,
+  describe,
+  evictionMessage,
+  get,
+  isEvictable,
+  k8s,
+  notFound,
+  stripV,
+  tagVersion,
+} from "./kube-support";
 
-const CALL_DEADLINE_MS = 5_000;
+export { credentialsOf, isEvictable, stripV, tagVersion };
+
 export const CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane";
 
 export interface ComponentHealth {
@@ -67,51 +73,6 @@ export class KubeUnreachableError extends Error {
     super(`the Kubernetes API is not reachable: ${detail}`);
     this.name = "KubeUnreachableError";
   }
-}
-
-/** One HTTPS GET with a deadline; resolves with status and body, never rejects. */
-function get(
-  port: number,
-  path: string,
-  tls: { ca?: string; servername?: string; insecure?: boolean },
-): Promise<{ status: number; body: string; error?: string }> {
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        host: "127.0.0.1",
-        port,
-        path,
-        method: "GET",
-        timeout: CALL_DEADLINE_MS,
-        ...(tls.insecure ? { rejectUnauthorized: false } : { ca: tls.ca, servername: tls.servername }),
-      },
-      (res) => {
-        let body = "";
-        res.setEncoding("utf8");
-        res.on("data", (d: string) => (body += d));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        res.on("error", (e) => resolve({ status: 0, body, error: e.message }));
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error(`no answer within ${CALL_DEADLINE_MS} ms`)));
-    req.on("error", (e) => resolve({ status: 0, body: "", error: e.message }));
-    req.end();
-  });
-}
-
-function describe(r: { status: number; body: string; error?: string }): string {
-  return r.error ?? `HTTP ${r.status}: ${r.body.trim().split("\n").slice(-3).join(" ").slice(0, 200)}`;
-}
-
-export function stripV(v: string): string {
-  return v.replace(/^v/, "");
-}
-
-/** The version in an image reference's tag (registry.k8s.io/kube-proxy:v1.36.3 -> 1.36.3). */
-export function tagVersion(image: string): string {
-  const ref = image.split("@")[0];
-  const name = ref.slice(ref.lastIndexOf("/") + 1);
-  return stripV(name.includes(":") ? name.slice(name.lastIndexOf(":") + 1) : "");
 }
 
 export class KubeAccess {
@@ -404,21 +365,26 @@ export class KubeAccess {
    * requests are still served for --shutdown-delay-duration, the load balancer's check
    * drops it, and it exits. Done when nothing listens on 6443 any more.
    */
-  async stopApiServer(node: string, deadlineSeconds: number, poll: () => Promise<void>): Promise<void> {
+  async stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<void> {
     const ssh = this.session(node);
     const sudo = sudoFor(ssh.target.user);
     await ssh.run(
       `${sudo}sh -c 'if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired; fi'`,
       `moving ${node}'s kube-apiserver manifest aside`,
     );
-    const until = Date.now() + deadlineSeconds * 1000;
-    for (;;) {
-      const r = await ssh.exec(`${sudo}ss -ltnH 'sport = :6443'`);
-      if (r.code === 0 && r.stdout.trim() === "") return;
-      if (Date.now() > until)
-        throw new Error(`kube-apiserver on ${node} still listens ${deadlineSeconds}s after its manifest was removed`);
-      await poll();
-    }
+    await pollUntil(
+      async () => {
+        const r = await ssh.exec(`${sudo}ss -ltnH 'sport = :6443'`);
+        return r.code === 0 && r.stdout.trim() === "" ? true : undefined;
+      },
+      {
+        what: `kube-apiserver on ${node} to stop listening after its manifest was removed`,
+        deadlineMs: deadlineSeconds * 1000,
+        intervalMs: 250,
+        maxIntervalMs: 250,
+        signal,
+      },
+    );
   }
 
   /**
@@ -447,64 +413,4 @@ export class KubeAccess {
     for (const p of this.ports.values()) await p.close();
     this.ports.clear();
   }
-}
-
-function b64(s: string): string {
-  return Buffer.from(s).toString("base64");
-}
-
-function notFound(e: unknown): undefined {
-  if ((e as { code?: number }).code === 404) return undefined;
-  throw e;
-}
-
-function evictionMessage(e: unknown): string {
-  const body = (e as { body?: unknown }).body;
-  try {
-    const parsed = (typeof body === "string" ? JSON.parse(body) : body) as {
-      message?: string;
-      details?: { causes?: { message?: string }[] };
-    };
-    return (
-      [parsed.message, ...(parsed.details?.causes ?? []).map((c) => c.message)].filter(Boolean).join("; ") ||
-      "too many requests"
-    );
-  } catch {
-    return String(body ?? (e as Error).message).slice(0, 300);
-  }
-}
-
-interface PodLike {
-  metadata?: {
-    annotations?: Record<string, string>;
-    ownerReferences?: { kind?: string }[];
-    deletionTimestamp?: Date | string;
-  };
-  status?: { phase?: string };
-}
-
-/** Pods `kubectl drain --ignore-daemonsets` evicts: not mirror pods, DaemonSet pods or finished pods. */
-export function isEvictable(p: PodLike): boolean {
-  if (p.metadata?.annotations?.["kubernetes.io/config.mirror"]) return false;
-  if (p.metadata?.ownerReferences?.some((o) => o.kind === "DaemonSet")) return false;
-  return p.status?.phase !== "Succeeded" && p.status?.phase !== "Failed";
-}
-
-/** The client certificate and key (and CA) of a kubeconfig with embedded data. */
-export function credentialsOf(kubeconfig: string): TlsClientCredentials | undefined {
-  let doc: {
-    clusters?: { cluster?: { "certificate-authority-data"?: string } }[];
-    users?: { user?: { "client-certificate-data"?: string; "client-key-data"?: string } }[];
-  } | null;
-  try {
-    doc = parseYaml(kubeconfig) as typeof doc;
-  } catch {
-    return undefined;
-  }
-  const ca = doc?.clusters?.[0]?.cluster?.["certificate-authority-data"];
-  const cert = doc?.users?.[0]?.user?.["client-certificate-data"];
-  const key = doc?.users?.[0]?.user?.["client-key-data"];
-  if (!ca || !cert || !key) return undefined;
-  const d = (s: string) => Buffer.from(s, "base64").toString("utf8");
-  return { ca: d(ca), cert: d(cert), key: d(key) };
 }

@@ -29,7 +29,7 @@ export interface KubeEdge {
   /** One round of evictions: what is left on the node, and what refused (PDBs). */
   evictRound(via: string, node: string): Promise<{ remaining: number; blocked: string[] }>;
   deleteNode(via: string, node: string): Promise<void>;
-  stopApiServer(node: string, deadlineSeconds: number, poll: () => Promise<void>): Promise<void>;
+  stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<void>;
   updateAddons(via: string, kubeadmNode: string, version: string): Promise<void>;
 }
 

@@ -1,0 +1,120 @@
+// Plain helpers of the Kubernetes edge: HTTPS probes with a deadline, versions in image
+// tags, which pods a drain evicts, and the admin credentials in a kubeconfig.
+import { request } from "node:https";
+import { parse as parseYaml } from "yaml";
+import type { TlsClientCredentials } from "./etcd";
+
+type K8s = typeof import("@kubernetes/client-node");
+let k8sModule: Promise<K8s> | undefined;
+/** @kubernetes/client-node is an ES module; molt is CommonJS. */
+export function k8s(): Promise<K8s> {
+  k8sModule ??= import("@kubernetes/client-node");
+  return k8sModule;
+}
+
+export const CALL_DEADLINE_MS = 5_000;
+
+/** One HTTPS GET with a deadline; resolves with status and body, never rejects. */
+export function get(
+  port: number,
+  path: string,
+  tls: { ca?: string; servername?: string; insecure?: boolean },
+): Promise<{ status: number; body: string; error?: string }> {
+  return new Promise((resolve) => {
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port,
+        path,
+        method: "GET",
+        timeout: CALL_DEADLINE_MS,
+        ...(tls.insecure ? { rejectUnauthorized: false } : { ca: tls.ca, servername: tls.servername }),
+      },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on("error", (e) => resolve({ status: 0, body, error: e.message }));
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error(`no answer within ${CALL_DEADLINE_MS} ms`)));
+    req.on("error", (e) => resolve({ status: 0, body: "", error: e.message }));
+    req.end();
+  });
+}
+
+export function describe(r: { status: number; body: string; error?: string }): string {
+  return r.error ?? `HTTP ${r.status}: ${r.body.trim().split("\n").slice(-3).join(" ").slice(0, 200)}`;
+}
+
+export function stripV(v: string): string {
+  return v.replace(/^v/, "");
+}
+
+/** The version in an image reference's tag (registry.k8s.io/kube-proxy:v1.36.3 -> 1.36.3). */
+export function tagVersion(image: string): string {
+  const ref = image.split("@")[0];
+  const name = ref.slice(ref.lastIndexOf("/") + 1);
+  return stripV(name.includes(":") ? name.slice(name.lastIndexOf(":") + 1) : "");
+}
+
+export function b64(s: string): string {
+  return Buffer.from(s).toString("base64");
+}
+
+export function notFound(e: unknown): undefined {
+  if ((e as { code?: number }).code === 404) return undefined;
+  throw e;
+}
+
+export function evictionMessage(e: unknown): string {
+  const body = (e as { body?: unknown }).body;
+  try {
+    const parsed = (typeof body === "string" ? JSON.parse(body) : body) as {
+      message?: string;
+      details?: { causes?: { message?: string }[] };
+    };
+    return (
+      [parsed.message, ...(parsed.details?.causes ?? []).map((c) => c.message)].filter(Boolean).join("; ") ||
+      "too many requests"
+    );
+  } catch {
+    return String(body ?? (e as Error).message).slice(0, 300);
+  }
+}
+
+export interface PodLike {
+  metadata?: {
+    annotations?: Record<string, string>;
+    ownerReferences?: { kind?: string }[];
+    deletionTimestamp?: Date | string;
+  };
+  status?: { phase?: string };
+}
+
+/** Pods `kubectl drain --ignore-daemonsets` evicts: not mirror pods, DaemonSet pods or finished pods. */
+export function isEvictable(p: PodLike): boolean {
+  if (p.metadata?.annotations?.["kubernetes.io/config.mirror"]) return false;
+  if (p.metadata?.ownerReferences?.some((o) => o.kind === "DaemonSet")) return false;
+  return p.status?.phase !== "Succeeded" && p.status?.phase !== "Failed";
+}
+
+/** The client certificate and key (and CA) of a kubeconfig with embedded data. */
+export function credentialsOf(kubeconfig: string): TlsClientCredentials | undefined {
+  let doc: {
+    clusters?: { cluster?: { "certificate-authority-data"?: string } }[];
+    users?: { user?: { "client-certificate-data"?: string; "client-key-data"?: string } }[];
+  } | null;
+  try {
+    doc = parseYaml(kubeconfig) as typeof doc;
+  } catch {
+    return undefined;
+  }
+  const ca = doc?.clusters?.[0]?.cluster?.["certificate-authority-data"];
+  const cert = doc?.users?.[0]?.user?.["client-certificate-data"];
+  const key = doc?.users?.[0]?.user?.["client-key-data"];
+  if (!ca || !cert || !key) return undefined;
+  const d = (s: string) => Buffer.from(s, "base64").toString("utf8");
+  return { ca: d(ca), cert: d(cert), key: d(key) };
+}
