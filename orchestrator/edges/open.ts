@@ -1,23 +1,10 @@
 // The real edges of a run: the engine-backed stack and SSH access to the nodes.
-import type { StackConfig } from "../config";
-import type { RolloutEvent } from "../events";
-import { EngineStack } from "../stack/edge";
+import { EngineStack, type EngineStackOptions } from "../stack/edge";
 import { checkProviderPlugins } from "../stack/plugins";
 import { SshNodeAccess } from "./nodes";
 import type { Edges } from "./types";
 
-export interface EdgeOptions {
-  stackName: string;
-  workDir: string;
-  env?: Record<string, string>;
-  backend: string;
-  config: StackConfig;
-  /** Create the stack when missing (a rollout does; plan and status do not). */
-  create?: boolean;
-  report?: (e: RolloutEvent) => void;
-  engineOutput?: boolean;
-  engineLockDeadlineSeconds?: number;
-}
+export type EdgeOptions = EngineStackOptions;
 
 export type EdgeFactory = (o: EdgeOptions) => Promise<Edges>;
 
