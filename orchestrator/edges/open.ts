@@ -17,6 +17,10 @@ export interface EdgeOptions {
   report?: (e: RolloutEvent) => void;
   engineOutput?: boolean;
   engineLockDeadlineSeconds?: number;
+  /** The run's cancel: an engine step in flight gets the engine's graceful cancel. */
+  signal?: AbortSignal;
+  /** Tag the engine's processes as this stack's run (a later run stops any left over). */
+  tagProcesses?: boolean;
 }
 
 export type EdgeFactory = (o: EdgeOptions) => Promise<Edges>;
