@@ -14,6 +14,8 @@ import { inspect } from "../orchestrator/inspect";
 import type { StoredState } from "../orchestrator/stack/state";
 import { ownerOf, urnName, type StateResource } from "../orchestrator/stack/targets";
 import { openStack } from "../orchestrator/stack/driver";
+import { engineTag } from "../orchestrator/stack/engine-process";
+import { engineProcessesOf } from "../orchestrator/stack/leftovers";
 import { startCli, summaryOf, type CliRun } from "../test/support/cli";
 import { cliSuite, type CliSuite } from "../test/support/cli-suite";
 import { labLeftovers, labStackYaml } from "../test/support/lab";
@@ -21,7 +23,7 @@ import { labEndpoints, startClusterProbe, type ProbeReport } from "../test/suppo
 
 export type Event = Record<string, unknown>;
 
-/** A place in a rollout where the harness SIGKILLs molt (and the engine and its plugins). */
+/** A place in a rollout where the harness SIGKILLs molt and the engine (never the engine's plugins). */
 export interface KillPoint {
   id: string;
   what: string;
@@ -315,24 +317,29 @@ export class Chaos {
       );
       return locks.length ? `locks left: ${locks.join(", ")}` : undefined;
     });
-    await check("no orphaned engine or provider process", () => {
-      // An engine, language host or provider process of this project whose parent is gone.
-      const mine = readdirSync("/proc")
+    await check("no process the engine started is left", () => {
+      // No run is active now: every engine process of this stack (the CLI, and the plugins
+      // it started, which carry its tag) or working in this project is left over, whatever
+      // its parent. The harness never kills plugins itself; they must go with their engine.
+      const tagged = engineProcessesOf(engineTag(this.env.PULUMI_BACKEND_URL, this.stack));
+      const inProject = readdirSync("/proc")
         .filter((p) => /^\d+$/.test(p))
+        .map(Number)
         .filter((pid) => {
           try {
-            const ppid = Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[1]);
             return (
               readlinkSync(`/proc/${pid}/cwd`) === this.suite.wd.dir &&
-              /pulumi|dynamic-provider/.test(cmdline(Number(pid))) &&
-              ppid === 1
+              /(^|\/)pulumi(-[a-z-]+)?( |$)|dynamic-provider/.test(cmdline(pid)) &&
+              !tagged.some((t) => t.pid === pid)
             );
           } catch {
             return false;
           }
-        });
-      return mine.length
-        ? `orphaned engine processes: ${mine.map((p) => `${p} ${cmdline(Number(p)).slice(0, 80)}`).join("; ")}`
+        })
+        .map((pid) => ({ pid, command: cmdline(pid) }));
+      const left = [...tagged, ...inProject];
+      return left.length
+        ? `engine processes left: ${left.map((p) => `${p.pid} ${p.command.slice(0, 100)}`).join("; ")}`
         : undefined;
     });
     await check("cluster healthy, nothing left to do", async () => {

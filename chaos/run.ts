@@ -11,8 +11,17 @@ async function main(): Promise<number> {
   // --only kill,member-dies,kube: run just these scenarios (ids above; "kube" is the Kubernetes chain).
   const onlyAt = process.argv.indexOf("--only");
   const only = onlyAt > 0 ? (process.argv[onlyAt + 1] ?? "").split(",") : [];
+  // --points k04,k16: only these kill points in the kill chain; --lab N: lab id (default 6).
+  const arg = (name: string) =>
+    process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined;
+  const pointIds = arg("--points")?.split(",");
+  const labId = Number(arg("--lab") ?? 6);
+  if (!Number.isInteger(labId) || labId < 1 || labId > 99) throw new Error(`--lab ${arg("--lab")}: a lab id 1-99`);
+  const unknown = pointIds?.filter((id) => !KILL_POINTS.some((p) => p.id === id)) ?? [];
+  if (unknown.length)
+    throw new Error(`--points: no kill point ${unknown.join(", ")} (known: k01..k${KILL_POINTS.length})`);
   const chaos = new Chaos({
-    lab: testLab(6),
+    lab: testLab(labId),
     log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`),
   });
   const rows: ScenarioResult[] = [];
@@ -25,7 +34,11 @@ async function main(): Promise<number> {
     );
   try {
     if (only.length === 0 || only.some((o) => o !== "kube")) await chaos.create();
-    const points = quick ? KILL_POINTS.filter((p) => CI_KILL_POINTS.includes(p.id)) : KILL_POINTS;
+    const points = pointIds
+      ? KILL_POINTS.filter((p) => pointIds.includes(p.id))
+      : quick
+        ? KILL_POINTS.filter((p) => CI_KILL_POINTS.includes(p.id))
+        : KILL_POINTS;
     const all: [string, () => Promise<ScenarioResult>][] = [
       ["kill", () => chaos.killChain(points)],
       ["etcd-never-starts", () => chaos.bootstrapFails("lab-broken", "etcd never starts")],

@@ -70,6 +70,17 @@ const baseSections = {
     })
     .strict()
     .optional(),
+  "molt:backups": z
+    .object({
+      keep: z
+        .number({ message: "a number of etcd backups per stack to keep" })
+        .int("a whole number")
+        .min(1, "at least 1 (the backup a run takes is always kept)")
+        .max(1000, "at most 1000")
+        .optional(),
+    })
+    .strict()
+    .optional(),
   "molt:ssh": z
     .object({
       user: z
@@ -97,6 +108,8 @@ export interface StackConfig {
   lab?: LabSettings;
   /** A cloud's settings: present exactly when the provider is a cloud (not lab). */
   cloud?: CloudConfig;
+  /** etcd backups (orchestrator/etcd-backup.ts): how many per stack stay in ~/.molt/snapshots. */
+  backups: { keep: number };
   file: string;
 }
 
@@ -150,6 +163,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
   return {
     file,
     sshUser: cloud?.ssh.user ?? c["molt:ssh"]?.user ?? "root",
+    backups: { keep: c["molt:backups"]?.keep ?? DEFAULT_BACKUPS_KEPT },
     intent: {
       provider: c["molt:provider"],
       replicas: c["molt:replicas"],
@@ -214,6 +228,9 @@ export function resolveLabImage(cfg: StackConfig): StackConfig {
 
 /** Every section a provider owns: those of other providers are refused on clouds. */
 const PROVIDER_SECTION_KEYS = [...new Set(PROVIDERS.flatMap((p) => Object.keys(p.sections)))];
+
+/** etcd backups kept per stack unless molt:backups.keep says otherwise. */
+export const DEFAULT_BACKUPS_KEPT = 3;
 
 const KNOWN_KEYS = [
   ...Object.keys(baseSections),

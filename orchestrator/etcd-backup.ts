@@ -1,7 +1,7 @@
 // The etcd backup molt takes before the first membership change of a run (an etcd
 // "snapshot" in etcd's own words; called a backup here so it is never confused with
-// the observed state of a pass).
-import { mkdirSync } from "node:fs";
+// the observed state of a pass), and their retention: the newest N per stack are kept.
+import { mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { EtcdEdge } from "./edges/types";
 import type { RolloutEvent } from "./events";
@@ -41,4 +41,39 @@ export async function takeBackup(
   const bytes = await timed("snapshot", "wait", node, () => etcd.snapshot(node, path));
   report({ type: "snapshot", path, bytes, node });
   return path;
+}
+
+/** `stack`'s backups in `dir`, oldest first (the timestamp in the name sorts). Never another stack's. */
+export function backupsOf(stack: string, dir = backupDir()): string[] {
+  const escaped = stack.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  // Exactly <stack>-<ISO time>.db: stack "lab" never matches "lab-2-<time>.db".
+  const mine = new RegExp(`^${escaped}-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-\\d{2}-\\d{3}Z\\.db$`);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return names
+    .filter((n) => mine.test(n))
+    .sort()
+    .map((n) => join(dir, n));
+}
+
+/**
+ * Keeps the newest `keep` backups of `stack` and removes the others; `current` (this run's)
+ * is always kept. Returns the removed paths.
+ */
+export function pruneBackups(stack: string, keep: number, current: string, dir = backupDir()): string[] {
+  if (!Number.isInteger(keep) || keep < 1) throw new Error(`internal: keep ${keep} backups`);
+  const older = backupsOf(stack, dir).filter((p) => p !== current);
+  const removable = older.slice(0, Math.max(0, older.length - (keep - 1)));
+  for (const p of removable) rmSync(p, { force: true });
+  return removable;
+}
+
+/** After a run's backup: the retention, reported as an event when it removed anything. */
+export function retainBackups(stack: string, keep: number, current: string, emit: (e: RolloutEvent) => void): void {
+  const removed = pruneBackups(stack, keep, current);
+  if (removed.length) emit({ type: "backups-pruned", stack, keep, removed });
 }

@@ -27,10 +27,17 @@ export type RolloutEvent =
     }
   | { type: "lock-recovered"; previousPid: number; previousStartedAt: string }
   | { type: "pending-cleared"; operations: { urn: string; operation: string; reason: string }[] }
+  | {
+      /** Engine processes a killed run left (an engine still updating, provider plugins): stopped before acting. */
+      type: "engine-leftovers";
+      processes: { pid: number; command: string; kind: "engine" | "plugin"; how: "stopped" | "killed" }[];
+    }
   | { type: "observed"; pass: number; nodes: NodeView[]; ms: number }
   | { type: "decision"; pass: number; operation: Operation }
   | { type: "phase"; phase: Phase; operation: OperationKind; node?: string; ms: number; ok: boolean; detail?: string }
   | { type: "snapshot"; path: string; bytes: number; node: string }
+  /** Older etcd backups of the stack removed after this run's (molt:backups.keep). */
+  | { type: "backups-pruned"; stack: string; keep: number; removed: string[] }
   | { type: "engine"; line: string }
   | {
       type: "summary";

@@ -17,6 +17,6 @@ export { decide } from "./plan";
 export { InvalidConfigError, loadStackConfig } from "./config";
 export { ConcurrentRolloutError } from "./lock";
 export { CorruptStateError } from "./stack/state";
-export { StackNotFoundError } from "./stack/driver";
+export { StackNotFoundError, EngineCancelledError, stopEnginesNow } from "./stack/driver";
 export { EngineMissingError } from "./stack/engine";
 export { PluginMissingError } from "./stack/plugins";

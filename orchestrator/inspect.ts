@@ -12,6 +12,7 @@ import { StackNotFoundError } from "./stack/driver";
 import type { StackEdge, StackState } from "./stack/edge";
 import { backendUrl, repoRoot } from "./stack/engine";
 import { nodeViews } from "./views";
+import { hexMemberId } from "./etcd-id";
 
 export interface Condition {
   type: "EtcdClusterHealthy" | "EtcdMembersMatchNodes" | "MachinesUpToDate" | "ControlPlaneHealthy" | "Available";
@@ -70,18 +71,33 @@ export async function inspect(o: {
   const members = snapshot.etcd?.members ?? [];
   const memberNames = new Set(members.map((m) => m.name));
   const unhealthy = views.filter((v) => !v.member?.healthy).map((v) => v.name);
+  // Learners are not voters. A learner, an unstarted member (added, never joined: no name)
+  // or a member no node owns (a stray) means the cluster is not at rest: not healthy.
+  const voters = members.filter((m) => !m.isLearner);
+  const odd = members
+    .filter((m) => m.isLearner || !m.name || !stored.nodes.some((n) => n.name === m.name))
+    .map((m) => {
+      const what = [
+        m.isLearner ? "learner" : "voter",
+        m.name ? "" : "unstarted",
+        stored.nodes.some((n) => n.name === m.name) ? "" : "no node",
+      ];
+      return `${hexMemberId(m.id)} (${what.filter(Boolean).join(", ")})`;
+    });
   const conditions: Condition[] = [
     snapshot.etcd
-      ? unhealthy.length === 0 && leader && snapshot.etcd.alarms.length === 0
+      ? unhealthy.length === 0 && odd.length === 0 && leader && snapshot.etcd.alarms.length === 0
         ? {
             type: "EtcdClusterHealthy",
             status: "True",
-            reason: `${members.length} voting members, leader agreed, no alarms`,
+            reason: `${voters.length} voting members, leader agreed, no alarms`,
           }
         : {
             type: "EtcdClusterHealthy",
             status: "False",
             reason: [
+              `${voters.length} voting member(s)`,
+              odd.length ? `member(s) not at rest: ${odd.join(", ")}` : "",
               unhealthy.length ? `not healthy: ${unhealthy.join(", ")}` : "",
               leader ? "" : "no agreed leader",
               snapshot.etcd.alarms.length ? `alarms: ${snapshot.etcd.alarms.map((a) => a.alarm).join(",")}` : "",
@@ -100,7 +116,7 @@ export async function inspect(o: {
         : {
             type: "EtcdMembersMatchNodes",
             status: "False",
-            reason: `members [${members.map((m) => m.name || m.id)}] vs nodes [${stored.nodes.map((n) => n.name)}]`,
+            reason: `members [${members.map((m) => m.name || `${hexMemberId(m.id)} (unstarted)`)}] vs nodes [${stored.nodes.map((n) => n.name)}]`,
           }
       : { type: "EtcdMembersMatchNodes", status: "Unknown", reason: "etcd not observed" },
     stored.nodes.some((n) => isOutdated(n, intent))
@@ -135,7 +151,7 @@ export async function inspect(o: {
     nodes: views,
     members: members.map((m) => ({ id: m.id, name: m.name, learner: m.isLearner, peerURLs: m.peerURLs })),
     ...(leader ? { leader } : {}),
-    alarms: (snapshot.etcd?.alarms ?? []).map((a) => `${a.alarm}@${a.memberId}`),
+    alarms: (snapshot.etcd?.alarms ?? []).map((a) => `${a.alarm}@${hexMemberId(a.memberId)}`),
     conditions,
     next,
     replacements: plannedReplacements(stored.nodes, intent),

@@ -8,7 +8,7 @@ import { act, changesMembership, isChange } from "./act";
 import { loadStackConfig, resolveLabImage, type StackConfig } from "./config";
 import { openEdges, type EdgeFactory } from "./edges/open";
 import type { Edges } from "./edges/types";
-import { takeBackup } from "./etcd-backup";
+import { retainBackups, takeBackup } from "./etcd-backup";
 import type { NodeView, RolloutEvent } from "./events";
 import { acquireLock } from "./lock";
 import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory, type Stop } from "./loop/memory";
@@ -16,6 +16,7 @@ import { RunClock } from "./loop/timing";
 import type { Intent, Operation, World } from "./model";
 import { observe } from "./observe";
 import { decide, plannedReplacements, type PlannedReplacement } from "./plan";
+import { EngineCancelledError } from "./stack/driver";
 import { backendUrl, repoRoot } from "./stack/engine";
 import type { StackState } from "./stack/edge";
 import { isHealthyNode, nodeViews } from "./views";
@@ -110,6 +111,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       report: emit,
       engineOutput: o.engineOutput,
       engineLockDeadlineSeconds: intent.timeouts.joinSeconds + 120,
+      ...(o.signal ? { signal: o.signal } : {}),
+      tagProcesses: true,
     });
     const cleared = await edges.stack.prepare();
     if (cleared.length) emit({ type: "pending-cleared", operations: cleared });
@@ -156,8 +159,10 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
         if (!confirmed) return finish({ result: "cancelled", reason: "not confirmed; nothing was changed" });
       }
       await o.beforeOperation?.(op, world);
-      if (changesMembership(op) && !backupPath && world.etcd)
+      if (changesMembership(op) && !backupPath && world.etcd) {
         backupPath = await takeBackup(await edges.nodes.etcd(), world, o.stack, clock.timed, emit);
+        if (backupPath) retainBackups(o.stack, cfg.backups.keep, backupPath, emit);
+      }
       const outcome = await act(op, { ...ctx, world });
 
       // Record.
@@ -166,6 +171,14 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       if (acted.stop) return finish(acted.stop);
       if (outcome.kind === "retry") await clock.timed("wait", "wait", undefined, () => pause(pollMs, o.signal));
     }
+  } catch (e) {
+    // A cancelled engine step ends the run at the boundary after it (stack/engine-process.ts).
+    if (e instanceof EngineCancelledError)
+      return finish({
+        result: "cancelled",
+        reason: `cancelled by the caller: ${e.message}; rerun \`molt rollout\` to continue`,
+      });
+    throw e;
   } finally {
     await edges?.nodes.close();
     lock.release();

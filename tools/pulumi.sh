@@ -7,8 +7,10 @@ bin=$("$here/setup-engine.sh" | tail -n1)
 export PATH="$bin:$PATH" PULUMI_SKIP_UPDATE_CHECK=true PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_BACKEND_URL=${PULUMI_BACKEND_URL:-file://${MOLT_HOME:-$HOME/.molt}/state}
 export MOLT_DIST="$here/../dist"
+# The project: molt's repository, or the one MOLT_PROJECT_DIR names (its stacks/ and Pulumi.yaml).
+export MOLT_PROJECT_DIR="${MOLT_PROJECT_DIR:-$(cd "$here/.." && pwd)}"
 if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ] && [ -f "${MOLT_HOME:-$HOME/.molt}/passphrase" ]; then
   export PULUMI_CONFIG_PASSPHRASE_FILE="${MOLT_HOME:-$HOME/.molt}/passphrase"
 fi
-cd "$here/.."
+cd "$MOLT_PROJECT_DIR"
 exec pulumi "$@"

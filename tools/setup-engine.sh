@@ -45,9 +45,33 @@ if [ ! -d "$host" ]; then
   echo "pulumi-resource-pulumi-nodejs: no node_modules/@pulumi/pulumi in $PWD; run npm ci" >&2
   exit 1
 fi
+# The provider goes when its engine goes: a killed engine would otherwise leave it running
+# (parent pid 1), possibly in the middle of a remote step on a node. The kernel sends it
+# SIGKILL when its parent, the engine, dies (prctl PR_SET_PDEATHSIG through setpriv).
+if command -v setpriv >/dev/null 2>&1; then
+  exec setpriv --pdeathsig KILL -- node "$host" "$@"
+fi
 exec node "$host" "$@"
 SH
 chmod +x "$launcher.tmp" && mv "$launcher.tmp" "$launcher"
+
+# The language host the engine starts when molt's project is run by hand (`npm run pulumi --
+# preview`): molt's own (orchestrator/stack/language-host.ts), since Pulumi's Go language
+# host cannot be built from the module proxy. molt's own runs need none (inline program).
+langhost="$bin/pulumi-language-nodejs"
+cat > "$langhost.tmp" <<'SH'
+#!/bin/sh
+host="${MOLT_DIST:-}/orchestrator/stack/language-host.js"
+if [ -z "${MOLT_DIST:-}" ] || [ ! -f "$host" ]; then
+  echo "pulumi-language-nodejs: molt's language host runs through \`npm run pulumi -- ...\` (which sets MOLT_DIST to a built dist/); run npm run build first" >&2
+  exit 1
+fi
+if command -v setpriv >/dev/null 2>&1; then
+  exec setpriv --pdeathsig KILL -- node "$host" "$@"
+fi
+exec node "$host" "$@"
+SH
+chmod +x "$langhost.tmp" && mv "$langhost.tmp" "$langhost"
 
 if [ -x "$bin/pulumi" ] && [ "$("$bin/pulumi" version 2>/dev/null)" = "$PULUMI_VERSION" ]; then
   echo "cached: $bin/pulumi ($PULUMI_VERSION)"

@@ -23,7 +23,7 @@ step "Debian packages"
 need_pkgs=()
 for pair in etcd:etcd-server etcdctl:etcd-client haproxy:haproxy sshd:openssh-server ssh:openssh-client \
             ip:iproute2 unshare:util-linux nsenter:util-linux openssl:openssl shellcheck:shellcheck \
-            setsid:util-linux pkill:procps curl:curl ss:iproute2 base64:coreutils; do
+            setsid:util-linux setpriv:util-linux pkill:procps curl:curl ss:iproute2 base64:coreutils; do
   bin=${pair%%:*} pkg=${pair#*:}
   if ! command -v "$bin" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$bin" ] && ! [ -x "/usr/bin/$bin" ]; then
     need_pkgs+=("$pkg")
@@ -47,13 +47,30 @@ else
   done
 fi
 
+step "Node.js (>= $NODE_MIN_VERSION)"
+nodebin=$("$here/setup-node.sh" | tee /dev/stderr | tail -n1)
+if [ "$(command -v node 2>/dev/null || true)" != "$nodebin/node" ]; then
+  export PATH="$nodebin:$PATH"
+  if [ "$(id -u)" -eq 0 ] && [ -z "${MOLT_NO_NODE_LINK:-}" ]; then
+    # As a Debian package would: ahead of the distribution's /usr/bin/node on PATH, so
+    # `npm run ...` after this script uses it too.
+    ln -sfn "$nodebin/node" /usr/local/bin/node
+    echo "linked /usr/local/bin/node -> $nodebin/node"
+  else
+    echo "note: put $nodebin first on PATH (export PATH=\"$nodebin:\$PATH\") before running molt" >&2
+  fi
+fi
+
 step "npm dependencies"
+# Native add-ons (ssh2's) are built for one Node.js ABI: a new node needs a fresh install.
+abi=$(node -p process.versions.modules)
 if [ -n "$skip_npm" ]; then
   echo "skipped (MOLT_SKIP_NPM)"
-elif [ -d "$repo/node_modules/@pulumi/pulumi" ] && [ "$repo/node_modules/.package-lock.json" -nt "$repo/package-lock.json" ]; then
+elif [ -d "$repo/node_modules/@pulumi/pulumi" ] && [ "$repo/node_modules/.package-lock.json" -nt "$repo/package-lock.json" ] &&
+  [ "$(cat "$repo/node_modules/.molt-node-abi" 2>/dev/null || true)" = "$abi" ]; then
   echo "up to date"
 else
-  (cd "$repo" && npm ci --no-audit --no-fund)
+  (cd "$repo" && npm ci --no-audit --no-fund && echo "$abi" > node_modules/.molt-node-abi)
 fi
 
 step "Pulumi engine"

@@ -150,6 +150,15 @@ export async function attach(a: LabLbAttachmentInputs): Promise<{ id: string; ou
   return { id: `${a.lb.lab}/lb/${a.server}`, outs: a };
 }
 
+/**
+ * What the load balancer really routes to for this attachment (`pulumi preview --refresh`):
+ * the backend's address:port, or undefined when the server was taken out (by hand).
+ */
+export function attachedTarget(a: LabLbAttachmentInputs): string | undefined {
+  const f = join(lbDir(a.lb), "servers", a.server);
+  return existsSync(f) ? readFileSync(f, "utf8").trim() : undefined;
+}
+
 export async function detach(a: LabLbAttachmentInputs): Promise<void> {
   const dir = lbDir(a.lb);
   if (!existsSync(join(dir, "haproxy.cfg"))) return;

@@ -50,6 +50,16 @@ const attachmentProvider: pulumi.dynamic.ResourceProvider = {
   async delete(_id: string, props: LabLbAttachmentInputs) {
     await implementation("infra/lab/lb-impl").detach(props);
   },
+  // A refresh sees a server taken out of the load balancer, or pointed elsewhere, by hand.
+  async read(id: string, props: LabLbAttachmentInputs) {
+    const target: string | undefined = implementation("infra/lab/lb-impl").attachedTarget(props);
+    if (target === undefined) return { id: "", props: {} };
+    const [address, port] = [
+      target.slice(0, target.lastIndexOf(":")),
+      Number(target.slice(target.lastIndexOf(":") + 1)),
+    ];
+    return { id, props: { ...props, address, port } };
+  },
 };
 
 export class LabLbAttachment extends pulumi.dynamic.Resource {

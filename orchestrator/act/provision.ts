@@ -2,6 +2,7 @@
 // a prune, a rollback, and the destruction of what a failed surge left.
 import type { Act } from "./context";
 import { firstLines } from "./context";
+import { EngineCancelledError } from "../stack/cancelled";
 
 /** Appends the planner's new entry (with its failure domain) and creates its machine, which joins. */
 export const surge: Act<"surge" | "create-first"> = async (op, ctx) => {
@@ -13,6 +14,8 @@ export const surge: Act<"surge" | "create-first"> = async (op, ctx) => {
     );
     return { kind: "done" };
   } catch (e) {
+    // A cancelled run stops at this boundary (orchestrator/rollout.ts), not as a failed join.
+    if (e instanceof EngineCancelledError) throw e;
     const why = firstLines((e as Error).message);
     ctx.report({ type: "phase", phase: "provision", operation: op.kind, node, ms: 0, ok: false, detail: why });
     if (op.kind === "create-first")

@@ -7,15 +7,24 @@
 //   1 unexpected error
 import { Command, Option } from "commander";
 import { createInterface } from "node:readline/promises";
-import { InvalidConfigError } from "../config";
+import { InvalidConfigError, loadStackConfig } from "../config";
 import type { RolloutEvent } from "../events";
+import type { WaitKey } from "../model";
 import { inspect, type Inspection } from "../inspect";
+import { hexMemberId } from "../etcd-id";
 import { ConcurrentRolloutError } from "../lock";
 import { CorruptStateError } from "../stack/state";
 import { RefusedError, rollout, type PlannedReplacement, type Summary } from "../rollout";
-import { BackendError, classifyEngineError, PassphraseError, StackNotFoundError } from "../stack/driver";
-import { EngineMissingError } from "../stack/engine";
+import {
+  BackendError,
+  classifyEngineError,
+  PassphraseError,
+  StackNotFoundError,
+  stopEnginesNow,
+} from "../stack/driver";
+import { EngineMissingError, repoRoot } from "../stack/engine";
 import { PluginMissingError } from "../stack/plugins";
+import { waitDeadlineSeconds } from "../plan";
 import { LabHostError } from "../../infra/lab/host";
 
 export const EXIT = {
@@ -85,45 +94,172 @@ function errorExit(e: unknown, json: boolean, stack?: string): number {
 
 const ts = () => new Date().toISOString().slice(11, 19);
 
-function human(e: RolloutEvent): void {
-  const out = (s: string): void => void process.stdout.write(`${ts()}  ${s}\n`);
-  switch (e.type) {
-    case "start":
-      return out(
-        `rollout of stack ${e.stack}: ${e.replicas} × ${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`,
-      );
-    case "lock-recovered":
-      return out(`took over the lock of a run that died (pid ${e.previousPid}, started ${e.previousStartedAt})`);
-    case "pending-cleared":
-      for (const p of e.operations)
-        out(
-          `cleared an operation a killed engine left pending: ${p.operation} ${p.urn.split("::").pop()}: ${p.reason}`,
-        );
-      return;
-    case "observed":
-      return out(
-        `pass ${e.pass}: ${e.nodes.map((n) => `${n.name}[${n.image}${n.member ? (n.member.learner ? ",learner" : n.member.leader ? ",leader" : "") + (n.member.healthy ? "" : ",unhealthy") : ",no member"}${n.kube ? (n.kube.cordoned ? ",cordoned" : "") + (n.kube.healthy ? "" : ",k8s-unhealthy") : ""}${n.outdated ? ",outdated" : ""}]`).join(" ") || "(no nodes)"}`,
-      );
-    case "decision":
-      return e.operation.kind === "wait" ? undefined : out(`→ ${e.operation.kind}: ${e.operation.reason}`);
-    case "phase":
-      return out(
-        `  ${e.ok ? "✓" : "✗"} ${e.phase} (${e.operation}${e.node ? ` ${e.node}` : ""}) ${(e.ms / 1000).toFixed(1)}s${e.detail ? `: ${e.detail}` : ""}`,
-      );
-    case "snapshot":
-      return out(
-        `etcd snapshot saved before the first membership change: ${e.path} (${e.bytes} bytes, from ${e.node})`,
-      );
-    case "engine":
-      return out(`  | ${e.line}`);
-    case "summary": {
-      out(`${e.result.toUpperCase()}: ${e.reason}`);
-      const p = e.phases;
-      const f = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
-      return out(
-        `wall ${f(e.wallMs)}, ${e.operations} operation(s): provision ${f(p.provision)}, etcd ${f(p.etcd)}, waiting ${f(p.wait)}, observing ${f(p.observe)}, snapshot ${f(p.snapshot)}, molt ${f(p.molt)}`,
+/**
+ * SIGINT/SIGTERM during a rollout. The first stops the run at the next boundary between
+ * operations: an engine step in flight gets the engine's own graceful cancel and finishes.
+ * The second terminates the engine now; the third exits at once. Listeners stay installed
+ * for the whole run (with none left, Node's default, or the engine runner's signal-exit,
+ * would kill molt mid-step). Returns the function that removes them.
+ */
+function cancelOnSignals(ac: AbortController, json: boolean): () => void {
+  // Human output goes to stdout with the events; with --json, stdout stays one event per line.
+  const say = (s: string) => (json ? process.stderr.write(`molt: ${s}\n`) : process.stdout.write(`${ts()}  ${s}\n`));
+  let received = 0;
+  const onSignal = (sig: NodeJS.Signals) => {
+    received++;
+    if (received === 1) {
+      ac.abort();
+      return void say(
+        `${sig}: stopping at the next boundary between operations; an engine step in flight finishes first ` +
+          `(send ${sig} again to stop the engine now)`,
       );
     }
+    if (received === 2) {
+      const stopped = stopEnginesNow();
+      const engines = stopped.map((p) => `pid ${p.pid}: pulumi ${p.command.slice(0, 60)}`).join("; ");
+      return void say(
+        stopped.length
+          ? `${sig} again: terminating the engine now (${engines}). ` +
+              `A step it was running may be left half done (a machine made but not joined, or not yet destroyed) ` +
+              `and pending in the state; the next \`molt rollout\` clears that and converges. ` +
+              `Send ${sig} once more to exit at once.`
+          : `${sig} again: no engine step is running; stopping at the next boundary. ` +
+              `Send ${sig} once more to exit at once.`,
+      );
+    }
+    say(
+      `${sig} a third time: exiting now. The run's lock is taken over by the next run (its process is gone); ` +
+        `an etcd or Kubernetes call in flight may not have finished: run \`molt status\`, then \`molt rollout\`.`,
+    );
+    process.exit(EXIT.cancelled);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  return () => {
+    process.removeListener("SIGINT", onSignal);
+    process.removeListener("SIGTERM", onSignal);
+  };
+}
+
+/**
+ * Human output. Waits are one line each: what is awaited and its deadline, said once when
+ * the wait starts; on a terminal that line is updated in place while it lasts, elsewhere
+ * (CI logs) a "still waiting" line follows every 30 s; when the wait ends, how long it took.
+ */
+export function humanRenderer(o: {
+  write: (s: string) => void;
+  tty: boolean;
+  /** The deadline of a wait with this key, in seconds (from the stack's molt:timeouts). */
+  deadlineOf?: (key: WaitKey) => number | undefined;
+  now?: () => number;
+}): (e: RolloutEvent) => void {
+  const now = o.now ?? Date.now;
+  const stamp = () => new Date(now()).toISOString().slice(11, 19);
+  const out = (s: string): void => o.write(`${stamp()}  ${s}\n`);
+  const seconds = (ms: number) => `${Math.round(ms / 1000)}s`;
+  let wait:
+    { key: string; reason: string; since: number; deadline?: number; said: number; inPlace: boolean } | undefined;
+  /** The last pass seen while waiting: shown once the wait ends. */
+  let lastObserved: RolloutEvent | undefined;
+  const waitLine = (w: NonNullable<typeof wait>, t: number) =>
+    `  … waiting ${seconds(t - w.since)}${w.deadline !== undefined ? ` of at most ${w.deadline}s` : ""}: ${w.reason}`;
+  const endWait = () => {
+    if (!wait) return;
+    const line = `  ✓ waited ${((now() - wait.since) / 1000).toFixed(1)}s: ${wait.reason}`;
+    if (wait.inPlace) o.write(`\r\x1b[2K${stamp()}  ${line}\n`);
+    else out(line);
+    wait = undefined;
+  };
+  const flushObserved = () => {
+    if (lastObserved) render(lastObserved);
+    lastObserved = undefined;
+  };
+  return (e) => {
+    if (e.type === "decision" && e.operation.kind === "wait") {
+      const op = e.operation;
+      const t = now();
+      if (wait?.key === op.key) {
+        wait.reason = op.reason;
+        if (o.tty) o.write(`\r\x1b[2K${stamp()}  ${waitLine(wait, t)}`);
+        else if (t - wait.said >= 30_000) {
+          wait.said = t;
+          out(waitLine(wait, t).replace("waiting", "still waiting"));
+        }
+        return;
+      }
+      endWait();
+      flushObserved();
+      const deadline = o.deadlineOf?.(op.key);
+      wait = { key: op.key, reason: op.reason, since: t, said: t, inPlace: o.tty, ...(deadline ? { deadline } : {}) };
+      if (o.tty) o.write(`${stamp()}  ${waitLine(wait, t)}`);
+      else out(`waiting${deadline ? ` (at most ${deadline}s)` : ""} for: ${op.reason}`);
+      return;
+    }
+    // The wait's own poll intervals are not news; every other event ends a wait.
+    if (e.type === "phase" && e.phase === "wait" && e.ok) return;
+    if (e.type === "observed" && wait) return void (lastObserved = e);
+    endWait();
+    flushObserved();
+    render(e);
+  };
+  function render(e: RolloutEvent): void {
+    switch (e.type) {
+      case "start":
+        return out(
+          `rollout of stack ${e.stack}: ${e.replicas} × ${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`,
+        );
+      case "lock-recovered":
+        return out(`took over the lock of a run that died (pid ${e.previousPid}, started ${e.previousStartedAt})`);
+      case "pending-cleared":
+        for (const p of e.operations)
+          out(
+            `cleared an operation a killed engine left pending: ${p.operation} ${p.urn.split("::").pop()}: ${p.reason}`,
+          );
+        return;
+      case "engine-leftovers":
+        for (const p of e.processes)
+          out(`${p.how} a ${p.kind} process an earlier run left: pid ${p.pid} ${p.command.slice(0, 100)}`);
+        return;
+      case "observed":
+        return out(
+          `pass ${e.pass}: ${e.nodes.map((n) => `${n.name}[${n.image}${n.member ? (n.member.learner ? ",learner" : n.member.leader ? ",leader" : "") + (n.member.healthy ? "" : ",unhealthy") : ",no member"}${n.kube ? (n.kube.cordoned ? ",cordoned" : "") + (n.kube.healthy ? "" : ",k8s-unhealthy") : ""}${n.outdated ? ",outdated" : ""}]`).join(" ") || "(no nodes)"}`,
+        );
+      case "decision":
+        return out(`→ ${e.operation.kind}: ${e.operation.reason}`);
+      case "phase":
+        return out(
+          `  ${e.ok ? "✓" : "✗"} ${e.phase} (${e.operation}${e.node ? ` ${e.node}` : ""}) ${(e.ms / 1000).toFixed(1)}s${e.detail ? `: ${e.detail}` : ""}`,
+        );
+      case "snapshot":
+        return out(
+          `etcd snapshot saved before the first membership change: ${e.path} (${e.bytes} bytes, from ${e.node})`,
+        );
+      case "backups-pruned":
+        return out(
+          `removed ${e.removed.length} older etcd snapshot(s) of stack ${e.stack} ` +
+            `(molt:backups.keep ${e.keep}): ${e.removed.join(", ")}`,
+        );
+      case "engine":
+        return out(`  | ${e.line}`);
+      case "summary": {
+        out(`${e.result.toUpperCase()}: ${e.reason}`);
+        const p = e.phases;
+        const f = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
+        return out(
+          `wall ${f(e.wallMs)}, ${e.operations} operation(s): provision ${f(p.provision)}, etcd ${f(p.etcd)}, waiting ${f(p.wait)}, observing ${f(p.observe)}, snapshot ${f(p.snapshot)}, molt ${f(p.molt)}`,
+        );
+      }
+    }
+  }
+}
+
+/** The deadline of each wait, from the stack's molt:timeouts (undefined if the file does not load). */
+function waitDeadlines(stack: string): (key: WaitKey) => number | undefined {
+  try {
+    const timeouts = loadStackConfig(process.env.MOLT_PROJECT_DIR ?? repoRoot, stack).intent.timeouts;
+    return (key) => waitDeadlineSeconds(key, timeouts);
+  } catch {
+    return () => undefined;
   }
 }
 
@@ -147,7 +283,7 @@ function printInspection(i: Inspection, what: "plan" | "status"): void {
     w(
       "NODE".padEnd(24) +
         "IMAGE".padEnd(imageWidth) +
-        "MEMBER".padEnd(22) +
+        "MEMBER".padEnd(18) +
         "ROLE".padEnd(10) +
         "HEALTHY  " +
         (kube ? "API".padEnd(10) + "NODE".padEnd(18) : "") +
@@ -163,7 +299,7 @@ function printInspection(i: Inspection, what: "plan" | "status"): void {
       w(
         n.name.padEnd(24) +
           n.image.padEnd(imageWidth) +
-          (n.member?.id ?? "-").padEnd(22) +
+          (n.member ? hexMemberId(n.member.id) : "-").padEnd(18) +
           (n.member ? (n.member.learner ? "learner" : n.member.leader ? "leader" : "voter") : "-").padEnd(10) +
           (n.member?.healthy && n.kube?.healthy !== false ? "yes" : "no").padEnd(9) +
           k +
@@ -171,7 +307,11 @@ function printInspection(i: Inspection, what: "plan" | "status"): void {
       );
     }
     const stray = i.members.filter((m) => !i.nodes.some((n) => n.member?.id === m.id));
-    for (const m of stray) w(`stray member ${m.id} ${m.name || "(unstarted)"} ${m.peerURLs.join(",")}`);
+    for (const m of stray)
+      w(
+        `stray member ${hexMemberId(m.id)} ${m.name || "(unstarted)"}${m.learner ? " learner" : ""} ` +
+          m.peerURLs.join(","),
+      );
     w("");
     for (const c of i.conditions) w(`${c.type.padEnd(22)} ${c.status.padEnd(8)} ${c.reason}`);
     w("");
@@ -240,9 +380,14 @@ export async function main(argv: string[]): Promise<number> {
           return;
         }
         const ac = new AbortController();
-        const stop = () => ac.abort();
-        process.once("SIGINT", stop);
-        process.once("SIGTERM", stop);
+        const stop = cancelOnSignals(ac, json);
+        const human = json
+          ? undefined
+          : humanRenderer({
+              write: (s) => void process.stdout.write(s),
+              tty: !!process.stdout.isTTY,
+              deadlineOf: waitDeadlines(opts.stack),
+            });
         try {
           const summary = await rollout({
             stack: opts.stack,
@@ -253,15 +398,14 @@ export async function main(argv: string[]): Promise<number> {
             onEvent: (e) =>
               json
                 ? process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n")
-                : human(e),
+                : human!(e),
             ...(opts.yes ? {} : { confirm: confirmOnTty }),
           });
           code = exitFor(summary);
         } catch (e) {
           code = errorExit(e, json, opts.stack);
         } finally {
-          process.removeListener("SIGINT", stop);
-          process.removeListener("SIGTERM", stop);
+          stop();
         }
       },
     );

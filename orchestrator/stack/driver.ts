@@ -1,8 +1,10 @@
 // The Automation API edge: opens a stack of molt's project with an inline program, on the
 // backend and engine chosen in engine.ts. Everything that runs `pulumi` goes through here.
-import { LocalWorkspace, PulumiCommand, type PulumiFn, type Stack } from "@pulumi/pulumi/automation";
-import { dirname } from "node:path";
+import { LocalWorkspace, type PulumiFn, type Stack } from "@pulumi/pulumi/automation";
+import { join } from "node:path";
 import { engineEnv, locateEngine, repoRoot } from "./engine";
+import { cancellableEngine, engineTag } from "./engine-process";
+import { keepingUserText } from "./stack-file";
 
 export interface OpenStackOptions {
   stackName: string;
@@ -13,6 +15,13 @@ export interface OpenStackOptions {
   create?: boolean;
   /** Extra environment for engine processes (tests point PULUMI_BACKEND_URL elsewhere). */
   env?: Record<string, string>;
+  /**
+   * The run's cancel: an engine command in flight gets the engine's graceful cancel (one
+   * SIGINT) and fails with EngineCancelledError; no `up` starts once it has fired.
+   */
+  signal?: AbortSignal;
+  /** Tag the engine's processes as this stack's run, so a later run finds any left over. */
+  tagProcesses?: boolean;
 }
 
 export class StackNotFoundError extends Error {
@@ -77,8 +86,13 @@ export function classifyEngineError(e: unknown, stackName: string, backend: stri
 
 export async function openStack(o: OpenStackOptions): Promise<Stack> {
   const engine = locateEngine();
-  const pulumiCommand = await PulumiCommand.get({ root: dirname(engine.binDir), skipVersionCheck: false });
   const envVars = engineEnv(engine, o.env ?? {});
+  const pulumiCommand = cancellableEngine({
+    binDir: engine.binDir,
+    version: engine.version,
+    ...(o.signal ? { signal: o.signal } : {}),
+    ...(o.tagProcesses ? { tag: engineTag(envVars.PULUMI_BACKEND_URL, o.stackName) } : {}),
+  });
   const args = { stackName: o.stackName, projectName: "molt", program: o.program };
   const wsOpts = { workDir: o.workDir ?? repoRoot, pulumiCommand, envVars };
   if (o.create === false) {
@@ -91,8 +105,12 @@ export async function openStack(o: OpenStackOptions): Promise<Stack> {
     }
   }
   try {
-    return await LocalWorkspace.createOrSelectStack(args, wsOpts);
+    // Creating the stack makes Pulumi rewrite stacks/Pulumi.<stack>.yaml: keep the user's text.
+    const file = join(wsOpts.workDir, "stacks", `Pulumi.${o.stackName}.yaml`);
+    return await keepingUserText(file, () => LocalWorkspace.createOrSelectStack(args, wsOpts));
   } catch (e) {
     throw classifyEngineError(e, o.stackName, envVars.PULUMI_BACKEND_URL);
   }
 }
+
+export { EngineCancelledError, stopEnginesNow } from "./engine-process";

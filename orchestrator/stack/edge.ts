@@ -11,6 +11,7 @@ import { isNodeName } from "../plan";
 import { programInputFor } from "../program-input";
 import { openStack } from "./driver";
 import { settleEngineLock } from "./engine-lock";
+import { clearEngineLeftovers } from "./leftovers";
 import type { ClearedOperation } from "./pending";
 import {
   clearPendingOperations,
@@ -64,6 +65,10 @@ export interface EngineStackOptions {
   engineOutput?: boolean;
   /** How long an orphaned engine of this host may take to exit before the run gives up. */
   engineLockDeadlineSeconds?: number;
+  /** The run's cancel: an engine step in flight gets the engine's graceful cancel. */
+  signal?: AbortSignal;
+  /** Tag the engine's processes as this stack's run (a later run stops any left over). */
+  tagProcesses?: boolean;
 }
 
 export class EngineStack implements StackEdge {
@@ -87,12 +92,18 @@ export class EngineStack implements StackEdge {
       env: o.env,
       create: o.create,
       program: buildProgram(programInputFor(o.config, [])),
+      ...(o.signal ? { signal: o.signal } : {}),
+      ...(o.tagProcesses ? { tagProcesses: true } : {}),
     });
     return new EngineStack(stack, o);
   }
 
   async prepare(): Promise<ClearedOperation[]> {
     await settleEngineLock(this.o.backend, this.o.stackName, this.o.engineLockDeadlineSeconds ?? 420);
+    if (this.o.tagProcesses)
+      await clearEngineLeftovers(this.o.backend, this.o.stackName, this.o.engineLockDeadlineSeconds ?? 420, (e) =>
+        this.o.report?.(e),
+      );
     // One export at the start serves both clean-ups of what a killed run left.
     const atStart = await exportState(this.stack);
     const cleared = await clearPendingOperations(this.stack, atStart);

@@ -1,6 +1,6 @@
 // Runs molt's CLI as a user would (a child process), collecting its --json events.
 import { spawn, type ChildProcess } from "node:child_process";
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { distDir } from "../../orchestrator/stack/engine";
 
@@ -58,28 +58,42 @@ export function startCli(
     child,
     done,
     kill9: () => {
-      try {
-        process.kill(-child.pid!, "SIGKILL");
-      } catch {
-        /* already gone */
-      }
-      // The engine starts its plugins in process groups of their own: a killed job's
-      // cgroup would take them too, so do the same for plugins working in this project.
-      const project = env.MOLT_PROJECT_DIR;
-      if (!project) return;
-      for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+      // The engine runs in a session of its own (orchestrator/stack/engine-process.ts): a
+      // killed CI job's process tree includes it, so it is killed too, group and all. Its
+      // plugins run in groups of their own: whether they outlive it is what molt's
+      // launcher decides (and the chaos harness's process invariant checks), never this.
+      const engines = childrenOf(child.pid!).filter((pid) => commOf(pid) === "pulumi");
+      for (const pid of [child.pid!, ...engines]) {
         try {
-          if (
-            readlinkSync(`/proc/${pid}/cwd`) === project &&
-            readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("dynamic-provider")
-          )
-            process.kill(Number(pid), "SIGKILL");
+          process.kill(-pid, "SIGKILL");
         } catch {
-          /* gone, or not ours to read */
+          /* already gone */
         }
       }
     },
   };
+}
+
+function commOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+  } catch {
+    return "";
+  }
+}
+
+/** The direct children of `pid`. */
+export function childrenOf(pid: number): number[] {
+  return readdirSync("/proc")
+    .filter((p) => /^\d+$/.test(p))
+    .map(Number)
+    .filter((p) => {
+      try {
+        return Number(readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1].split(" ")[1]) === pid;
+      } catch {
+        return false;
+      }
+    });
 }
 
 export function runCli(args: string[], env: Record<string, string>): Promise<CliRun> {

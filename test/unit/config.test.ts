@@ -79,6 +79,7 @@ describe("stack configuration (orchestrator/config.ts)", () => {
           timeouts: { joinSeconds: 300, settleSeconds: 60, drainSeconds: 300 },
         },
         lab: { lab: "lab", labRoot: "/var/lib/molt-lab", bridge: "moltbr0", subnet: "10.77.0.0/24", lbPort: 6443 },
+        backups: { keep: 3 },
       });
     });
 
@@ -90,8 +91,10 @@ describe("stack configuration (orchestrator/config.ts)", () => {
           "molt:timeouts: { joinSeconds: 120, settleSeconds: 30 }",
           "molt:ssh: { user: molt }",
           "molt:lab: { name: lab-a, root: /srv/lab, bridge: br-lab, subnet: 10.88.1.0/24, lbPort: 7443 }",
+          "molt:backups: { keep: 7 }",
         ]),
       );
+      assert.deepEqual(c.backups, { keep: 7 });
       assert.deepEqual(c.intent.rollout, { maxSurge: 0, onFailure: "pause", maxAppliedLag: 50 });
       assert.deepEqual(c.intent.timeouts, { joinSeconds: 120, settleSeconds: 30, drainSeconds: 300 });
       assert.equal(c.sshUser, "molt");
@@ -217,6 +220,12 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       ["drainSeconds 0", [...labLines, "molt:timeouts: { drainSeconds: 0 }"], "molt:timeouts.drainSeconds", /./],
       ["joinSeconds below 10", [...labLines, "molt:timeouts: { joinSeconds: 5 }"], "molt:timeouts.joinSeconds", /./],
       ["unknown key inside molt:timeouts", [...labLines, "molt:timeouts: { join: 60 }"], "molt:timeouts", /join/],
+      ["backups.keep 0", [...labLines, "molt:backups: { keep: 0 }"], "molt:backups.keep", /at least 1/],
+      ["backups.keep not whole", [...labLines, "molt:backups: { keep: 2.5 }"], "molt:backups.keep", /whole/],
+      ["backups.keep a word", [...labLines, "molt:backups: { keep: all }"], "molt:backups.keep", /number/],
+      ["backups.keep too many", [...labLines, "molt:backups: { keep: 5000 }"], "molt:backups.keep", /1000/],
+      ["unknown key inside molt:backups", [...labLines, "molt:backups: { kept: 2 }"], "molt:backups", /kept/],
+      ["backups not a map", [...labLines, "molt:backups: 3"], "molt:backups", /./],
       ["bad ssh user", [...labLines, 'molt:ssh: { user: "Root!" }'], "molt:ssh.user", /Unix user name/],
       ["bad lab subnet", [...labLines, "molt:lab: { subnet: 10.77.0.0/16 }"], "molt:lab.subnet", /\/24/],
       [

@@ -1,0 +1,58 @@
+// Retention of etcd backups: the newest N per stack, never the current run's, never another stack's.
+import * as assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, join } from "node:path";
+import { backupsOf, pruneBackups } from "../../orchestrator/etcd-backup";
+
+describe("etcd backup retention", () => {
+  let dir: string;
+  const file = (stack: string, minute: number) => {
+    const p = join(dir, `${stack}-2026-11-30T10-${String(minute).padStart(2, "0")}-00-000Z.db`);
+    writeFileSync(p, "x");
+    return p;
+  };
+  beforeEach(() => (dir = mkdtempSync(join(tmpdir(), "molt-backups-"))));
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("keeps the newest N of the stack and removes the older ones, oldest first", () => {
+    const made = [1, 2, 3, 4, 5].map((m) => file("lab", m));
+    const removed = pruneBackups("lab", 2, made[4], dir);
+    assert.deepEqual(removed, made.slice(0, 3));
+    assert.deepEqual(backupsOf("lab", dir), made.slice(3));
+  });
+
+  it("never removes the current run's backup, even when its name sorts oldest (a clock set back)", () => {
+    const current = file("lab", 0);
+    const later = [5, 6, 7].map((m) => file("lab", m));
+    const removed = pruneBackups("lab", 2, current, dir);
+    assert.ok(existsSync(current));
+    assert.deepEqual(removed, later.slice(0, 2));
+    assert.deepEqual(backupsOf("lab", dir), [current, later[2]]);
+  });
+
+  it("keep 1 leaves only the current backup", () => {
+    const made = [1, 2, 3].map((m) => file("lab", m));
+    pruneBackups("lab", 1, made[2], dir);
+    assert.deepEqual(backupsOf("lab", dir), [made[2]]);
+  });
+
+  it("never touches another stack's backups, nor files that are not backups", () => {
+    const other = [1, 2, 3].map((m) => file("lab-2", m));
+    const prefix = [1, 2].map((m) => file("la", m));
+    writeFileSync(join(dir, "lab-notes.txt"), "mine");
+    writeFileSync(join(dir, "lab-2026-11-30T10-01-00-000Z.db.partial"), "x");
+    const mine = [1, 2, 3].map((m) => file("lab", m));
+    pruneBackups("lab", 1, mine[2], dir);
+    const left = readdirSync(dir).sort();
+    for (const p of [...other, ...prefix]) assert.ok(left.includes(basename(p)), `${basename(p)} kept`);
+    assert.ok(left.includes("lab-notes.txt") && left.includes("lab-2026-11-30T10-01-00-000Z.db.partial"));
+    assert.deepEqual(backupsOf("lab", dir), [mine[2]]);
+  });
+
+  it("removes nothing while there are no more than N", () => {
+    const made = [1, 2].map((m) => file("lab", m));
+    assert.deepEqual(pruneBackups("lab", 3, made[1], dir), []);
+    assert.deepEqual(backupsOf("lab", dir), made);
+  });
+});

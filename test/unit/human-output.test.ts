@@ -1,0 +1,119 @@
+// The CLI's human output of waits: said once with its deadline, updated while it lasts, and
+// how long it took; --json is not involved (the renderer is only used without it).
+import * as assert from "node:assert/strict";
+import { humanRenderer } from "../../orchestrator/cli/main";
+import type { RolloutEvent } from "../../orchestrator/events";
+import type { WaitKey } from "../../orchestrator/model";
+
+function run(events: [number, RolloutEvent][], tty: boolean): string[] {
+  let t = 0;
+  let text = "";
+  const render = humanRenderer({
+    write: (s) => void (text += s),
+    tty,
+    deadlineOf: (key) => (key.startsWith("addons") ? 300 : 60),
+    now: () => t,
+  });
+  for (const [at, e] of events) {
+    t = at;
+    render(e);
+  }
+  return text.split("\n").filter(Boolean);
+}
+
+const observed = (pass: number): RolloutEvent => ({ type: "observed", pass, nodes: [], ms: 5 });
+const waitFor = (pass: number, reason: string, key: WaitKey = "addons"): RolloutEvent => ({
+  type: "decision",
+  pass,
+  operation: { kind: "wait", key, reason },
+});
+const tick: RolloutEvent = { type: "phase", phase: "wait", operation: "wait", ms: 500, ok: true };
+const prune: RolloutEvent = {
+  type: "decision",
+  pass: 99,
+  operation: { kind: "prune", node: "cp-1", reason: "cp-1 has no member" },
+};
+
+/** 70 s of waiting on the kube-proxy DaemonSet, one pass every 0.5 s, then a prune. */
+function longWait(): [number, RolloutEvent][] {
+  const ev: [number, RolloutEvent][] = [[0, observed(1)]];
+  let pass = 1;
+  for (let ms = 0; ms <= 70_000; ms += 500) {
+    ev.push([ms, waitFor(pass, `kube-proxy DaemonSet rolling out (${Math.floor(ms / 10_000)}/3 updated)`)]);
+    ev.push([ms + 1, tick]);
+    ev.push([ms + 499, observed(++pass)]);
+  }
+  ev.push([70_600, prune]);
+  return ev;
+}
+
+describe("human output of waits", () => {
+  it("says once what is awaited and its deadline, then every 30 s, then how long it took (not a terminal)", () => {
+    const lines = run(longWait(), false).map((l) => l.slice(10));
+    assert.deepEqual(lines, [
+      "pass 1: (no nodes)",
+      "waiting (at most 300s) for: kube-proxy DaemonSet rolling out (0/3 updated)",
+      "  … still waiting 30s of at most 300s: kube-proxy DaemonSet rolling out (3/3 updated)",
+      "  … still waiting 60s of at most 300s: kube-proxy DaemonSet rolling out (6/3 updated)",
+      "  ✓ waited 70.6s: kube-proxy DaemonSet rolling out (7/3 updated)",
+      "pass 142: (no nodes)",
+      "→ prune: cp-1 has no member",
+    ]);
+    assert.ok(!lines.some((l) => l.includes("wait (wait)")), "no line per poll interval");
+  });
+
+  it("updates one line in place on a terminal", () => {
+    const lines = run(longWait(), true);
+    // Everything of the wait is one terminal line: rewritten with \r, ended by the result.
+    const waitLine = lines.find((l) => l.includes("waiting"))!;
+    // 141 wait decisions: the first writes the line, the other 140 and the end rewrite it.
+    assert.equal(waitLine.split("\r\x1b[2K").length, 142, "each pass rewrites the line");
+    assert.match(waitLine, /… waiting 0s of at most 300s: kube-proxy/);
+    assert.match(waitLine.split("\r\x1b[2K").at(-1)!, /✓ waited 70\.6s: /);
+    assert.equal(lines.filter((l) => l.includes("waiting")).length, 1);
+  });
+
+  it("a wait on another condition starts a new line; the pass between them is shown", () => {
+    const lines = run(
+      [
+        [0, waitFor(1, "no agreed leader", "leader")],
+        [500, observed(2)],
+        [600, waitFor(2, "cp-4 catching up", "join:cp-4")],
+        [700, prune],
+      ],
+      false,
+    ).map((l) => l.slice(10));
+    assert.deepEqual(lines, [
+      "waiting (at most 60s) for: no agreed leader",
+      "  ✓ waited 0.6s: no agreed leader",
+      "pass 2: (no nodes)",
+      "waiting (at most 60s) for: cp-4 catching up",
+      "  ✓ waited 0.1s: cp-4 catching up",
+      "→ prune: cp-1 has no member",
+    ]);
+  });
+
+  it("ends a wait before the summary", () => {
+    const lines = run(
+      [
+        [0, waitFor(1, "learner catching up", "join:cp-4")],
+        [
+          2000,
+          {
+            type: "summary",
+            result: "cancelled",
+            reason: "cancelled by the caller",
+            stack: "lab",
+            wallMs: 2000,
+            operations: 0,
+            phases: { observe: 0, provision: 0, etcd: 0, kube: 0, wait: 2000, snapshot: 0, molt: 0 },
+            nodes: [],
+          },
+        ],
+      ],
+      false,
+    ).map((l) => l.slice(10));
+    assert.equal(lines[1], "  ✓ waited 2.0s: learner catching up");
+    assert.equal(lines[2], "CANCELLED: cancelled by the caller");
+  });
+});
