@@ -17,6 +17,11 @@ export interface NodeEntry {
   kubernetesVersion?: string;
   /** Zone / fault domain / vSphere host group; absent where the provider has none. */
   failureDomain?: string;
+  /**
+   * Static private address from the configured pool (vSphere `staticAddresses`), chosen once
+   * when the entry is made (infra/addresses.ts); absent where the provider assigns addresses.
+   */
+  address?: string;
   role: "control-plane";
   /** Creation order, strictly increasing; the oldest outdated node is retired first. */
   generation: number;

@@ -20,6 +20,9 @@ import {
   type AnyCloudProvider,
   type CloudConfig,
 } from "../infra/providers/registry";
+import type { VipSettings } from "../infra/vip/keepalived";
+import type { VsphereNodeSettings } from "../infra/providers/vsphere/config";
+import { checkStaticAddresses, resolveApiEndpoint } from "./config-endpoint";
 import type { Intent } from "./model";
 
 export type { CloudConfig };
@@ -110,6 +113,8 @@ export interface StackConfig {
   cloud?: CloudConfig;
   /** etcd backups (orchestrator/etcd-backup.ts): how many per stack stay in ~/.molt/snapshots. */
   backups: { keep: number };
+  /** molt:apiEndpoint mode vip: keepalived on the control-plane nodes (lab, vsphere); absent: a load balancer. */
+  apiEndpoint?: VipSettings;
   file: string;
 }
 
@@ -156,9 +161,25 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
   }
   const c = r.data as z.infer<z.ZodObject<typeof baseSections>> & Record<string, unknown>;
   const problems: string[] = [...crossProblems];
-  const cloud =
+  const parsedCloud =
     def?.family === "cloud" && cloudSections?.ok ? cloudConfig(def, cloudSections.sections, raw, problems) : undefined;
+  const labSettings = def?.family === "lab" ? def.settings(c, stack) : undefined;
+  // vSphere static addresses (molt:vsphere.staticAddresses) and the API endpoint VIP (molt:apiEndpoint).
+  const vsphere = (parsedCloud as { vsphere?: VsphereNodeSettings } | undefined)?.vsphere;
+  const staticAddressPool = vsphere?.staticAddresses
+    ? checkStaticAddresses(vsphere.staticAddresses, Number(raw["molt:replicas"]), problems)
+    : [];
+  const apiEndpoint = resolveApiEndpoint(raw["molt:apiEndpoint"], String(raw["molt:provider"]), problems, {
+    ...(labSettings ? { lab: { name: labSettings.lab, subnet: labSettings.subnet } } : {}),
+    ...(parsedCloud ? { controlPlaneEndpoint: parsedCloud.bootstrap.controlPlaneEndpoint } : {}),
+    staticPool: staticAddressPool,
+  });
   if (problems.length) throw new InvalidConfigError(file, problems);
+  // The VIP reaches the vSphere nodes with their settings (infra/providers/vsphere/node.ts).
+  const cloud =
+    parsedCloud && vsphere && apiEndpoint
+      ? ({ ...parsedCloud, vsphere: { ...vsphere, vip: apiEndpoint } } as CloudConfig)
+      : parsedCloud;
 
   return {
     file,
@@ -170,6 +191,8 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
       image: c["molt:image"],
       ...(c["molt:kubernetesVersion"] ? { kubernetesVersion: c["molt:kubernetesVersion"].replace(/^v/, "") } : {}),
       ...(cloud?.failureDomains.length ? { failureDomains: cloud.failureDomains } : {}),
+      ...(staticAddressPool.length ? { staticAddressPool } : {}),
+      ...(apiEndpoint ? { vip: { address: apiEndpoint.address } } : {}),
       rollout: {
         maxSurge: c["molt:rollout"]?.maxSurge ?? 1,
         onFailure: c["molt:rollout"]?.onFailure ?? "rollback",
@@ -181,8 +204,9 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
         drainSeconds: c["molt:timeouts"]?.drainSeconds ?? 300,
       },
     },
-    lab: def?.family === "lab" ? def.settings(c, stack) : undefined,
+    lab: labSettings ? { ...labSettings, ...(apiEndpoint ? { vip: apiEndpoint } : {}) } : undefined,
     ...(cloud ? { cloud } : {}),
+    ...(apiEndpoint ? { apiEndpoint } : {}),
   };
 }
 
@@ -236,6 +260,7 @@ const KNOWN_KEYS = [
   ...Object.keys(baseSections),
   ...Object.keys(cloudCommonSections).filter((k) => !(k in baseSections)),
   ...PROVIDER_SECTION_KEYS,
+  "molt:apiEndpoint",
 ];
 
 /**

@@ -1,7 +1,7 @@
 // What a rollout tells its caller, as a discriminated union (CLI --json prints one per line).
 import type { Operation, OperationKind } from "./model";
 
-export type Phase = "observe" | "provision" | "etcd" | "kube" | "wait" | "snapshot";
+export type Phase = "observe" | "provision" | "etcd" | "kube" | "endpoint" | "wait" | "snapshot";
 
 export interface NodeView {
   name: string;
@@ -39,6 +39,8 @@ export type RolloutEvent =
   /** Older etcd backups of the stack removed after this run's (molt:backups.keep). */
   | { type: "backups-pruned"; stack: string; keep: number; removed: string[] }
   | { type: "engine"; line: string }
+  /** Something that did not stop the run but must not pass silently (a teardown skipped or tolerated). */
+  | { type: "warning"; node?: string; message: string }
   | {
       type: "summary";
       result: RolloutResultKind;

@@ -4,8 +4,9 @@ import type { NodeEndpoint, NodeEntry } from "../infra/node";
 import type { ProviderKind } from "../infra/providers/registry";
 import type { Alarm, EndpointStatus, Member } from "./edges/etcd";
 import type { KubeObservation } from "./edges/kube";
+import type { VipObservation } from "./edges/vip";
 
-export type { Alarm, EndpointStatus, KubeObservation, Member, NodeEndpoint, NodeEntry };
+export type { Alarm, EndpointStatus, KubeObservation, Member, NodeEndpoint, NodeEntry, VipObservation };
 
 /** What the user asked for (stacks/Pulumi.<stack>.yaml), validated. */
 export interface Intent {
@@ -29,6 +30,10 @@ export interface Intent {
   replaceDead?: string[];
   /** The provider's failure domains (zones, fault domains, vSphere hosts/clusters), in config order. */
   failureDomains?: string[];
+  /** vSphere molt:vsphere.staticAddresses.pool, expanded: a new node's address comes from it. */
+  staticAddressPool?: string[];
+  /** molt:apiEndpoint mode vip: the VIP keepalived moves between the nodes (observed and released by molt). */
+  vip?: { address: string };
   rollout: {
     /** 1: add first (default). 0: retire first, allowed only with >= 3 replicas. */
     maxSurge: 0 | 1;
@@ -46,7 +51,10 @@ export interface Intent {
   };
 }
 
-export type StatusResult = { ok: true; status: EndpointStatus } | { ok: false; error: string };
+export type StatusResult =
+  | { ok: true; status: EndpointStatus }
+  /** `unreachable`: the node's SSH did not answer at all (not only its etcd). */
+  | { ok: false; error: string; unreachable?: boolean };
 
 export interface EtcdObservation {
   members: Member[];
@@ -66,7 +74,8 @@ export type WaitKey =
   | `retry:${string}:${string}`
   | "leader"
   | "kube"
-  | "addons";
+  | "addons"
+  | "vip";
 
 /** The world as one pass observed it: the stack's node list, etcd, Kubernetes, and the loop's memory. */
 export interface World {
@@ -84,6 +93,8 @@ export interface World {
   kube?: KubeObservation;
   /** Why Kubernetes could not be observed, when it should have been. */
   kubeError?: string;
+  /** Who holds the API endpoint VIP (intent.vip set and the nodes reachable). */
+  vip?: VipObservation;
   /** Keys of waits whose deadline has passed (kept by the loop, across passes). */
   expired: WaitKey[];
   /**
@@ -104,16 +115,19 @@ export type Operation =
   | { kind: "remove-member"; node: string; memberId: string; via: string; reason: string }
   | { kind: "remove-stray-member"; memberId: string; name: string; via: string; reason: string }
   /** Destroys the node; with Kubernetes its Node object is deleted after, through `deleteNodeVia`. */
-  | { kind: "prune"; node: string; deleteNodeVia?: string; reason: string }
+  /** `unreachable`: no member and SSH not answering: destroyed without its teardown if it still does not answer. */
+  | { kind: "prune"; node: string; deleteNodeVia?: string; reason: string; unreachable?: boolean }
   | { kind: "prune-orphans"; nodes: string[]; reason: string }
   | { kind: "wait"; key: WaitKey; node?: string; reason: string }
   /** Removes the new node's member (through `via`, when it has one) and destroys it. */
-  | { kind: "rollback"; node: string; memberId?: string; via?: string; reason: string }
+  | { kind: "rollback"; node: string; memberId?: string; via?: string; reason: string; unreachable?: boolean }
   | { kind: "pause"; node: string; reason: string }
   | { kind: "refuse"; condition: string; reason: string }
   | { kind: "update-cluster-config"; version: string; via: string; reason: string }
   | { kind: "drain"; node: string; via: string; reason: string }
   | { kind: "stop-apiserver"; node: string; reason: string }
+  /** The node to retire holds the API endpoint VIP: its keepalived stops, another node takes the VIP. */
+  | { kind: "release-vip"; node: string; reason: string }
   | { kind: "delete-node"; node: string; via: string; reason: string }
   /** kube-proxy and CoreDNS images as `kubeadmNode`'s kubeadm names them, set through `via`. */
   | { kind: "update-addons"; version: string; via: string; kubeadmNode: string; reason: string };

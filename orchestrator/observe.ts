@@ -28,6 +28,15 @@ export async function observe(
   } catch (e) {
     world.etcdError = (e as Error).message;
   }
+  // The API endpoint VIP (molt:apiEndpoint mode vip): which node holds it.
+  if (intent.vip && etcd && edges.nodes.vip) {
+    world.vip = await (
+      await edges.nodes.vip()
+    ).observe(
+      intent.vip.address,
+      state.nodes.map((n) => n.name),
+    );
+  }
   if (intent.kubernetesVersion === undefined) return world;
   if (!etcd) {
     world.kubeError = world.etcdError ?? "no SSH access to the nodes";
@@ -52,7 +61,7 @@ export async function observeEtcd(
     nodes.map(async (n) => {
       const why = unreachable.get(n.name);
       if (why !== undefined) {
-        status[n.name] = { ok: false, error: `unreachable over SSH: ${why}` };
+        status[n.name] = { ok: false, error: `unreachable over SSH: ${why}`, unreachable: true };
         return;
       }
       try {

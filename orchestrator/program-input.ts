@@ -1,5 +1,6 @@
 // From the validated stack config and a node list to the stack program's input.
 import type { NodeEntry } from "../infra/node";
+import { assignStaticAddress } from "../infra/addresses";
 import { assignFailureDomain } from "../infra/placement";
 import type { ProgramInput } from "../infra/program";
 import type { StackConfig } from "./config";
@@ -27,5 +28,6 @@ export function programInputFor(cfg: StackConfig, nodes: NodeEntry[]): ProgramIn
  * once, and stored with the entry, so an existing node's domain never moves.
  */
 export function placeNewNode(cfg: StackConfig, entry: NodeEntry, nodes: NodeEntry[]): NodeEntry {
-  return assignFailureDomain(entry, nodes, cfg.cloud?.failureDomains ?? []);
+  const placed = assignFailureDomain(entry, nodes, cfg.cloud?.failureDomains ?? []);
+  return assignStaticAddress(placed, nodes, cfg.intent.staticAddressPool ?? []);
 }

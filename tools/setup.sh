@@ -23,7 +23,7 @@ step "Debian packages"
 need_pkgs=()
 for pair in etcd:etcd-server etcdctl:etcd-client haproxy:haproxy sshd:openssh-server ssh:openssh-client \
             ip:iproute2 unshare:util-linux nsenter:util-linux openssl:openssl shellcheck:shellcheck \
-            setsid:util-linux setpriv:util-linux pkill:procps curl:curl ss:iproute2 base64:coreutils; do
+            setsid:util-linux setpriv:util-linux pkill:procps curl:curl ss:iproute2 base64:coreutils keepalived:keepalived; do
   bin=${pair%%:*} pkg=${pair#*:}
   if ! command -v "$bin" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$bin" ] && ! [ -x "/usr/bin/$bin" ]; then
     need_pkgs+=("$pkg")
@@ -41,8 +41,8 @@ else
   echo "installing: ${need_pkgs[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-  # The Debian etcd and haproxy packages start system services; the lab runs its own.
-  for svc in etcd haproxy; do
+  # The Debian etcd, haproxy and keepalived packages start system services; the lab runs its own.
+  for svc in etcd haproxy keepalived; do
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then systemctl stop "$svc" || true; fi
   done
 fi

@@ -13,7 +13,7 @@ import {
   type KubeadmBootstrapSettings,
   type KubeadmNode,
 } from "./settings";
-import { NODE_STATE_FUNCTION, TEMP_FILE_FUNCTIONS } from "./state";
+import { NODE_STATE_FUNCTION, RESET_KEEPING_FOREIGN_MANIFESTS, TEMP_FILE_FUNCTIONS } from "./state";
 
 export function renderInitScript(
   node: KubeadmNode,
@@ -34,7 +34,13 @@ export function renderInitScript(
       ...endpointConstants(settings.controlPlaneEndpoint, endpointRouting),
       ...installConstants(settings, version),
     },
-    functions: [...INSTALL_FUNCTIONS, NODE_STATE_FUNCTION, TEMP_FILE_FUNCTIONS, LOCAL_ENDPOINT_FUNCTION],
+    functions: [
+      ...INSTALL_FUNCTIONS,
+      NODE_STATE_FUNCTION,
+      RESET_KEEPING_FOREIGN_MANIFESTS,
+      TEMP_FILE_FUNCTIONS,
+      LOCAL_ENDPOINT_FUNCTION,
+    ],
     main: `
 install_or_verify_runtime
 if [ -n "$LOCAL_ENDPOINT_HOST" ]; then
@@ -47,8 +53,7 @@ case "$(node_state)" in
     ;;
   partial)
     log "$NODE_NAME holds a partial kubeadm state from an earlier attempt: resetting it before kubeadm init"
-    kubeadm reset --force --cri-socket "$CRI_SOCKET" >&2
-    rm -rf /var/lib/etcd
+    reset_partial_state
     ;&
   clean)
     new_private_file

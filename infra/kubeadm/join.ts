@@ -20,7 +20,7 @@ import {
   type KubeadmBootstrapSettings,
   type KubeadmNode,
 } from "./settings";
-import { NODE_STATE_FUNCTION, TEMP_FILE_FUNCTIONS } from "./state";
+import { NODE_STATE_FUNCTION, RESET_KEEPING_FOREIGN_MANIFESTS, TEMP_FILE_FUNCTIONS } from "./state";
 
 const READ_JOIN_MATERIAL = `read_join_material() {
   local line
@@ -81,6 +81,7 @@ export function renderJoinScript(
     functions: [
       ...INSTALL_FUNCTIONS,
       NODE_STATE_FUNCTION,
+      RESET_KEEPING_FOREIGN_MANIFESTS,
       TEMP_FILE_FUNCTIONS,
       READ_JOIN_MATERIAL,
       LOCAL_ENDPOINT_FUNCTION,
@@ -103,8 +104,7 @@ case "$(node_state)" in
     # An earlier attempt stopped halfway. Its etcd member (if any) is this node's own
     # learner or newest voter; the cluster's earlier members keep quorum without it.
     log "$NODE_NAME holds a partial kubeadm state from an earlier attempt: resetting it before joining again"
-    kubeadm reset --force --cri-socket "$CRI_SOCKET" >&2
-    rm -rf /var/lib/etcd
+    reset_partial_state
     ;;
   clean)
     require_join_material

@@ -48,6 +48,8 @@ export const MACHINE_PATHS = [
   "etc/ssh",
   "root/.ssh",
   "var/log/molt",
+  // keepalived's configuration (VIP mode): each machine's own, like /etc/keepalived on a VM.
+  "etc/keepalived",
 ];
 
 function allocateAddress(i: LabMachineInputs): string {

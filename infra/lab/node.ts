@@ -10,6 +10,8 @@ import { JoinMaterial } from "./join-material";
 import { parseSubnet } from "./host";
 import { LabLbAttachment, type LabLbInputs } from "./lb";
 import { LabMachine } from "./machine";
+import type { VipSettings } from "../vip/keepalived";
+import { keepalivedCommand } from "../vip/keepalived-command";
 
 export interface LabSettings {
   lab: string;
@@ -17,6 +19,8 @@ export interface LabSettings {
   bridge: string;
   subnet: string;
   lbPort: number;
+  /** molt:apiEndpoint mode vip: keepalived in the machines instead of the lab's HAProxy. */
+  vip?: VipSettings;
 }
 
 const scriptsDir = resolve(__dirname, "..", "..", "..", "infra", "lab", "scripts");
@@ -41,7 +45,8 @@ export function labScript(name: "init" | "join" | "reset"): string {
 export interface LabNodeArgs {
   entry: NodeEntry;
   lab: LabSettings;
-  lb: pulumi.Input<LabLbInputs>;
+  /** The lab's HAProxy; absent in VIP mode (lab.vip), where keepalived moves the endpoint. */
+  lb?: pulumi.Input<LabLbInputs>;
   sshUser: string;
   sshPrivateKey: pulumi.Input<string>;
   sshPublicKey: pulumi.Input<string>;
@@ -95,22 +100,50 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       hostKey: hostKey.publicKey,
     });
 
+    const vip = args.lab.vip;
     const environment = {
       NODE_NAME: e.name,
       NODE_IP: machine.address,
       DEADLINE_SECONDS: String(args.deadlineSeconds),
       JOIN_ENDPOINTS: pulumi.all(args.joinEndpoints).apply((eps) => eps.join(",")),
-      LB_ENDPOINT: `${parseSubnet(args.lab.subnet).gateway}:${args.lab.lbPort}`,
+      LB_ENDPOINT: vip ? `${vip.address}:6443` : `${parseSubnet(args.lab.subnet).gateway}:${args.lab.lbPort}`,
       CLUSTER_NAME: args.lab.lab,
+      // etcd-only images: the VIP is the cluster's etcd client endpoint (etcd-common.sh).
+      ...(vip ? { CLIENT_VIP: vip.address } : {}),
     };
-    // The load balancer lists the machine before its bootstrap, like a cloud target group:
-    // kubeadm talks to the control-plane endpoint during init and join, and HAProxy's
-    // /readyz check keeps traffic away until this API server is ready.
-    const attachment = new LabLbAttachment(
-      `${name}-lb`,
-      { lb: args.lb, server: e.name, address: machine.address, port: 6443 },
-      { parent: this, dependsOn: [machine] },
-    );
+    // The endpoint in front of the API servers: with the lab's HAProxy, the load balancer
+    // lists the machine before its bootstrap, like a cloud target group (kubeadm talks to
+    // the control-plane endpoint during init and join, and HAProxy's /readyz check keeps
+    // traffic away until this API server is ready). In VIP mode, keepalived runs in the
+    // machine before its bootstrap, as on vSphere, and is eligible once its endpoint is healthy.
+    let endpoint: pulumi.Resource;
+    if (vip) {
+      endpoint = keepalivedCommand(
+        `${name}-keepalived`,
+        {
+          connection: this.connection,
+          vip,
+          node: {
+            name: e.name,
+            generation: e.generation,
+            check: e.kubernetesVersion ? { kind: "apiserver", port: 6443 } : { kind: "etcd", metricsPort: 2381 },
+          },
+          address: machine.address,
+          runMode: "process",
+          install: "image",
+          machineId: machine.id,
+          environment: { NODE_NAME: e.name },
+        },
+        { parent: this, dependsOn: [machine] },
+      );
+    } else {
+      if (!args.lb) throw new Error(`lab node ${e.name}: no load balancer and no VIP`);
+      endpoint = new LabLbAttachment(
+        `${name}-lb`,
+        { lb: args.lb, server: e.name, address: machine.address, port: 6443 },
+        { parent: this, dependsOn: [machine] },
+      );
+    }
     let stdin: pulumi.Output<string> | undefined;
     // The first node of the list has no older node to join through; it already exists
     // (new nodes are always appended), so its join inputs are never used again.
@@ -132,7 +165,7 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       },
       {
         parent: this,
-        dependsOn: args.after ? [machine, attachment, args.after.bootstrap] : [machine, attachment],
+        dependsOn: args.after ? [machine, endpoint, args.after.bootstrap] : [machine, endpoint],
         customTimeouts: { create: `${args.deadlineSeconds + 60}s` },
       },
     );

@@ -24,7 +24,9 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
     subnet: input.lab.subnet,
     port: input.lab.lbPort,
   };
-  const lb = new LabLoadBalancer("api-lb", lbInputs);
+  // VIP mode: keepalived in the machines is the endpoint; the lab's HAProxy is not made.
+  const vip = input.lab.vip;
+  const lb = vip ? undefined : new LabLoadBalancer("api-lb", lbInputs);
 
   const built: LabControlPlaneNode[] = [];
   for (const entry of input.nodes) {
@@ -37,7 +39,7 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
       {
         entry,
         lab: input.lab,
-        lb: lbInputs,
+        ...(lb ? { lb: lbInputs } : {}),
         sshUser: input.sshUser,
         sshPrivateKey: clientKey.privateKey,
         sshPublicKey: clientKey.publicKey,
@@ -46,9 +48,10 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
         joinEndpoints: others.map((o) => pulumi.interpolate`https://${o.privateAddress}:2379`),
         deadlineSeconds: input.joinDeadlineSeconds,
       },
-      { dependsOn: [lb] },
+      { dependsOn: lb ? [lb] : [] },
     );
     built.push(node);
   }
-  return { molt: moltOutput(input.nodes, built, input.sshUser, lb.address), sshPrivateKey: clientKey.privateKey };
+  const apiEndpoint = lb ? lb.address : `${vip!.address}:6443`;
+  return { molt: moltOutput(input.nodes, built, input.sshUser, apiEndpoint), sshPrivateKey: clientKey.privateKey };
 }

@@ -6,6 +6,7 @@ import type { ActContext } from "./context";
 import { membership } from "./etcd";
 import { deleteNode, drain, stopApiServer, updateAddons, updateClusterConfig } from "./kube";
 import { prune, pruneOrphans, rollback, surge } from "./provision";
+import { releaseVip } from "./endpoint";
 
 export type Change = Exclude<Operation, { kind: "done" | "wait" | "refuse" | "pause" }>;
 
@@ -24,6 +25,7 @@ const ACTS: { [K in Change["kind"]]: (op: Extract<Operation, { kind: K }>, ctx: 
   "stop-apiserver": stopApiServer,
   "delete-node": deleteNode,
   "update-addons": updateAddons,
+  "release-vip": releaseVip,
 };
 
 /** Does the operation change the cluster or the stack (rather than wait or end the run)? */

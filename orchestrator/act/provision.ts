@@ -3,6 +3,7 @@
 import type { Act } from "./context";
 import { firstLines } from "./context";
 import { EngineCancelledError } from "../stack/cancelled";
+import { teardownEnv } from "../teardown";
 
 /** Appends the planner's new entry (with its failure domain) and creates its machine, which joins. */
 export const surge: Act<"surge" | "create-first"> = async (op, ctx) => {
@@ -29,7 +30,14 @@ export const surge: Act<"surge" | "create-first"> = async (op, ctx) => {
 export const prune: Act<"prune"> = async (op, ctx) => {
   const prev = ctx.world.nodes;
   await ctx.timed("provision", op.kind, op.node, () =>
-    ctx.edges.stack.apply({ op, prev, next: prev.filter((n) => n.name !== op.node), node: op.node }),
+    ctx.edges.stack.apply({
+      op,
+      prev,
+      next: prev.filter((n) => n.name !== op.node),
+      node: op.node,
+      // A node the planner saw dead is destroyed without its teardown (infra/remote/teardown.ts).
+      teardownEnv: teardownEnv(op, ctx.world.endpoints),
+    }),
   );
   const via = op.deleteNodeVia;
   if (via) {
@@ -63,7 +71,13 @@ export const rollback: Act<"rollback"> = async (op, ctx) => {
   }
   const prev = ctx.world.nodes;
   await ctx.timed("provision", op.kind, op.node, () =>
-    ctx.edges.stack.apply({ op, prev, next: prev.filter((n) => n.name !== op.node), node: op.node }),
+    ctx.edges.stack.apply({
+      op,
+      prev,
+      next: prev.filter((n) => n.name !== op.node),
+      node: op.node,
+      teardownEnv: teardownEnv(op, ctx.world.endpoints),
+    }),
   );
   return { kind: "done" };
 };

@@ -241,6 +241,8 @@ export function humanRenderer(o: {
         );
       case "engine":
         return out(`  | ${e.line}`);
+      case "warning":
+        return out(`  ! warning${e.node ? ` (${e.node})` : ""}: ${e.message}`);
       case "summary": {
         out(`${e.result.toUpperCase()}: ${e.reason}`);
         const p = e.phases;

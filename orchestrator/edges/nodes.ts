@@ -4,7 +4,8 @@ import type { StoredState } from "../stack/state";
 import { EtcdAccess } from "./etcd";
 import { KubeAccess } from "./kube";
 import { SessionPool } from "./sessions";
-import type { EtcdEdge, KubeEdge, NodeAccess } from "./types";
+import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "./types";
+import { SshVip } from "./vip";
 
 export class SshNodeAccess implements NodeAccess {
   private readonly pool = new SessionPool();
@@ -28,6 +29,10 @@ export class SshNodeAccess implements NodeAccess {
   async kube(): Promise<KubeEdge> {
     this.kubeAccess ??= await KubeAccess.open(this.pool);
     return this.kubeAccess;
+  }
+
+  async vip(): Promise<VipEdge> {
+    return new SshVip((node) => this.pool.get(node));
   }
 
   async resetKube(): Promise<void> {

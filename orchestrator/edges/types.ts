@@ -5,6 +5,7 @@ import type { StackEdge } from "../stack/edge";
 import type { StoredState } from "../stack/state";
 import type { Alarm, EndpointStatus, Member } from "./etcd";
 import type { ComponentHealth, KubeObservation } from "./kube";
+import type { VipObservation } from "./vip";
 
 export interface EtcdEdge {
   /** Per-member status, through that member's own endpoint. */
@@ -33,6 +34,14 @@ export interface KubeEdge {
   updateAddons(via: string, kubeadmNode: string, version: string): Promise<void>;
 }
 
+/** The API endpoint VIP on the nodes (molt:apiEndpoint mode vip). */
+export interface VipEdge {
+  /** Which of `nodes` hold `address` (and which could not be asked). */
+  observe(address: string, nodes: string[]): Promise<VipObservation>;
+  /** Stops keepalived on the node and waits until the VIP left it; `resume` starts it again. */
+  keepalived(node: string, address: string, action: "release" | "resume", deadlineSeconds: number): Promise<void>;
+}
+
 /** SSH access to the stack's nodes, and the etcd and Kubernetes edges over it. */
 export interface NodeAccess {
   /** Sessions to exactly the state's nodes (kept warm across passes). */
@@ -41,6 +50,8 @@ export interface NodeAccess {
   readonly unreachable: ReadonlyMap<string, string>;
   etcd(): Promise<EtcdEdge>;
   kube(): Promise<KubeEdge>;
+  /** The VIP edge (absent where the access cannot run commands on nodes, e.g. some fakes). */
+  vip?(): Promise<VipEdge>;
   /** Forget the Kubernetes edge (its credentials or tunnels failed); the next call opens it again. */
   resetKube(): Promise<void>;
   close(): Promise<void>;

@@ -4,6 +4,7 @@ import type { Operation } from "../model";
 import { canSafelyRemoveMember, isOutdated, newEntry } from "./rules";
 import type { Scope } from "./scope";
 import { etcdVersionProblem } from "./versions";
+import { vipRelease } from "./vip";
 
 /**
  * Everything is healthy from here on: retire the victim, one step per pass. Whether its
@@ -38,6 +39,9 @@ export function retire(c: Scope): Operation | undefined {
       condition: "EtcdClusterHealthy",
       reason: `no healthy voter to move leadership to from ${victim.name}`,
     };
+  // The VIP leaves the node before it is drained, its API server stopped or its member removed.
+  const release = vipRelease(s, victim.name);
+  if (release) return release;
   if (s.intent.kubernetesVersion !== undefined && s.kube) {
     const k = s.kube.nodes.find((n) => n.name === victim.name);
     const evictable = s.kube.evictable[victim.name] ?? 0;

@@ -7,6 +7,7 @@ import { addons, kubernetesHealth } from "./kube-steps";
 import { newEntry } from "./rules";
 import { scopeOf, type Scope } from "./scope";
 import { kubernetesVersionProblem } from "./versions";
+import { vipCondition } from "./vip";
 
 type Step = (c: Scope) => Operation | undefined;
 
@@ -22,6 +23,8 @@ export function decide(s: World, stack: string): Operation {
     unhealthyVoters,
     leader,
     kubernetesHealth,
+    // The API endpoint: with a VIP, exactly one node holds it before anything changes.
+    (c) => vipCondition(c.s),
     retire,
     grow,
     addons,

@@ -2,7 +2,7 @@
 // learners are promoted once caught up, and the members must agree on a leader.
 import type { Operation } from "../model";
 import { failNewNode, isJoining } from "./new-node";
-import { canSafelyRemoveMember, leaderApplied, statusError, statusOf } from "./rules";
+import { canSafelyRemoveMember, isUnreachable, leaderApplied, statusError, statusOf } from "./rules";
 import type { Scope } from "./scope";
 
 /** Declared dead by the operator: only ever an unhealthy member (a healthy one is replaced add-first). */
@@ -62,11 +62,18 @@ export function memberlessNode(c: Scope): Operation | undefined {
   // Its machine goes; with Kubernetes its Node object goes right after (Cluster API deletes
   // the Node after the machine), through an API server that is not its own.
   const via = c.s.kube?.via;
+  // Known dead: no member, and its SSH did not answer. Its teardown (kubeadm reset) is
+  // skipped if it still does not answer; a node that answers is always reset.
+  const dead = isUnreachable(c.s, memberless.name);
   return {
     kind: "prune",
     node: memberless.name,
     ...(via && via !== memberless.name ? { deleteNodeVia: via } : {}),
-    reason: `${memberless.name} is not an etcd member (retired, or its join did not happen): destroy it`,
+    reason: dead
+      ? `${memberless.name} is not an etcd member and does not answer over SSH: ` +
+        "destroy it (without its reset if it still does not answer)"
+      : `${memberless.name} is not an etcd member (retired, or its join did not happen): destroy it`,
+    ...(dead ? { unreachable: true } : {}),
   };
 }
 

@@ -6,6 +6,7 @@ export {
   canSafelyRemoveMember,
   isHealthyVoter,
   isNodeName,
+  isUnreachable,
   isOutdated,
   kubeProblem,
   memberOfNode,

@@ -1,7 +1,7 @@
 // A node this run (or a surge still in progress) added and has not yet seen healthy: it
 // gets the join deadline, then is rolled back (or the run pauses). Old nodes never are.
 import type { Operation } from "../model";
-import { isOutdated } from "./rules";
+import { isOutdated, isUnreachable } from "./rules";
 import type { Scope } from "./scope";
 
 /**
@@ -27,5 +27,6 @@ export function failNewNode(c: Scope, node: string, memberId: string | undefined
     ...(memberId ? { memberId } : {}),
     ...(memberId && via ? { via } : {}),
     reason: `${reason}; rolling it back`,
+    ...(isUnreachable(c.s, node) ? { unreachable: true } : {}),
   };
 }

@@ -1,6 +1,7 @@
 // The planner's safety rules and queries over one observed world: pure functions, tested
 // with tables and properties (test/unit/plan.test.ts).
 import { assignFailureDomain, selectNodeForRetirement as selectByFailureDomain } from "../../infra/placement";
+import { assignStaticAddress } from "../../infra/addresses";
 import type { EndpointStatus, Intent, Member, NodeEntry, World } from "../model";
 
 export function quorum(voters: number): number {
@@ -116,7 +117,18 @@ export function newEntry(s: World, stack: string, init: boolean): NodeEntry {
     generation,
     init,
   };
-  return assignFailureDomain(entry, s.nodes, s.intent.failureDomains ?? []);
+  // vSphere static addresses: one from the pool, kept for the node's life (infra/addresses.ts).
+  return assignStaticAddress(
+    assignFailureDomain(entry, s.nodes, s.intent.failureDomains ?? []),
+    s.nodes,
+    s.intent.staticAddressPool ?? [],
+  );
+}
+
+/** The node's SSH did not answer in this pass's observation (not merely its etcd). */
+export function isUnreachable(s: World, node: string): boolean {
+  const r = s.etcd?.status[node];
+  return r !== undefined && !r.ok && r.unreachable === true;
 }
 
 /** Is `name` a node name molt would give in this stack? */

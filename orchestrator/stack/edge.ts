@@ -1,7 +1,7 @@
 // The stack edge: molt's node list lives in the stack's outputs, and every change to it is
 // one targeted `up` of the engine (orchestrator/stack/targets.ts). Before each `up` the
 // stored list is re-read under molt's lock and must be the one the change was decided on.
-import type { Stack, UpResult } from "@pulumi/pulumi/automation";
+import type { EngineEvent, Stack, UpResult } from "@pulumi/pulumi/automation";
 import type { NodeEntry } from "../../infra/node";
 import { buildProgram } from "../../infra/program";
 import type { StackConfig } from "../config";
@@ -10,6 +10,7 @@ import type { Operation } from "../model";
 import { isNodeName } from "../plan";
 import { programInputFor } from "../program-input";
 import { openStack } from "./driver";
+import { teardownWarning } from "../teardown";
 import { settleEngineLock } from "./engine-lock";
 import { clearEngineLeftovers } from "./leftovers";
 import type { ClearedOperation } from "./pending";
@@ -36,6 +37,11 @@ export interface NodeListChange {
   next: NodeEntry[];
   /** The node the change is about. */
   node: string;
+  /**
+   * Engine environment for this change's `up` (orchestrator/teardown.ts): a node the planner
+   * saw dead is torn down without its reset.
+   */
+  teardownEnv?: Record<string, string>;
 }
 
 /** What the loop needs of the engine (a fake implements it in the loop's unit tests). */
@@ -126,7 +132,7 @@ export class EngineStack implements StackEdge {
   }
 
   async apply(change: NodeListChange): Promise<void> {
-    const { prev, next, op, node } = change;
+    const { prev, next, op, node, teardownEnv } = change;
     assertListTransition(prev, next, op);
     // The list is re-read under molt's lock right before the change: it must be the one the
     // change was decided on. The same export says which resources this change targets.
@@ -135,7 +141,7 @@ export class EngineStack implements StackEdge {
     if (canonical(storedList) !== canonical(prev))
       throw new Error("the stored node list changed under this run; stopping without changes");
     const plan = targetsFor(resources, node, [...new Set([...prev, ...next].map((n) => n.name))]);
-    let result = await this.up(next, plan?.targets);
+    let result = await this.up(next, plan?.targets, teardownEnv);
     if (plan && (op.kind === "prune" || op.kind === "rollback")) {
       // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
       // resource still depends on it. Every resource of the node must be gone.
@@ -150,7 +156,7 @@ export class EngineStack implements StackEdge {
           ok: false,
           detail: `a targeted update left ${left.length} resource(s) of ${node} in place; updating the whole stack`,
         });
-        result = await this.up(next, undefined);
+        result = await this.up(next, undefined, teardownEnv);
       }
     }
     await this.remember(result);
@@ -177,14 +183,35 @@ export class EngineStack implements StackEdge {
       );
   }
 
-  /** One `up` of the program for `nodes`; the known state is forgotten until it succeeds. */
-  private async up(nodes: NodeEntry[], target: string[] | undefined): Promise<UpResult> {
+  /**
+   * One `up` of the program for `nodes`; the known state is forgotten until it succeeds.
+   * `env` is set on the workspace for this `up` only (the engine hands it to the dynamic
+   * providers); what a node's teardown skipped or tolerated comes back as `warning` events.
+   */
+  private async up(
+    nodes: NodeEntry[],
+    target: string[] | undefined,
+    env: Record<string, string> = {},
+  ): Promise<UpResult> {
     this.stack.workspace.program = buildProgram(programInputFor(this.o.config, nodes));
     this.known = undefined;
     const report = this.o.report;
     const onOutput =
       this.o.engineOutput && report ? (line: string) => report({ type: "engine", line: line.trimEnd() }) : undefined;
-    return this.stack.up({ ...(onOutput ? { onOutput } : {}), ...(target ? { target } : {}) });
+    const onEvent = (e: EngineEvent) => {
+      const w = teardownWarning(e);
+      if (w) report?.({ type: "warning", node: w.node, message: w.message });
+    };
+    const vars = this.stack.workspace.envVars;
+    const saved = Object.keys(env).map((k) => [k, vars[k]] as const);
+    Object.assign(vars, env);
+    try {
+      return await this.stack.up({ ...(onOutput ? { onOutput } : {}), onEvent, ...(target ? { target } : {}) });
+    } finally {
+      for (const [k, v] of saved)
+        if (v === undefined) delete vars[k];
+        else vars[k] = v;
+    }
   }
 
   /** While this run holds the stack's lock, the list it last wrote is the list in the backend. */

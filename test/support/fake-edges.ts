@@ -2,7 +2,7 @@
 // machines whose join adds an etcd member, and an etcd cluster with members, a leader,
 // alarms and per-member health. Faults are switches on the world.
 import type { EdgeFactory } from "../../orchestrator/edges/open";
-import type { EtcdEdge, KubeEdge, NodeAccess } from "../../orchestrator/edges/types";
+import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "../../orchestrator/edges/types";
 import type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry } from "../../orchestrator/model";
 import type { ClearedOperation } from "../../orchestrator/stack/pending";
 import type { NodeListChange, StackEdge, StackState } from "../../orchestrator/stack/edge";
@@ -35,7 +35,17 @@ export class FakeWorld {
     upFailsAfterCreate?: boolean;
     /** The process "dies" right after this many applied changes (the next read of the state throws). */
     crashAfterApply?: number;
+    /** A released VIP is taken by no other node, though they say BACKUP (VRRP adverts do not reach them). */
+    vipNotTakenOver?: boolean;
+    /** The new nodes' keepalived stays in FAULT (their endpoint check fails). */
+    vipNewNodesFault?: boolean;
   } = {};
+  /**
+   * The API endpoint VIP (molt:apiEndpoint mode vip), when the test enables it: its holder,
+   * moved as keepalived would (no preemption; a released or lost VIP goes to the newest
+   * machine whose keepalived runs).
+   */
+  vip?: { holder?: string; stopped: Set<string> };
   applies = 0;
 
   /** A cluster of `n` healthy nodes on `image`, made by hand (as if an earlier run made them). */
@@ -61,6 +71,17 @@ export class FakeWorld {
         : { id, name: "", peerURLs: [`https://${address}:2380`], clientURLs: [], isLearner: true },
     );
     if (this.leaderId === "0" && joins) this.leaderId = id;
+  }
+
+  /** keepalived's election after the holder left: the newest running machine takes the VIP. */
+  electVip(): void {
+    const v = this.vip;
+    if (!v || (v.holder && this.machines.get(v.holder)?.up && !v.stopped.has(v.holder))) return;
+    v.holder = this.faults.vipNotTakenOver
+      ? undefined
+      : [...this.machines.values()]
+          .filter((m) => m.up && !v.stopped.has(m.entry.name))
+          .sort((a, b) => b.entry.generation - a.entry.generation)[0]?.entry.name;
   }
 
   memberOf(node: string): Member | undefined {
@@ -127,6 +148,7 @@ class FakeStack implements StackEdge {
       w.machines.delete(change.node);
     }
     w.list = change.next.map((n) => ({ ...n }));
+    w.electVip();
   }
 
   async destroyOrphans(nodes: string[]): Promise<void> {
@@ -216,6 +238,38 @@ class FakeNodes implements NodeAccess {
   }
   async kube(): Promise<KubeEdge> {
     throw new Error("the fake cluster runs no Kubernetes");
+  }
+  async vip(): Promise<VipEdge> {
+    const w = this.w;
+    return {
+      observe: async (address, nodes) => ({
+        address,
+        holders: w.vip?.holder && nodes.includes(w.vip.holder) ? [w.vip.holder] : [],
+        unobserved: [],
+        // keepalived's recorded state: the holder MASTER, every other running machine BACKUP.
+        states: Object.fromEntries(
+          nodes.map((n) => [
+            n,
+            n === w.vip?.holder
+              ? "MASTER"
+              : !w.machines.get(n)?.up || w.vip?.stopped.has(n)
+                ? "STOP"
+                : w.faults.vipNewNodesFault && w.machines.get(n)!.entry.image !== "lab-v1"
+                  ? "FAULT"
+                  : "BACKUP",
+          ]),
+        ),
+      }),
+      keepalived: async (node, _address, action) => {
+        w.log.push(`keepalived ${action} ${node}`);
+        if (!w.vip) return;
+        if (action === "release") w.vip.stopped.add(node);
+        else w.vip.stopped.delete(node);
+        if (action === "release" && w.vip.holder === node) w.vip.holder = undefined;
+        if (action === "resume" && !w.vip.holder) w.vip.holder = node;
+        w.electVip();
+      },
+    };
   }
   async resetKube(): Promise<void> {}
   async close(): Promise<void> {}

@@ -1,6 +1,7 @@
 // Helpers for tests that run on the lab: an isolated lab (own bridge, subnet and name)
 // and leak checks.
 import { execFileSync } from "node:child_process";
+import { netnsName } from "../../infra/lab/host";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
@@ -47,6 +48,8 @@ export interface LabStackOptions {
   joinSeconds?: number;
   settleSeconds?: number;
   drainSeconds?: number;
+  /** molt:apiEndpoint (e.g. { mode: "vip" }). */
+  apiEndpoint?: Record<string, unknown>;
 }
 
 /** stacks/Pulumi.<stack>.yaml of a lab stack (what a user writes; unset values keep molt's defaults). */
@@ -64,6 +67,32 @@ export function labStackYaml(lab: LabSettings, o: LabStackOptions): string {
       ...(o.maxSurge !== undefined ? { "molt:rollout": { maxSurge: o.maxSurge } } : {}),
       ...(Object.keys(timeouts).length ? { "molt:timeouts": timeouts } : {}),
       "molt:lab": { name: lab.lab, bridge: lab.bridge, subnet: lab.subnet },
+      ...(o.apiEndpoint ? { "molt:apiEndpoint": o.apiEndpoint } : {}),
     },
   });
+}
+
+/**
+ * Kills a lab machine outright, like a powered-off VM: every process of its namespaces, until
+ * none is left (a dying parent may fork once more: keepalived restarts its VRRP child, and a
+ * child left alone would exit gracefully). The namespace and its address stay, as a dead
+ * VM's port on the switch would. Returns how many processes were killed.
+ */
+export function killLabMachine(lab: LabSettings, name: string): number {
+  const ns = netnsName(lab.lab, name);
+  let killed = 0;
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const pids = execFileSync("ip", ["netns", "pids", ns], { encoding: "utf8" }).split(/\s+/).filter(Boolean);
+    if (pids.length === 0) return killed;
+    if (Date.now() > until) throw new Error(`machine ${name} still has processes after 10 s: ${pids.join(" ")}`);
+    for (const pid of pids) {
+      try {
+        process.kill(Number(pid), "SIGKILL");
+        killed++;
+      } catch {
+        /* already gone */
+      }
+    }
+  }
 }

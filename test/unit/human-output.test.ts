@@ -106,7 +106,7 @@ describe("human output of waits", () => {
             stack: "lab",
             wallMs: 2000,
             operations: 0,
-            phases: { observe: 0, provision: 0, etcd: 0, kube: 0, wait: 2000, snapshot: 0, molt: 0 },
+            phases: { observe: 0, provision: 0, etcd: 0, kube: 0, endpoint: 0, wait: 2000, snapshot: 0, molt: 0 },
             nodes: [],
           },
         ],

@@ -34,7 +34,7 @@ describe("the rollout loop (fake edges)", function () {
 
   function stack(
     image: string,
-    o: { replicas?: number; joinSeconds?: number; onFailure?: string; maxSurge?: number } = {},
+    o: { replicas?: number; joinSeconds?: number; onFailure?: string; maxSurge?: number; vip?: boolean } = {},
   ): void {
     writeFileSync(
       join(dir, "stacks", "Pulumi.lab.yaml"),
@@ -46,6 +46,7 @@ describe("the rollout loop (fake edges)", function () {
           "molt:rollout": { maxSurge: o.maxSurge ?? 1, ...(o.onFailure ? { onFailure: o.onFailure } : {}) },
           "molt:timeouts": { joinSeconds: o.joinSeconds ?? 300, settleSeconds: 1 },
           "molt:lab": { name: "loop", root: join(dir, "lab") },
+          ...(o.vip ? { "molt:apiEndpoint": { mode: "vip" } } : {}),
         },
       }),
     );
@@ -217,7 +218,7 @@ describe("the rollout loop (fake edges)", function () {
     const w = FakeWorld.cluster(3, "lab-v1");
     w.leaderId = w.members[0].id;
     w.machines.get("lab-cp-2")!.up = false;
-    const { summary } = await run(w, { replaceDead: ["lab-cp-2"] });
+    const { summary, events } = await run(w, { replaceDead: ["lab-cp-2"] });
     assert.equal(summary.result, "succeeded", summary.reason);
     const ups = w.log.filter((l) => /^(up|etcd memberRemove)/.test(l));
     assert.deepEqual(ups.slice(0, 3), ["etcd memberRemove 2 via lab-cp-1", "up prune lab-cp-2", "up surge lab-cp-4"]);
@@ -225,5 +226,55 @@ describe("the rollout loop (fake edges)", function () {
       w.list.map((n) => n.name),
       ["lab-cp-1", "lab-cp-3", "lab-cp-4"],
     );
+    // Its machine does not answer either: the prune is marked, so its teardown is skipped.
+    const prune = events.find((e) => e.type === "decision" && e.operation.kind === "prune");
+    assert.ok(prune?.type === "decision" && prune.operation.kind === "prune" && prune.operation.unreachable);
+  });
+
+  it("with an API endpoint VIP, the holder releases it before its leadership or member is touched", async () => {
+    stack("lab-v2", { vip: true });
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.vip = { holder: "lab-cp-1", stopped: new Set() };
+    const { summary } = await run(w);
+    assert.equal(summary.result, "succeeded", summary.reason);
+    const release = w.log.indexOf("keepalived release lab-cp-1");
+    assert.ok(release >= 0, w.log.join("\n"));
+    const firstOnNode1 = w.log.findIndex((l) => /^etcd (moveLeader|memberRemove 1 )/.test(l));
+    assert.ok(release < firstOnNode1, "released before leadership or member moved");
+    // It went to the newest node (lab-cp-4, never retired); no other node had to release.
+    assert.equal(w.vip.holder, "lab-cp-4");
+    assert.equal(w.log.filter((l) => l.startsWith("keepalived")).length, 1);
+  });
+
+  it("stops, changing nothing more, when no other node takes the VIP; the holder's keepalived runs again", async () => {
+    stack("lab-v2", { vip: true });
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.vip = { holder: "lab-cp-1", stopped: new Set() };
+    w.faults.vipNotTakenOver = true;
+    const { summary } = await run(w);
+    assert.equal(summary.result, "failed");
+    assert.match(summary.reason, /did not move from lab-cp-1.*started again and nothing was removed/);
+    assert.deepEqual(
+      w.log.filter((l) => l.startsWith("keepalived")),
+      ["keepalived release lab-cp-1", "keepalived resume lab-cp-1"],
+    );
+    assert.equal(w.vip.holder, "lab-cp-1");
+    assert.equal(w.members.length, 4, "no member was removed");
+  });
+
+  it("refuses before releasing while no new node is eligible for the VIP (its endpoint check fails)", async () => {
+    stack("lab-v2", { vip: true });
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.vip = { holder: "lab-cp-1", stopped: new Set() };
+    w.faults.vipNewNodesFault = true;
+    const { summary } = await run(w);
+    assert.equal(summary.result, "failed");
+    assert.match(summary.reason, /APIEndpointAvailable: no up-to-date node could take the API endpoint VIP over/);
+    assert.deepEqual(
+      w.log.filter((l) => l.startsWith("keepalived")),
+      [],
+      "nothing was released",
+    );
+    assert.equal(w.vip.holder, "lab-cp-1");
   });
 });

@@ -39,7 +39,8 @@ const HEAD = 50_000n;
 const BASE = 2n ** 60n;
 const idOf = (k: number): string => (BASE + BigInt(k)).toString();
 
-type Health = "ok" | "down" | "errors" | "lagging" | "no-leader";
+/** "dead": the whole machine is gone (SSH does not answer), not only its etcd. */
+type Health = "ok" | "down" | "errors" | "lagging" | "no-leader" | "dead";
 
 interface SimNode {
   entry: NodeEntry;
@@ -80,7 +81,11 @@ interface SimKube {
 }
 
 const kubeUp = (w: World, n: SimNode): boolean =>
-  !!n.member && n.member.started && n.health !== "down" && !w.kube?.apiserverDown.has(n.entry.name);
+  !!n.member &&
+  n.member.started &&
+  n.health !== "down" &&
+  n.health !== "dead" &&
+  !w.kube?.apiserverDown.has(n.entry.name);
 
 /** The machine is gone and its Node object with it (a later node may reuse the name). */
 function forgetKube(w: World, name: string): void {
@@ -169,6 +174,7 @@ function memberView(n: SimNode): Member | undefined {
 }
 
 function statusOf(w: World, n: SimNode): StatusResult {
+  if (n.health === "dead") return { ok: false, error: "unreachable over SSH: connect ECONNREFUSED", unreachable: true };
   if (!n.member) return { ok: false, error: "dial tcp 127.0.0.1:2379: connection refused" };
   if (!n.member.started || n.health === "down") return { ok: false, error: "context deadline exceeded" };
   return {
@@ -530,6 +536,30 @@ describe("planner (orchestrator/plan.ts)", () => {
       expectOp(plan([N(1), N(2), N(3), N(4, NEW, { noMember: true })]), "prune", { node: "lab-cp-4" });
     });
 
+    it("prunes a dead node (no member, SSH not answering) without its teardown, and resets every other one", () => {
+      const dead = plan([N(1), N(2, OLD, { noMember: true, health: "dead" }), N(3)], {
+        intent: { replaceDead: ["lab-cp-2"] },
+      });
+      expectOp(dead, "prune", { node: "lab-cp-2", unreachable: true });
+      assert.match(dead.reason, /does not answer over SSH/);
+      // Answers over SSH (only its member is gone): reset as always.
+      const alive = plan([N(1), N(2, OLD, { noMember: true, health: "down" }), N(3)]);
+      expectOp(alive, "prune", { node: "lab-cp-2" });
+      assert.equal("unreachable" in alive, false, "a node that answers is never marked");
+      // Dead but still a member: its member goes first (never a prune, never marked).
+      const member = plan([N(1), N(2, OLD, { health: "dead" }), N(3)], { intent: { replaceDead: ["lab-cp-2"] } });
+      expectOp(member, "remove-member", { node: "lab-cp-2" });
+      assert.equal("unreachable" in member, false);
+    });
+
+    it("rolls back a new node that stopped answering over SSH without its teardown", () => {
+      const op = plan([N(1), N(2), N(3), N(4, NEW, { health: "dead" })], {
+        joining: "lab-cp-4",
+        expired: ["join:lab-cp-4"],
+      });
+      expectOp(op, "rollback", { node: "lab-cp-4", memberId: idOf(4), unreachable: true });
+    });
+
     it("refuses when the only node has no member", () => {
       const s = snapshotOf(world([N(1, NEW)]));
       s.etcd!.members = [];
@@ -667,6 +697,76 @@ describe("planner (orchestrator/plan.ts)", () => {
         "wait",
         { key: "join:lab-cp-5" },
       );
+    });
+  });
+
+  describe("decide: API endpoint VIP (orchestrator/plan-vip.ts)", () => {
+    const VIPADDR = "10.77.0.5";
+    /** The decision with molt:apiEndpoint mode vip and the VIP on `held`. */
+    const withVip = (
+      nodes: SimNode[],
+      held: string[],
+      o: WorldOpts = {},
+      unobserved: string[] = [],
+      states: Record<string, string> = {},
+    ) => {
+      const s = snapshotOf(world(nodes, o));
+      s.intent = { ...s.intent, vip: { address: VIPADDR } };
+      s.vip = { address: VIPADDR, holders: held, unobserved, states };
+      return decide(s, STACK);
+    };
+    const rolling = () => [N(1), N(2), N(3), N(4, NEW)];
+
+    it("the retiring node gives the VIP away before its leadership or member is touched", () => {
+      expectOp(withVip(rolling(), ["lab-cp-1"]), "release-vip", { node: "lab-cp-1" });
+      // Once another node holds it, retirement goes on (node 1 leads: leadership moves first).
+      expectOp(withVip(rolling(), ["lab-cp-4"]), "move-leader", { from: "lab-cp-1" });
+      expectOp(withVip(rolling(), ["lab-cp-2"], { leader: 2 }), "remove-member", { node: "lab-cp-1" });
+    });
+
+    it("waits until an up-to-date node is an eligible backup before the holder releases the VIP", () => {
+      const notYet = { "lab-cp-1": "MASTER", "lab-cp-2": "BACKUP", "lab-cp-3": "BACKUP", "lab-cp-4": "FAULT" };
+      // Only old nodes could take it over: it would move again at their retirement. Wait.
+      const w = withVip(rolling(), ["lab-cp-1"], {}, [], notYet);
+      expectOp(w, "wait", { key: "vip" });
+      assert.match(w.reason, /lab-cp-4: FAULT/);
+      expectOp(withVip(rolling(), ["lab-cp-1"], { expired: ["vip"] }, [], notYet), "refuse", {
+        condition: "APIEndpointAvailable",
+      });
+      expectOp(withVip(rolling(), ["lab-cp-1"], {}, [], { ...notYet, "lab-cp-4": "BACKUP" }), "release-vip", {
+        node: "lab-cp-1",
+      });
+    });
+
+    it("with Kubernetes, the VIP leaves before the drain", () => {
+      const K = (k: number, v: string) => N(k, `k8s-v${v}`, { kubernetesVersion: v });
+      const nodes = [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3"), K(4, "1.36.3")];
+      nodes[3].entry.image = "k8s-v1.36.3-os2";
+      const intent = { image: "k8s-v1.36.3-os2", kubernetesVersion: "1.36.3" };
+      expectOp(withVip(nodes, ["lab-cp-1"], { intent }), "release-vip", { node: "lab-cp-1" });
+      expectOp(withVip(nodes, ["lab-cp-4"], { intent }), "drain", { node: "lab-cp-1" });
+    });
+
+    it("changes nothing while no node or two nodes hold the VIP; refuses once the settle deadline passed", () => {
+      expectOp(withVip(rolling(), []), "wait", { key: "vip" });
+      const two = withVip(rolling(), ["lab-cp-2", "lab-cp-3"]);
+      expectOp(two, "wait", { key: "vip" });
+      assert.match(two.reason, /lab-cp-2 and lab-cp-3 at once/);
+      const refused = withVip(rolling(), [], { expired: ["vip"] }, ["lab-cp-3"]);
+      expectOp(refused, "refuse", { condition: "APIEndpointAvailable" });
+      assert.match(refused.reason, /no node holds.*not observed: lab-cp-3.*no node was changed/);
+      // A converged cluster is only done with the VIP held.
+      expectOp(withVip([N(1, NEW), N(2, NEW), N(3, NEW)], []), "wait", { key: "vip" });
+      expectOp(withVip([N(1, NEW), N(2, NEW), N(3, NEW)], ["lab-cp-2"]), "done");
+    });
+
+    it("a joining node's health comes first; the VIP rules never apply without molt:apiEndpoint mode vip", () => {
+      expectOp(withVip([N(1), N(2), N(3), N(4, NEW, { learner: true, health: "lagging" })], []), "wait", {
+        key: "join:lab-cp-4",
+      });
+      const s = snapshotOf(world(rolling()));
+      s.vip = { address: VIPADDR, holders: ["lab-cp-1"], unobserved: [], states: {} };
+      expectOp(decide(s, STACK), "move-leader", { from: "lab-cp-1" });
     });
   });
 
@@ -1402,7 +1502,7 @@ describe("planner (orchestrator/plan.ts)", () => {
       const nodeArb = fc.record({
         image: fc.constantFrom(OLD, NEW),
         member: fc.constantFrom<MemberKind>("voter", "voter", "voter", "voter", "learner", "unstarted", "none"),
-        health: fc.constantFrom<Health>("ok", "ok", "ok", "ok", "down", "errors", "lagging", "no-leader"),
+        health: fc.constantFrom<Health>("ok", "ok", "ok", "ok", "down", "errors", "lagging", "no-leader", "dead"),
         split: fc.boolean(),
       });
       const arb = fc.record({
@@ -1532,6 +1632,8 @@ describe("planner (orchestrator/plan.ts)", () => {
                 case "prune":
                   assert.equal(nodeByName(op.node)?.member, undefined, "prunes a node that still has a member");
                   assert.ok(w.nodes.length > 1, "prunes the only node");
+                  // The teardown is skipped only for a node whose machine does not answer.
+                  assert.equal(op.unreachable === true, nodeByName(op.node)?.health === "dead", "unreachable marks");
                   break;
                 case "promote": {
                   const n = nodeByName(op.node);

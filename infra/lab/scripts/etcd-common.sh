@@ -60,8 +60,23 @@ issue_cert() {
   mv "$PKI/$name.crt.tmp" "$PKI/$name.crt"
 }
 
+# VIP mode (CLIENT_VIP set): the VIP keepalived moves between the machines is the etcd
+# client endpoint of this etcd-only cluster (its stand-in for the API endpoint). Every
+# member's certificate names it, every member listens on it, and its client port answers
+# the host through it (only through it: the rule below refuses etcd's ports to the host).
+# With Kubernetes the VIP fronts the API servers (kube-apiserver listens on every address).
+CLIENT_VIP=${CLIENT_VIP:-}
+if [ -x /usr/local/bin/kubeadm ]; then CLIENT_VIP=""; fi
+CLIENT_LISTEN="https://127.0.0.1:2379,https://$NODE_IP:2379"
+if [ -n "$CLIENT_VIP" ]; then
+  CLIENT_LISTEN="https://0.0.0.0:2379"
+  if [ -z "$(ip rule show pref 5)" ]; then
+    ip rule add pref 5 to "$CLIENT_VIP/32" ipproto tcp dport 2379 lookup local
+  fi
+fi
+
 issue_member_certs() {
-  local sans="DNS:$NODE_NAME,DNS:localhost,IP:$NODE_IP,IP:127.0.0.1,IP:0:0:0:0:0:0:0:1"
+  local sans="DNS:$NODE_NAME,DNS:localhost,IP:$NODE_IP,IP:127.0.0.1,IP:0:0:0:0:0:0:0:1${CLIENT_VIP:+,IP:$CLIENT_VIP}"
   issue_cert server "$NODE_NAME" "" "$sans" server
   issue_cert peer "$NODE_NAME" "" "$sans" peer
   issue_cert healthcheck-client kube-etcd-healthcheck-client "system:masters" "" client
@@ -72,7 +87,7 @@ write_config() {
   cat > "$CONF.tmp" <<CFG
 name: '$NODE_NAME'
 data-dir: $DATA
-listen-client-urls: https://127.0.0.1:2379,https://$NODE_IP:2379
+listen-client-urls: $CLIENT_LISTEN
 advertise-client-urls: https://$NODE_IP:2379
 listen-peer-urls: https://$NODE_IP:2380
 initial-advertise-peer-urls: https://$NODE_IP:2380

@@ -2,6 +2,9 @@
 // as typed settings and as the schema that checks them in stacks/Pulumi.<stack>.yaml.
 import { z } from "zod";
 import { count, required, text } from "../cloud-config";
+import { staticAddressesSchema } from "../../../orchestrator/config-endpoint";
+import type { VipSettings } from "../../vip/keepalived";
+import type { VsphereStaticAddresses } from "./network";
 
 export interface VsphereFailureDomain {
   /** Compute cluster (DRS) the VMs run in; the anti-affinity rule lives there. */
@@ -38,6 +41,10 @@ export interface VsphereNodeSettings {
   failureDomains: Record<string, VsphereFailureDomain>;
   /** Minutes to wait for the guest's routable address (default 10). */
   guestNetTimeoutMinutes?: number;
+  /** Fixed node addresses (guestinfo network metadata) instead of DHCP: see network.ts. */
+  staticAddresses?: VsphereStaticAddresses;
+  /** molt:apiEndpoint mode vip: keepalived on every node moves the API endpoint's VIP. */
+  vip?: VipSettings;
 }
 
 /** The DRS anti-affinity rule over the control-plane VMs (molt:vsphereAntiAffinity). */
@@ -74,6 +81,7 @@ export const vsphereSections = {
         memoryMiB: count(2048, "MiB of memory per node"),
         diskGiB: count(10, "GiB of the OS disk"),
         guestNetTimeoutMinutes: z.number().int().min(1).optional(),
+        staticAddresses: staticAddressesSchema.optional(),
         failureDomains: z
           .record(
             z.string(),

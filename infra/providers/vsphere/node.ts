@@ -4,7 +4,8 @@
 // guestinfo once read), and the shared tail (infra/providers/cloud-node.ts). The DRS
 // anti-affinity rule over all nodes is VsphereControlPlaneAntiAffinity (anti-affinity.ts).
 import * as pulumi from "@pulumi/pulumi";
-import { stringify } from "yaml";
+import { keepalivedCommand } from "../../vip/keepalived-command";
+import { renderGuestinfoMetadata } from "./network";
 import {
   cloudInitUserData,
   keepFirstBootData,
@@ -25,13 +26,7 @@ import type { VsphereNodeSettings } from "./config";
 
 export type VsphereControlPlaneNodeArgs = CloudControlPlaneNodeArgs<VsphereNodeSettings>;
 
-/** cloud-init metadata for the VMware datasource; wipes the guestinfo user data once read. */
-export function renderGuestinfoMetadata(nodeName: string): string {
-  return stringify(
-    { "instance-id": nodeName, "local-hostname": nodeName, "cleanup-guestinfo": ["userdata", "vendordata"] },
-    { lineWidth: 0 },
-  );
-}
+export { renderGuestinfoMetadata };
 
 function base64(s: string): string {
   return Buffer.from(s).toString("base64");
@@ -111,7 +106,12 @@ export class VsphereControlPlaneNode extends CloudControlPlaneNode {
           userData.apply((u) => ({
             "guestinfo.userdata": base64(u),
             "guestinfo.userdata.encoding": "base64",
-            "guestinfo.metadata": base64(renderGuestinfoMetadata(node.name)),
+            "guestinfo.metadata": base64(
+              renderGuestinfoMetadata(
+                node.name,
+                node.address && s.staticAddresses ? { address: node.address, settings: s.staticAddresses } : undefined,
+              ),
+            ),
             "guestinfo.metadata.encoding": "base64",
           })),
         ),
@@ -132,13 +132,34 @@ export class VsphereControlPlaneNode extends CloudControlPlaneNode {
       );
     }
 
+    // A static address is known before the clone and never changes (etcd's peer URL is built on it).
+    const address = node.address ? pulumi.output(node.address) : this.vm.defaultIpAddress;
     this.completeNode(args, {
-      privateAddress: this.vm.defaultIpAddress,
-      sshHost: this.vm.defaultIpAddress,
+      privateAddress: address,
+      sshHost: address,
       // The form the vSphere cloud provider gives Node.spec.providerID.
       providerId: pulumi.interpolate`vsphere://${this.vm.uuid}`,
       machineId: this.vm.uuid,
       dependsOn: [this.vm],
     });
+
+    // API endpoint VIP: keepalived after kubeadm, over the connection pinned to the rotated
+    // host key (kubeadm init does not need the endpoint: it talks to its own API server;
+    // joins find the VIP on an existing node). Deleted first: the VIP is released before the reset.
+    if (s.vip) {
+      keepalivedCommand(
+        `${node.name}-keepalived`,
+        {
+          connection: this.connection,
+          vip: s.vip,
+          node: { name: node.name, generation: node.generation, check: { kind: "apiserver", port: 6443 } },
+          address,
+          runMode: "systemd",
+          install: args.bootstrap.install.source === "packages" ? "packages" : "image",
+          machineId: this.vm.uuid,
+        },
+        { parent: this, dependsOn: [this.bootstrap] },
+      );
+    }
   }
 }

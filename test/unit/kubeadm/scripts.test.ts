@@ -189,10 +189,8 @@ describe("rendered kubeadm scripts", () => {
 
     it("treats an already joined node as done, and resets a half-joined one before joining again", () => {
       assert.match(script, /complete\)\n\s+log "\$NODE_NAME has already joined"\n\s+return 0/);
-      assert.match(
-        script,
-        /partial\)[\s\S]*kubeadm reset --force --cri-socket "\$CRI_SOCKET"[\s\S]*rm -rf \/var\/lib\/etcd[\s\S]*clean\)/,
-      );
+      assert.match(script, /partial\)[\s\S]*reset_partial_state[\s\S]*clean\)/);
+      assert.match(script, /kubeadm reset --force --cri-socket "\$CRI_SOCKET"[\s\S]*rm -rf \/var\/lib\/etcd/);
     });
 
     it("reads stdin before anything else can consume it", () => {

@@ -1,0 +1,44 @@
+// release-vip: the retiring node gives the API endpoint's VIP away before anything is taken
+// from it (drain, API server stop, etcd member). Its keepalived stops (a priority-0 advert:
+// a backup takes over within a fraction of advert_int); then molt waits until exactly one
+// other node holds the VIP. If none takes it within the settle deadline, keepalived is
+// started again on the node (the endpoint stays where it was) and the run stops.
+import { pollUntil } from "../../lib/poll";
+import type { Act } from "./context";
+
+export const releaseVip: Act<"release-vip"> = async (op, ctx) => {
+  const address = ctx.intent.vip?.address;
+  if (!address || !ctx.edges.nodes.vip) throw new Error("release-vip without molt:apiEndpoint mode vip");
+  const vip = await ctx.edges.nodes.vip();
+  const seconds = ctx.intent.timeouts.settleSeconds;
+  const others = ctx.world.nodes.map((n) => n.name).filter((n) => n !== op.node);
+  let last = "";
+  const holder = await ctx.timed("endpoint", op.kind, op.node, async () => {
+    await vip.keepalived(op.node, address, "release", seconds);
+    return pollUntil(
+      async () => {
+        const v = await vip.observe(address, others);
+        const unobserved = v.unobserved.length ? `; not observed: ${v.unobserved.join(", ")}` : "";
+        last = `held by ${v.holders.join(", ") || "no node"}${unobserved}`;
+        return v.holders.length === 1 ? v.holders[0] : undefined;
+      },
+      {
+        what: `another node to hold the VIP ${address}`,
+        deadlineMs: seconds * 1000,
+        intervalMs: 50,
+        maxIntervalMs: 250,
+        signal: ctx.signal,
+      },
+    ).catch(() => undefined);
+  });
+  if (holder) return { kind: "done" };
+  await vip.keepalived(op.node, address, "resume", seconds).catch(() => undefined);
+  return {
+    kind: "stop",
+    result: "failed",
+    reason:
+      `the API endpoint VIP ${address} did not move from ${op.node} to another node within ${seconds}s (${last}); ` +
+      `keepalived on ${op.node} was started again and nothing was removed. Check keepalived on the other nodes ` +
+      "(their endpoint check, VRRP multicast between them), then run molt again",
+  };
+};

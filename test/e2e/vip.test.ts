@@ -1,0 +1,174 @@
+// The API endpoint as a VIP that follows add-first replacement, on the lab for real
+// (molt:apiEndpoint mode vip, issue #16): keepalived from Debian in every lab machine,
+// VRRP on the lab bridge, the VIP as the etcd client endpoint of an etcd-only cluster
+// (no HAProxy). A client writes and reads through the VIP for the whole rollout; then the
+// VIP holder's machine dies outright and is replaced with --replace-dead.
+import * as assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { netnsName } from "../../infra/lab/host";
+import { addressesIn } from "../../orchestrator/edges/vip";
+import { inspect } from "../../orchestrator/inspect";
+import { openStack } from "../../orchestrator/stack/driver";
+import { runCli, summaryOf, type CliRun } from "../support/cli";
+import { cliSuite, type CliSuite } from "../support/cli-suite";
+import { killLabMachine, labLeftovers, labStackYaml, testLab } from "../support/lab";
+import { readClientTls, startVipProbe, type VipProbeReport } from "../support/vip-probe";
+
+const lab = testLab(11);
+const STACK = "vip";
+const VIP = "10.77.111.5";
+const yaml = (image: string) =>
+  labStackYaml(lab, {
+    image,
+    replicas: 3,
+    joinSeconds: 120,
+    settleSeconds: 10,
+    apiEndpoint: { mode: "vip", address: VIP },
+  });
+
+/** Which lab machines have the VIP on an interface (asked from the host, per namespace). */
+function holders(names: string[]): string[] {
+  return names.filter((n) => {
+    try {
+      const out = execFileSync("ip", ["netns", "exec", netnsName(lab.lab, n), "ip", "-o", "-4", "addr", "show"], {
+        encoding: "utf8",
+      });
+      return addressesIn(out).includes(VIP);
+    } catch {
+      return false;
+    }
+  });
+}
+
+const decisions = (run: CliRun) =>
+  run.events
+    .filter((e) => e.type === "decision")
+    .map((e) => e.operation as { kind: string; node?: string; from?: string; unreachable?: boolean });
+
+const brief = (p: VipProbeReport) => ({
+  ok: p.ok,
+  failed: p.failed,
+  longestGapMs: p.longestGapMs,
+  holderChanges: p.holders.length - 1,
+  errors: p.errors.slice(0, 5),
+});
+
+describe("API endpoint VIP with keepalived on the lab (e2e, lab t11)", function () {
+  let suite: CliSuite;
+  const figures: Record<string, unknown> = {};
+  const rollout = (...extra: string[]) => runCli(["rollout", "--stack", STACK, "--yes", "--json", ...extra], suite.env);
+  const nodeNames = async () => (await suite.stored()).nodes.map((n) => n.name);
+  const probe = async () => {
+    const st = await suite.stored();
+    return startVipProbe(VIP, await readClientTls(st.endpoints[0], st.sshPrivateKey!));
+  };
+
+  before(async function () {
+    this.timeout(300_000);
+    suite = cliSuite("molt-vip-", STACK, lab);
+    suite.wd.writeStackConfig(STACK, yaml("lab-v1"));
+    const run = await rollout();
+    assert.equal(run.code, 0, `${run.stderr}\n${run.stdout.slice(-3000)}`);
+    figures.createWallMs = summaryOf(run).wallMs;
+  });
+  after(async function () {
+    this.timeout(300_000);
+    console.log("    vip figures:", JSON.stringify(figures));
+    await suite.teardown();
+  });
+
+  it("brings the VIP up on exactly one node, with keepalived instead of the lab's HAProxy", async () => {
+    const names = await nodeNames();
+    assert.equal(holders(names).length, 1, `holders: ${holders(names)}`);
+    assert.equal(labLeftovers(lab).haproxy.length, 0, "no HAProxy for a VIP-mode lab");
+    assert.ok(!existsSync(join(lab.labRoot, "labs", lab.lab, "lb")), "no LB directory");
+    assert.equal((await suite.stored()).apiEndpoint, `${VIP}:6443`);
+  });
+
+  it("rolls lab-v1 to lab-v2 with a client writing through the VIP: released first, no request fails", async () => {
+    const before = await nodeNames();
+    const [holderBefore] = holders(before);
+    suite.wd.writeStackConfig(STACK, yaml("lab-v2"));
+    const p = await probe();
+    const run = await rollout();
+    const report = await p.stop();
+    const s = summaryOf(run);
+    figures.roll = { wallMs: s.wallMs, endpointMs: s.phases.endpoint, probe: brief(report) };
+    assert.equal(run.code, 0, `${s.result}: ${s.reason}`);
+
+    const ops = decisions(run);
+    const release = ops.findIndex((d) => d.kind === "release-vip");
+    assert.ok(release >= 0, "the VIP was released by molt");
+    assert.equal(ops[release].node, holderBefore, "by the node that held it");
+    const firstTouch = ops.findIndex(
+      (d) => (d.node === holderBefore || d.from === holderBefore) && d.kind !== "release-vip",
+    );
+    assert.ok(release < firstTouch, "before its leadership or member was touched");
+
+    const after = await nodeNames();
+    const now = holders(after);
+    assert.equal(now.length, 1, `one holder after the roll: ${now}`);
+    assert.ok(!before.includes(now[0]), `the VIP is on a new node (${now[0]})`);
+    assert.ok(report.ok > 100, `the client really ran (${report.ok} round trips)`);
+    assert.ok(report.holders.length >= 2, "the client saw the VIP move to another member");
+    assert.equal(report.failed, 0, `failed requests through the VIP: ${report.errors.join("; ")}`);
+  });
+
+  it("fails over when the holder's machine dies, and --replace-dead destroys it without its reset", async () => {
+    const names = await nodeNames();
+    const [victim] = holders(names);
+    const p = await probe();
+    // Let the client establish its rhythm, then pull the plug on the holder.
+    await new Promise((r) => setTimeout(r, 1500));
+    const killedAt = Date.now();
+    killLabMachine(lab, victim);
+    const newHolder = await (async () => {
+      for (;;) {
+        const h = holders(names.filter((n) => n !== victim));
+        if (h.length === 1) return h[0];
+        if (Date.now() - killedAt > 30_000) throw new Error("no node took the VIP over within 30 s");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    const takeoverMs = Date.now() - killedAt;
+
+    const run = await rollout("--replace-dead", victim);
+    const report = await p.stop();
+    const s = summaryOf(run);
+    figures.failover = { takeoverMs, replaceDeadWallMs: s.wallMs, probe: brief(report) };
+    assert.equal(run.code, 0, `${s.result}: ${s.reason}`);
+    // VRRP: a dead master is replaced after 3 adverts (1 s) plus skew.
+    assert.ok(takeoverMs < 8_000, `takeover took ${takeoverMs} ms`);
+    // Requests fail only in the window while no live node held the VIP.
+    assert.ok(report.longestGapMs < 10_000, `longest gap ${report.longestGapMs} ms`);
+    const ops = decisions(run);
+    assert.deepEqual(
+      ops.filter((d) => d.node === victim).map((d) => d.kind),
+      ["remove-member", "prune"],
+    );
+    assert.equal(ops.find((d) => d.kind === "prune")?.unreachable, true);
+    const warnings = run.events.filter((e) => e.type === "warning" && e.node === victim);
+    assert.ok(warnings.length >= 1 && warnings.every((w) => /teardown skipped/.test(String(w.message))));
+
+    const i = await inspect({ stack: STACK, workDir: suite.wd.dir, env: suite.env });
+    assert.equal(i.next.kind, "done", i.next.reason);
+    assert.ok(!i.nodes.some((n) => n.name === victim));
+    assert.deepEqual(i.members.map((m) => m.name).sort(), i.nodes.map((n) => n.name).sort());
+    assert.deepEqual(holders(i.nodes.map((n) => n.name)), [newHolder], "the VIP stayed where it failed over to");
+    const stack = await openStack({
+      stackName: STACK,
+      workDir: suite.wd.dir,
+      env: suite.env,
+      create: false,
+      program: async () => ({}),
+    });
+    const resources = ((await stack.exportStack()).deployment?.resources ?? []) as { urn: string }[];
+    assert.deepEqual(
+      resources.filter((r) => r.urn.split("::").pop()!.startsWith(victim)).map((r) => r.urn),
+      [],
+    );
+    assert.ok(!labLeftovers(lab).netns.includes(netnsName(lab.lab, victim)));
+  });
+});

@@ -1,0 +1,109 @@
+// A client of the API endpoint VIP of an etcd-only lab cluster (molt:apiEndpoint mode vip):
+// every 100 ms it writes a key and reads it back through https://VIP:2379 (gRPC, client-
+// certificate TLS), each round trip on a client of its own (a fresh connection), so it
+// measures the endpoint itself: which member answered (the VIP's holder), and every failure
+// with its time. (Debian's etcd 3.4 has no JSON gateway.)
+import { Etcd3 } from "etcd3";
+import { SshSession } from "../../infra/remote/ssh";
+import type { NodeEndpoint } from "../../infra/node";
+
+export interface VipProbeReport {
+  ok: number;
+  failed: number;
+  errors: string[];
+  /** Longest time between two successful write+read round trips. */
+  longestGapMs: number;
+  /** The member ids that answered, in the order they took over (one entry per change). */
+  holders: { memberId: string; at: number }[];
+  acknowledged: Map<string, string>;
+}
+
+interface Tls {
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+/** The etcd client certificate, read once from a node (the lab's own CA signs it). */
+export async function readClientTls(ep: NodeEndpoint, privateKey: string): Promise<Tls> {
+  const ssh = await SshSession.connect({
+    host: ep.sshHost,
+    port: ep.sshPort,
+    user: "root",
+    privateKey,
+    hostKey: ep.hostPublicKey,
+  });
+  try {
+    const pki = "/etc/kubernetes/pki/etcd";
+    const [ca, cert, key] = await Promise.all(
+      ["ca.crt", "healthcheck-client.crt", "healthcheck-client.key"].map((f) => ssh.run(`cat ${pki}/${f}`, f)),
+    );
+    return { ca, cert, key };
+  } finally {
+    ssh.close();
+  }
+}
+
+/** One write and read-back through the VIP on a client of its own (a fresh connection). */
+async function roundTrip(vip: string, tls: Tls, key: string, value: string, timeoutMs: number): Promise<string> {
+  const client = new Etcd3({
+    hosts: `https://${vip}:2379`,
+    credentials: {
+      rootCertificate: Buffer.from(tls.ca),
+      certChain: Buffer.from(tls.cert),
+      privateKey: Buffer.from(tls.key),
+    },
+    defaultCallOptions: () => ({ deadline: Date.now() + timeoutMs }),
+  });
+  try {
+    const put = await client.put(key).value(value).exec();
+    const got = await client.get(key).string();
+    if (got !== value) throw new Error(`read ${got} after writing ${value}`);
+    return put.header.member_id;
+  } finally {
+    client.close();
+  }
+}
+
+export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: () => Promise<VipProbeReport> } {
+  const report: VipProbeReport = {
+    ok: 0,
+    failed: 0,
+    errors: [],
+    longestGapMs: 0,
+    holders: [],
+    acknowledged: new Map(),
+  };
+  let running = true;
+  let lastOk = Date.now();
+  let i = 0;
+  const loop = (async () => {
+    while (running) {
+      const key = `molt-vip-probe/${i++}`;
+      const value = String(Date.now());
+      try {
+        const member = await roundTrip(vip, tls, key, value, 2000);
+        report.acknowledged.set(key, value);
+        if (report.holders[report.holders.length - 1]?.memberId !== member)
+          report.holders.push({ memberId: member, at: Date.now() });
+        report.ok++;
+        const now = Date.now();
+        report.longestGapMs = Math.max(report.longestGapMs, now - lastOk);
+        lastOk = now;
+      } catch (e) {
+        report.failed++;
+        if (report.errors.length < 30)
+          report.errors.push(`${new Date().toISOString().slice(11, 23)} ${(e as Error).message.split("\n")[0]}`);
+      }
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      report.longestGapMs = Math.max(report.longestGapMs, Date.now() - lastOk);
+      return report;
+    },
+  };
+}
