@@ -6,10 +6,15 @@
 //
 // Used by `npm run chaos` (every scenario) and test/e2e/chaos.test.ts (a bounded subset in CI).
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { LabSettings } from "../infra/lab/node";
+import { openStore } from "../orchestrator/backend/store";
 import { EtcdAccess } from "../orchestrator/edges/etcd";
+import { lockKey, readLease } from "../orchestrator/lock";
+import { engineLocks } from "../orchestrator/stack/engine-lock";
+import { cacheDir } from "../orchestrator/stack/engine";
+import { pollUntil } from "../lib/poll";
 import { inspect } from "../orchestrator/inspect";
 import type { StoredState } from "../orchestrator/stack/state";
 import { ownerOf, urnName, type StateResource } from "../orchestrator/stack/targets";
@@ -20,6 +25,8 @@ import { startCli, summaryOf, type CliRun } from "../test/support/cli";
 import { cliSuite, type CliSuite } from "../test/support/cli-suite";
 import { labLeftovers, labStackYaml } from "../test/support/lab";
 import { labEndpoints, startClusterProbe, type ProbeReport } from "../test/support/probe";
+import type { S3Server } from "../test/support/s3";
+import { makeWorkDir } from "../test/support/workdir";
 
 export type Event = Record<string, unknown>;
 
@@ -137,6 +144,19 @@ export interface ChaosOptions {
    * the next. With two, legs go back and forth; Kubernetes images only ever go forward.
    */
   images?: string[];
+  /**
+   * Keep the state in this S3 server's bucket instead of a folder (shared-backend scenarios):
+   * every run is then "runner A" (its own host name, work tree and home), and
+   * `twoRunnerKill` adds "runner B".
+   */
+  s3?: S3Server;
+  /** molt:timeouts.lockSeconds of the stack (the lease's time to live). */
+  lockSeconds?: number;
+}
+
+/** Runs the CLI as another machine would: its own UTS namespace and host name. */
+export function runnerWrap(host: string): string[] {
+  return ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', host];
 }
 
 /** One lab, one stack, one backend on its own tmpfs (so it can be made read-only). */
@@ -148,6 +168,10 @@ export class Chaos {
   private image: string;
   private readonly images: string[];
   private stateMount = false;
+  private readonly s3?: S3Server;
+  private readonly lockSeconds?: number;
+  /** How the CLI is started (runner A's host name when the backend is shared). */
+  private readonly wrap: string[] = [];
 
   constructor(o: ChaosOptions) {
     this.lab = o.lab;
@@ -159,6 +183,20 @@ export class Chaos {
     const state = join(this.suite.wd.dir, "state");
     execFileSync("mount", ["-t", "tmpfs", "-o", "size=256m,mode=700", "molt-chaos-state", state]);
     this.stateMount = true;
+    this.lockSeconds = o.lockSeconds;
+    if (o.s3) {
+      this.s3 = o.s3;
+      const home = join(this.suite.wd.dir, "home");
+      // Mutated in place: the suite's own helpers (stored state, teardown) read this object.
+      Object.assign(this.suite.env, {
+        PULUMI_BACKEND_URL: o.s3.url("molt-state", this.stack),
+        ...o.s3.credentials,
+        HOME: home,
+        // The runner's own installed engine (tools/setup.sh), not found through HOME here.
+        MOLT_CACHE: cacheDir(),
+      });
+      this.wrap = runnerWrap("runner-a");
+    }
   }
 
   get env(): Record<string, string> {
@@ -172,7 +210,12 @@ export class Chaos {
   setImage(image: string, o: { joinSeconds?: number; settleSeconds?: number } = {}): void {
     this.suite.wd.writeStackConfig(
       this.stack,
-      labStackYaml(this.lab, { image, joinSeconds: o.joinSeconds ?? 120, settleSeconds: o.settleSeconds ?? 30 }),
+      labStackYaml(this.lab, {
+        image,
+        joinSeconds: o.joinSeconds ?? 120,
+        settleSeconds: o.settleSeconds ?? 30,
+        ...(this.lockSeconds ? { lockSeconds: this.lockSeconds } : {}),
+      }),
     );
   }
 
@@ -195,8 +238,11 @@ export class Chaos {
 
   /** `molt rollout --json --verbose`; `onEvent` may kill it. */
   start(onEvent?: (e: Event, kill: () => void) => void, extra: string[] = []) {
-    const h = startCli(["rollout", "--stack", this.stack, "--yes", "--json", "--verbose", ...extra], this.env, (e) =>
-      onEvent?.(e, h.kill9),
+    const h = startCli(
+      ["rollout", "--stack", this.stack, "--yes", "--json", "--verbose", ...extra],
+      this.env,
+      (e) => onEvent?.(e, h.kill9),
+      this.wrap,
     );
     return h;
   }
@@ -310,12 +356,15 @@ export class Chaos {
         ? undefined
         : `machine dirs [${left.machineDirs}]`;
     });
-    await check("stack not left locked (engine and molt locks)", () => {
-      const state = join(this.suite.wd.dir, "state");
-      const locks = [join(state, ".pulumi", "locks"), join(state, ".molt", "locks")].flatMap((d) =>
-        existsSync(d) ? execFileSync("find", [d, "-type", "f"], { encoding: "utf8" }).split("\n").filter(Boolean) : [],
-      );
-      return locks.length ? `locks left: ${locks.join(", ")}` : undefined;
+    await check("stack not left locked (engine and molt locks)", async () => {
+      const store = openStore(this.env.PULUMI_BACKEND_URL, this.env)!;
+      const lease = await readLease(store, this.stack);
+      const left = [
+        ...(lease ? [`molt lease of run ${lease.holder.runId} on ${lease.holder.host}`] : []),
+        ...(await engineLocks(store, this.stack)).map((l) => `engine lock ${l.key} (${l.hostname} pid ${l.pid})`),
+        ...(await store.list(".molt/locks")).filter((k) => k !== lockKey(this.stack)).map((k) => `stray ${k}`),
+      ];
+      return left.length ? `locks left in ${store.location}: ${left.join(", ")}` : undefined;
     });
     await check("no process the engine started is left", () => {
       // No run is active now: every engine process of this stack (the CLI, and the plugins
@@ -638,6 +687,124 @@ export class Chaos {
     });
   }
 
+  /**
+   * Two runners with their own work trees, homes and host names share one bucket. Runner A
+   * rolls; runner B, started as soon as A holds the stack, is refused (exit 3). A's molt process alone is
+   * SIGKILLed inside the surge's `up` (its engine dies with it: engines are bound on bucket
+   * backends). B, right after, is still refused; once A's lease expired by the bucket's
+   * clock, B takes the stack over (reported), removes A's engine lock the engine's way,
+   * clears what A's engine left pending, and converges.
+   */
+  twoRunnerKill(): Promise<ScenarioResult> {
+    return this.scenario(
+      "two runners, one bucket: A SIGKILLed mid-`up`, B refused, B resumes after the lease expired",
+      async ({ faults, notes, runs, rerunsAfterFault }) => {
+        if (!this.s3) throw new Error("twoRunnerKill needs an S3 backend (ChaosOptions.s3)");
+        const target = this.other();
+        this.setImage(target);
+        const b = this.secondRunner();
+        const args = ["rollout", "--stack", this.stack, "--yes", "--json"];
+        const runB = () => startCli(args, b.env, undefined, runnerWrap("runner-b")).done;
+        let whileA: Promise<CliRun> | undefined;
+        let armed = false;
+        let killedAt = 0;
+        const a = this.start((e) => {
+          if (!whileA && e.type === "lock") whileA = runB(); // A holds the stack now
+          if (!armed && engine("machine", "creating")(e, { op: "surge" })) {
+            armed = true;
+            // B's attempt ends first (A is certainly alive while B is refused); then A dies inside `up`.
+            void whileA!.then(() =>
+              setTimeout(() => {
+                killedAt = Date.now();
+                process.kill(a.child.pid!, "SIGKILL"); // molt only: its engine must die with it
+              }, 300),
+            );
+          }
+        });
+        const aRun = await a.done;
+        runs.n++;
+        if (aRun.signal !== "SIGKILL") throw new Error(`runner A was not killed: ${summaryOrError(aRun)}`);
+        faults.push("runner A's molt process SIGKILLed inside the surge's `up` (machine being created)");
+        const refused = await whileA!;
+        runs.n++;
+        const why = (r: CliRun) => String((r.events.find((e) => e.type === "error") as { message?: string })?.message);
+        if (refused.code !== 3 || !/runner-a/.test(why(refused)))
+          throw new Error(`runner B was not refused while A ran: exit ${refused.code}: ${summaryOrError(refused)}`);
+        notes.push(`runner B while A ran: exit 3: ${why(refused).slice(0, 160)}`);
+        // Right after the kill A's lease is still live: B is refused again (on a host so loaded that
+        // B's own start outlasts the lease, B may find it expired already: then this is the resume).
+        const earlyAt = Date.now();
+        const early = await runB();
+        runs.n++;
+        let resumed: CliRun | undefined;
+        if (early.code === 3 && /lease expires/.test(why(early)))
+          notes.push(
+            `runner B ${((earlyAt - killedAt) / 1000).toFixed(1)} s after the kill: exit 3 (lease still live)`,
+          );
+        else if (early.code === 0) resumed = early;
+        else throw new Error(`runner B right after A's death: exit ${early.code}: ${summaryOrError(early)}`);
+        // Wait for the lease to expire by the bucket's own clock, then B resumes.
+        const store = openStore(this.env.PULUMI_BACKEND_URL, this.env)!;
+        await pollUntil(
+          async () => {
+            const cur = await store.get(lockKey(this.stack));
+            const ttl = this.lockSeconds ?? 30;
+            if (!cur) return true;
+            return (await store.now()).getTime() - cur.modified.getTime() > ttl * 1000 + 1000 ? true : undefined;
+          },
+          {
+            what: "runner A's lease to expire",
+            deadlineMs: ((this.lockSeconds ?? 30) + 30) * 1000,
+            maxIntervalMs: 500,
+          },
+        );
+        const resumedAt = Date.now();
+        if (!resumed) {
+          resumed = await runB();
+          runs.n++;
+        }
+        const kinds = (t: string) => resumed!.events.filter((e) => e.type === t);
+        const recovered = kinds("lock-recovered")[0] as { reason?: string; previousHost?: string } | undefined;
+        notes.push(
+          `runner B ${((resumedAt - killedAt) / 1000).toFixed(1)} s after the kill (lease expired by the bucket's ` +
+            `clock), ${((Date.now() - resumedAt) / 1000).toFixed(1)} s: exit ${resumed.code}: ` +
+            `${summaryOrError(resumed).slice(0, 120)}; lock: ${JSON.stringify(recovered)}; ` +
+            `engine locks cleared: ${JSON.stringify(kinds("engine-lock-cleared").map((e) => e.locks))}; ` +
+            `pending cleared: ${pendingCleared(kinds("pending-cleared"))}`,
+        );
+        if (resumed.code !== 0) throw new Error(`runner B did not converge: ${summaryOrError(resumed)}`);
+        if (recovered?.reason !== "expired" || recovered.previousHost !== "runner-a")
+          throw new Error(`runner B did not report taking over A's expired lease: ${JSON.stringify(recovered)}`);
+        rerunsAfterFault.n = 1;
+        this.settled(target);
+        b.cleanup();
+      },
+    );
+  }
+
+  /** Runner B: a work tree, home and stack file of its own (a fresh CI checkout), the same backend and passphrase. */
+  private secondRunner(): { env: Record<string, string>; cleanup: () => void } {
+    const wd = makeWorkDir("molt-runner-b-");
+    const home = join(wd.dir, "home");
+    mkdirSync(home);
+    wd.writeStackConfig(
+      this.stack,
+      readFileSync(join(this.suite.wd.dir, "stacks", `Pulumi.${this.stack}.yaml`), "utf8"),
+    );
+    return {
+      env: {
+        PULUMI_BACKEND_URL: this.env.PULUMI_BACKEND_URL,
+        PULUMI_CONFIG_PASSPHRASE: this.env.PULUMI_CONFIG_PASSPHRASE,
+        ...this.s3!.credentials,
+        MOLT_PROJECT_DIR: wd.dir,
+        MOLT_HOME: home,
+        HOME: home,
+        MOLT_CACHE: cacheDir(),
+      },
+      cleanup: () => wd.cleanup(),
+    };
+  }
+
   /** The faulted run is recorded; if it did not converge itself, reruns until it does. */
   private async afterFault(
     run: CliRun,
@@ -667,6 +834,10 @@ export class Chaos {
       }
     }
   }
+}
+
+function pendingCleared(events: Event[]): string {
+  return events.length ? JSON.stringify(events[0].operations).slice(0, 300) : "none";
 }
 
 function summaryOrError(run: CliRun): string {

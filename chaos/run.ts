@@ -4,11 +4,13 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { testLab } from "../test/support/lab";
+import { startS3Server } from "../test/support/s3";
 import { Chaos, CI_KILL_POINTS, formatTable, KILL_POINTS, KUBE_KILL_POINTS, type ScenarioResult } from "./harness";
 
 async function main(): Promise<number> {
   const quick = process.argv.includes("--quick");
-  // --only kill,member-dies,kube: run just these scenarios (ids above; "kube" is the Kubernetes chain).
+  // --only kill,member-dies,kube: run just these scenarios (ids above; "kube" is the Kubernetes chain,
+  // "two-runners" two runners sharing an S3 bucket).
   const onlyAt = process.argv.indexOf("--only");
   const only = onlyAt > 0 ? (process.argv[onlyAt + 1] ?? "").split(",") : [];
   // --points k04,k16: only these kill points in the kill chain; --lab N: lab id (default 6).
@@ -33,7 +35,8 @@ async function main(): Promise<number> {
       JSON.stringify({ when: new Date().toISOString(), quick, rows }, null, 2) + "\n",
     );
   try {
-    if (only.length === 0 || only.some((o) => o !== "kube")) await chaos.create();
+    const local = ["kill", "etcd-never-starts", "ssh-never-up", "member-dies", "backend-ro", "lb-restart", "ssh-drops"];
+    if (only.length === 0 || only.some((o) => local.includes(o))) await chaos.create();
     const points = pointIds
       ? KILL_POINTS.filter((p) => pointIds.includes(p.id))
       : quick
@@ -60,6 +63,26 @@ async function main(): Promise<number> {
     }
   } finally {
     await chaos.teardown();
+  }
+  // Two runners sharing an S3 bucket (issue #20), on a lab and an S3 server of their own.
+  if (!quick && (only.length === 0 || only.includes("two-runners"))) {
+    const s3 = await startS3Server(["molt-state"]);
+    const shared = new Chaos({
+      lab: testLab(13),
+      stack: "shared",
+      s3,
+      lockSeconds: 15,
+      log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`),
+    });
+    try {
+      await shared.create();
+      rows.push(await shared.twoRunnerKill());
+      save();
+      console.log(formatTable(rows.slice(-1)));
+    } finally {
+      await shared.teardown();
+      await s3.stop();
+    }
   }
   // Kubernetes steps, on a control plane of their own (full run only; MOLT_CHAOS_KUBE=0 skips).
   if (!quick && process.env.MOLT_CHAOS_KUBE !== "0" && (only.length === 0 || only.includes("kube"))) {

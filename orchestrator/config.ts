@@ -70,6 +70,7 @@ const baseSections = {
       joinSeconds: z.number().int().min(10).max(7200).optional(),
       settleSeconds: z.number().int().min(1).max(3600).optional(),
       drainSeconds: z.number().int().min(1).max(86400).optional(),
+      lockSeconds: z.number().int().min(10).max(600).optional(),
     })
     .strict()
     .optional(),
@@ -113,6 +114,8 @@ export interface StackConfig {
   cloud?: CloudConfig;
   /** etcd backups (orchestrator/etcd-backup.ts): how many per stack stay in ~/.molt/snapshots. */
   backups: { keep: number };
+  /** The rollout lease's time to live: a lease not renewed for this long is free (molt:timeouts.lockSeconds). */
+  lockSeconds: number;
   /** molt:apiEndpoint mode vip: keepalived on the control-plane nodes (lab, vsphere); absent: a load balancer. */
   apiEndpoint?: VipSettings;
   file: string;
@@ -185,6 +188,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
     file,
     sshUser: cloud?.ssh.user ?? c["molt:ssh"]?.user ?? "root",
     backups: { keep: c["molt:backups"]?.keep ?? DEFAULT_BACKUPS_KEPT },
+    lockSeconds: c["molt:timeouts"]?.lockSeconds ?? 30,
     intent: {
       provider: c["molt:provider"],
       replicas: c["molt:replicas"],

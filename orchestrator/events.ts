@@ -25,7 +25,31 @@ export type RolloutEvent =
       kubernetesVersion?: string;
       time: string;
     }
-  | { type: "lock-recovered"; previousPid: number; previousStartedAt: string }
+  | {
+      type: "lock";
+      where: string;
+      /** "backend": every runner sharing the backend sees the lease; "machine": only this machine. */
+      scope: "backend" | "machine";
+      ttlSeconds: number;
+      runId: string;
+      engineBound: boolean;
+    }
+  | {
+      type: "lock-recovered";
+      previousPid: number;
+      previousStartedAt: string;
+      previousHost: string;
+      previousRunId?: string;
+      /** "process-gone": its process died on this machine; "expired": not renewed for its time to live. */
+      reason: "process-gone" | "expired";
+      silentSeconds?: number;
+    }
+  | { type: "lock-renew-failed"; message: string }
+  /** The lease was lost: the run stops at its next boundary (a running `up` is interrupted). */
+  | { type: "lock-lost"; message: string }
+  /** Giving the lease up failed (e.g. the backend is unreachable): it expires by itself after its time to live. */
+  | { type: "lock-release-failed"; message: string }
+  | { type: "engine-lock-cleared"; locks: { host: string; pid: number; since: string }[] }
   | { type: "pending-cleared"; operations: { urn: string; operation: string; reason: string }[] }
   | {
       /** Engine processes a killed run left (an engine still updating, provider plugins): stopped before acting. */

@@ -15,7 +15,9 @@ export type { RolloutEvent, RolloutResultKind, NodeView, Phase } from "./events"
 export type { Intent, Operation, World, WaitKey } from "./model";
 export { decide } from "./plan";
 export { InvalidConfigError, loadStackConfig } from "./config";
-export { ConcurrentRolloutError } from "./lock";
+export { ConcurrentRolloutError, LeaseLostError, acquireLock, type HeldLock, type LockHolder } from "./lock";
+export { EngineLockedError } from "./stack/engine-lock";
+export { openStore, type ObjectStore, type StoredObject } from "./backend/store";
 export { CorruptStateError } from "./stack/state";
 export { StackNotFoundError, EngineCancelledError, stopEnginesNow } from "./stack/driver";
 export { EngineMissingError } from "./stack/engine";

@@ -1,100 +1,324 @@
-// One rollout per stack. The lock lives next to the state when the backend is a folder
-// (so every runner sharing that backend sees it), else under ~/.molt. A lock whose
-// holder is provably dead (same host, pid gone) is taken over and reported; a lock held
-// by a live process, or by another host, is never touched.
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+// One rollout per stack, seen by every runner that shares the stack's backend: a lease in
+// the backend's own object store (orchestrator/backend/store.ts), `.molt/locks/<stack>.json`.
+//  - The holder (host, pid, run id, start) renews it three times per (ttl - margin) with a
+//    conditional write on the version it last wrote; a lease not renewed for `ttlSeconds`, by
+//    the store's own clock, has expired. A process that died on this machine (same host, boot and pid namespace) is
+//    known dead at once.
+//  - Taking a dead or expired lease is one conditional write on the version that was judged
+//    dead: of two runners taking it at once exactly one wins, and the taker reports whose
+//    lease it took.
+//  - A holder that cannot renew before `ttl - margin` (its own monotonic clock, counted from
+//    the send of its last successful renewal) has lost the lease: `signal` aborts and `lost`
+//    resolves, before any other runner can take the lease over. The loop stops at its next
+//    boundary, and the engine it runs is stopped (orchestrator/stack/engine-fence.ts).
+// Backends molt cannot write objects to itself (Pulumi Cloud, azblob://, gs://) get a lease
+// in ~/.molt: it covers this machine only, and the `lock` event says so.
+import { randomUUID } from "node:crypto";
+import { mkdirSync, readFileSync, readlinkSync } from "node:fs";
 import { hostname } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { alive } from "../lib/process";
-import { BackendError } from "./stack/driver";
+import { FileStore } from "./backend/file";
+import { openStore, type ObjectStore } from "./backend/store";
 import { moltHome } from "./stack/engine";
 
-export interface LockInfo {
-  pid: number;
+export interface LockHolder {
   host: string;
+  pid: number;
+  runId: string;
   startedAt: string;
   command: string;
+  /** The kernel boot and pid namespace: with the host name, "a pid on this machine". */
+  machine: string;
+  /** The run's engine processes die with it (parent-death signal): its engine lock is provably dead with it. */
+  engineBound: boolean;
 }
+
+interface LeaseRecord {
+  kind: "molt-lease";
+  holder: LockHolder;
+  ttlSeconds: number;
+  renewedAt: string;
+}
+
+export const DEFAULT_TTL_SECONDS = 30;
 
 export class ConcurrentRolloutError extends Error {
   constructor(
     readonly stackName: string,
-    readonly holder: LockInfo,
-    readonly path: string,
+    readonly holder: Partial<LockHolder>,
+    readonly where: string,
+    /** Seconds until the lease expires unless renewed (undefined: held by a live process here). */
+    readonly expiresInSeconds?: number,
+    /** The lease's time to live. */
+    readonly ttlSeconds?: number,
   ) {
     super(
-      `another molt run holds stack "${stackName}" (pid ${holder.pid} on ${holder.host}, ${holder.command}, since ${holder.startedAt}); nothing was changed. ` +
-        (holder.host === hostname()
+      `another molt run holds stack "${stackName}" (pid ${holder.pid} on ${holder.host}, run ${holder.runId ?? "?"}, ` +
+        `${holder.command ?? "?"}, since ${holder.startedAt ?? "?"}; lock ${where}); nothing was changed. ` +
+        (expiresInSeconds === undefined
           ? "Wait for it to finish."
-          : `If that run is certainly dead, remove ${path} and run again.`),
+          : `Wait for it to finish: if it died, its lease expires in ${Math.max(1, Math.ceil(expiresInSeconds))}s ` +
+            `(${ttlSeconds ?? "its time to live in"}s after its last renewal) and the next run takes the stack over ` +
+            "(no file to remove by hand)."),
     );
     this.name = "ConcurrentRolloutError";
   }
 }
 
-export function lockDir(backendUrl: string): string {
-  if (backendUrl.startsWith("file://")) return join(fileURLToPath(backendUrl), ".molt", "locks");
-  return join(moltHome(), "locks");
+export class LeaseLostError extends Error {
+  constructor(
+    readonly stackName: string,
+    detail: string,
+  ) {
+    super(`this run lost its lock on stack "${stackName}": ${detail}`);
+    this.name = "LeaseLostError";
+  }
 }
 
 export interface HeldLock {
-  path: string;
-  /** Set when a dead run's lock was taken over: its holder. */
-  recoveredFrom?: LockInfo;
-  release(): void;
+  /** Where the lease lives (the backend's store, or this machine's ~/.molt). */
+  where: string;
+  /** "backend": every runner of the backend sees it; "machine": only this machine does. */
+  scope: "backend" | "machine";
+  holder: LockHolder;
+  ttlSeconds: number;
+  /** Set when a dead or expired lease was taken over: whose, and why it was free. */
+  recoveredFrom?: {
+    holder: Partial<LockHolder>;
+    reason: "process-gone" | "expired";
+    renewedAt?: string;
+    /** How long it had not been renewed, by the store's clock (expired only). */
+    silentSeconds?: number;
+  };
+  /** Aborted when the lease is lost: stop at the next boundary. */
+  signal: AbortSignal;
+  /** Resolves (never rejects) with the reason, once the lease is lost. */
+  lost: Promise<LeaseLostError>;
+  /** Gives the lease up (a conditional delete of the version this run holds). */
+  release(): Promise<void>;
 }
 
-export function acquireLock(backendUrl: string, stack: string, command: string): HeldLock {
-  const dir = lockDir(backendUrl);
-  // A file backend's folder is never created here: a mistyped PULUMI_BACKEND_URL would
-  // otherwise become a new, empty backend (and a rollout would create a new cluster).
-  if (backendUrl.startsWith("file://") && !existsSync(fileURLToPath(backendUrl))) {
-    throw new BackendError(backendUrl, `the folder ${fileURLToPath(backendUrl)} does not exist`);
+export interface LockOptions {
+  ttlSeconds?: number;
+  engineBound?: boolean;
+  /** The store to use (default: the backend's, else ~/.molt). */
+  store?: ObjectStore;
+  /** The engine's environment (credentials for the backend's store, when given there). */
+  env?: Record<string, string | undefined>;
+  /** Overrides of the holder's identity (tests play two runners in one process). */
+  identity?: Partial<Pick<LockHolder, "host" | "pid" | "machine">>;
+  /** A renewal failed but the lease is not lost yet (it is retried). */
+  onRenewError?: (e: Error) => void;
+}
+
+export function lockKey(stack: string): string {
+  return `.molt/locks/${stack}.json`;
+}
+
+/** The store that holds the stack's lease, and whether every runner of the backend sees it. */
+export function lockStore(
+  backendUrl: string,
+  env: Record<string, string | undefined> = {},
+): { store: ObjectStore; scope: HeldLock["scope"] } {
+  const store = openStore(backendUrl, env);
+  if (store) return { store, scope: "backend" };
+  mkdirSync(moltHome(), { recursive: true });
+  return { store: new FileStore(moltHome()), scope: "machine" };
+}
+
+/** The kernel boot id and pid namespace: processes with equal values see the same pids. */
+export function machineId(): string {
+  let boot = "unknown-boot";
+  let pidns = "unknown-pidns";
+  try {
+    boot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+  } catch {
+    /* not Linux: the host name alone must not prove a process dead */
   }
   try {
-    mkdirSync(dir, { recursive: true });
-  } catch (e) {
-    throw new BackendError(
-      backendUrl,
-      `cannot create the lock folder ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+    pidns = readlinkSync("/proc/self/ns/pid");
+  } catch {
+    /* idem */
+  }
+  return `${boot}/${pidns}`;
+}
+
+/** The live lease on a stack, or undefined (for status, tests and the chaos harness). */
+export async function readLease(store: ObjectStore, stack: string): Promise<LeaseRecord | undefined> {
+  const cur = await store.get(lockKey(stack));
+  return cur ? parseRecord(cur.body) : undefined;
+}
+
+function parseRecord(body: Buffer): LeaseRecord | undefined {
+  try {
+    const r = JSON.parse(body.toString("utf8")) as LeaseRecord;
+    return r?.kind === "molt-lease" && r.holder && typeof r.ttlSeconds === "number" ? r : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How long before the lease's expiry its holder gives it up (its clock and the store's may drift apart slightly). */
+export function lossMarginMs(ttlSeconds: number): number {
+  return Math.max(1000, (ttlSeconds * 1000) / 4);
+}
+
+/** Renewals come often enough that two can fail and a third still lands before the holder gives up. */
+export function renewIntervalMs(ttlSeconds: number): number {
+  return (ttlSeconds * 1000 - lossMarginMs(ttlSeconds)) / 3;
+}
+
+export async function acquireLock(
+  backendUrl: string,
+  stack: string,
+  command: string,
+  o: LockOptions = {},
+): Promise<HeldLock> {
+  const { store, scope } = o.store ? { store: o.store, scope: "backend" as const } : lockStore(backendUrl, o.env);
+  const ttlSeconds = o.ttlSeconds ?? DEFAULT_TTL_SECONDS;
+  await store.check();
+  const key = lockKey(stack);
+  const where = `${key} in ${store.location}`;
+  const holder: LockHolder = {
+    host: o.identity?.host ?? hostname(),
+    pid: o.identity?.pid ?? process.pid,
+    runId: randomUUID(),
+    startedAt: new Date().toISOString(),
+    command,
+    machine: o.identity?.machine ?? machineId(),
+    engineBound: o.engineBound ?? false,
+  };
+  const record = (): Buffer =>
+    Buffer.from(
+      JSON.stringify({
+        kind: "molt-lease",
+        holder,
+        ttlSeconds,
+        renewedAt: new Date().toISOString(),
+      } satisfies LeaseRecord),
     );
-  }
-  const path = join(dir, `${stack}.json`);
-  const me: LockInfo = { pid: process.pid, host: hostname(), startedAt: new Date().toISOString(), command };
-  let recoveredFrom: LockInfo | undefined;
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      writeFileSync(path, JSON.stringify(me), { flag: "wx" });
-      // The dead holder's lock was moved aside to take it atomically; the event reports it.
-      if (recoveredFrom) rmSync(`${path}.stale-${recoveredFrom.pid}`, { force: true });
-      return {
-        path,
-        recoveredFrom,
-        release: () => {
-          try {
-            const cur = JSON.parse(readFileSync(path, "utf8")) as LockInfo;
-            if (cur.pid === me.pid && cur.host === me.host) rmSync(path, { force: true });
-          } catch {
-            /* already gone */
-          }
-        },
+
+  let etag: string | undefined;
+  let recoveredFrom: HeldLock["recoveredFrom"];
+  let sentAt = performance.now();
+  for (let attempt = 0; attempt < 4 && !etag; attempt++) {
+    sentAt = performance.now();
+    const cur = await store.get(key);
+    if (!cur) {
+      etag = await store.putIfAbsent(key, record());
+      continue;
+    }
+    const rec = parseRecord(cur.body);
+    const other: Partial<LockHolder> = rec?.holder ?? { host: "unknown (unreadable lock)", pid: 0 };
+    const otherTtl = rec?.ttlSeconds ?? ttlSeconds;
+    let reason: "process-gone" | "expired";
+    let silentSeconds: number | undefined;
+    if (other.host === holder.host && other.machine === holder.machine && other.pid && other.pid > 0) {
+      if (alive(other.pid)) throw new ConcurrentRolloutError(stack, other, where);
+      reason = "process-gone";
+    } else {
+      const silentMs = (await store.now()).getTime() - cur.modified.getTime();
+      if (silentMs <= otherTtl * 1000 + store.clockResolutionMs)
+        throw new ConcurrentRolloutError(stack, other, where, otherTtl - silentMs / 1000, otherTtl);
+      reason = "expired";
+      silentSeconds = Math.round(silentMs / 100) / 10;
+    }
+    sentAt = performance.now();
+    etag = await store.putIfMatch(key, record(), cur.etag);
+    if (etag)
+      recoveredFrom = {
+        holder: other,
+        reason,
+        ...(rec?.renewedAt ? { renewedAt: rec.renewedAt } : {}),
+        ...(silentSeconds !== undefined ? { silentSeconds } : {}),
       };
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
-    }
-    let holder: LockInfo;
-    try {
-      holder = JSON.parse(readFileSync(path, "utf8")) as LockInfo;
-    } catch {
-      holder = { pid: 0, host: hostname(), startedAt: "unknown", command: "unreadable lock" };
-    }
-    if (holder.host !== hostname() || (holder.pid > 0 && alive(holder.pid)))
-      throw new ConcurrentRolloutError(stack, holder, path);
-    // The holder died on this host: move its lock aside and retry (only one taker wins the rename).
-    const aside = `${path}.stale-${holder.pid}`;
-    if (existsSync(path)) renameSync(path, aside);
-    recoveredFrom = holder;
+    // Else another runner took it first: the next read sees its fresh lease and refuses.
   }
-  throw new Error(`could not acquire ${path}`);
+  if (!etag) throw new ConcurrentRolloutError(stack, { host: "unknown", pid: 0 }, where, ttlSeconds, ttlSeconds);
+
+  const controller = new AbortController();
+  let resolveLost!: (e: LeaseLostError) => void;
+  const lost = new Promise<LeaseLostError>((r) => (resolveLost = r));
+  let released = false;
+  let renewTimer: NodeJS.Timeout | undefined;
+  let deadlineTimer: NodeJS.Timeout | undefined;
+  let lastError = "";
+  const loseWith = (detail: string) => {
+    if (released || controller.signal.aborted) return;
+    clearTimeout(renewTimer);
+    clearTimeout(deadlineTimer);
+    const e = new LeaseLostError(stack, detail);
+    controller.abort(e);
+    resolveLost(e);
+  };
+  // The lease is ours until ttl after the store received our last write; we stop believing it a margin earlier.
+  const armDeadline = (from: number) => {
+    clearTimeout(deadlineTimer);
+    const ms = Math.max(0, from + ttlSeconds * 1000 - lossMarginMs(ttlSeconds) - performance.now());
+    deadlineTimer = setTimeout(
+      () =>
+        loseWith(
+          `it could not be renewed for ${Math.round((performance.now() - from) / 1000)}s ` +
+            `(${lastError || "no answer"}); ` +
+            `another run may take it over ${ttlSeconds}s after the last renewal`,
+        ),
+      ms,
+    );
+    deadlineTimer.unref();
+  };
+  armDeadline(sentAt);
+  const renew = async () => {
+    if (released || controller.signal.aborted) return;
+    const t = performance.now();
+    try {
+      const next = await store.putIfMatch(key, record(), etag!);
+      if (released) return;
+      if (!next) {
+        const now = await store.get(key).catch(() => undefined);
+        const by = now ? parseRecord(now.body)?.holder : undefined;
+        if (now && by?.runId === holder.runId) {
+          // An earlier renewal landed although its answer was lost: the lease is still ours.
+          // Renew again at once on that version; only an answered renewal re-arms the deadline.
+          etag = now.etag;
+          renewTimer = setTimeout(() => void renew(), 0);
+          renewTimer.unref();
+          return;
+        }
+        return loseWith(
+          by ? `run ${by.runId} (pid ${by.pid} on ${by.host}) took it over after it expired` : "it was removed",
+        );
+      }
+      etag = next;
+      lastError = "";
+      armDeadline(t);
+    } catch (e) {
+      lastError = (e as Error).message.split("\n")[0];
+      o.onRenewError?.(e as Error);
+    }
+    if (!released && !controller.signal.aborted) {
+      renewTimer = setTimeout(() => void renew(), renewIntervalMs(ttlSeconds));
+      renewTimer.unref();
+    }
+  };
+  renewTimer = setTimeout(() => void renew(), renewIntervalMs(ttlSeconds));
+  renewTimer.unref();
+
+  return {
+    where,
+    scope,
+    holder,
+    ttlSeconds,
+    ...(recoveredFrom ? { recoveredFrom } : {}),
+    signal: controller.signal,
+    lost,
+    release: async () => {
+      if (released) return;
+      released = true;
+      clearTimeout(renewTimer);
+      clearTimeout(deadlineTimer);
+      if (controller.signal.aborted) return;
+      // Conditional: a lease taken over meanwhile is the new holder's and stays.
+      await store.delete(key, etag!);
+    },
+  };
 }

@@ -10,7 +10,7 @@ import { openEdges, type EdgeFactory } from "./edges/open";
 import type { Edges } from "./edges/types";
 import { retainBackups, takeBackup } from "./etcd-backup";
 import type { NodeView, RolloutEvent } from "./events";
-import { acquireLock } from "./lock";
+import { holdStack } from "./lock-scope";
 import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory, type Stop } from "./loop/memory";
 import { RunClock } from "./loop/timing";
 import type { Intent, Operation, World } from "./model";
@@ -69,13 +69,10 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const intent = intentOf(cfg, o);
   emit({ type: "start", stack: o.stack, command: "rollout", ...startOf(intent), time: new Date().toISOString() });
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
-  const lock = acquireLock(backend, o.stack, "rollout");
-  if (lock.recoveredFrom)
-    emit({
-      type: "lock-recovered",
-      previousPid: lock.recoveredFrom.pid,
-      previousStartedAt: lock.recoveredFrom.startedAt,
-    });
+  // The stack's lease (orchestrator/lock-scope.ts): `lock.signal` aborts if it is ever lost,
+  // which cancels an engine step in flight as the caller's signal does.
+  const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env);
+  const signal = o.signal ? AbortSignal.any([o.signal, lock.signal]) : lock.signal;
 
   const clock = new RunClock(emit);
   const pollMs = o.pollMs ?? 500;
@@ -111,15 +108,17 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       report: emit,
       engineOutput: o.engineOutput,
       engineLockDeadlineSeconds: intent.timeouts.joinSeconds + 120,
-      ...(o.signal ? { signal: o.signal } : {}),
+      signal,
       tagProcesses: true,
+      lock,
     });
     const cleared = await edges.stack.prepare();
     if (cleared.length) emit({ type: "pending-cleared", operations: cleared });
     checkReplaceDead(intent, await edges.stack.state(), o.stack);
-    const ctx = { edges, intent, signal: o.signal, pollMs, timed: clock.timed, report: emit };
+    const ctx = { edges, intent, signal, pollMs, timed: clock.timed, report: emit };
 
     for (let pass = 1; ; pass++) {
+      if (lock.signal.aborted) return finish({ result: "failed", reason: lock.lostReason() });
       if (o.signal?.aborted)
         return finish({
           result: "cancelled",
@@ -149,7 +148,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       if (!isChange(op)) {
         // A wait: observe again after the poll interval (at once when its deadline just passed).
         if (!decided.expiredNow)
-          await clock.timed("wait", "wait", op.kind === "wait" ? op.node : undefined, () => pause(pollMs, o.signal));
+          await clock.timed("wait", "wait", op.kind === "wait" ? op.node : undefined, () => pause(pollMs, signal));
         continue;
       }
 
@@ -169,10 +168,12 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       const acted = afterAct(memory, op, outcome, now(), intent);
       memory = acted.memory;
       if (acted.stop) return finish(acted.stop);
-      if (outcome.kind === "retry") await clock.timed("wait", "wait", undefined, () => pause(pollMs, o.signal));
+      if (outcome.kind === "retry") await clock.timed("wait", "wait", undefined, () => pause(pollMs, signal));
     }
   } catch (e) {
     // A cancelled engine step ends the run at the boundary after it (stack/engine-process.ts).
+    if (e instanceof EngineCancelledError && lock.signal.aborted)
+      return finish({ result: "failed", reason: lock.lostReason() });
     if (e instanceof EngineCancelledError)
       return finish({
         result: "cancelled",
@@ -181,7 +182,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
     throw e;
   } finally {
     await edges?.nodes.close();
-    lock.release();
+    await lock.release();
   }
 }
 

@@ -4,7 +4,8 @@
 #   2. npm dependencies from the lockfile,
 #   3. the Pulumi engine: reused from PATH when suitable, else built from Go modules
 #      into a cache outside the work tree (~/.cache/molt by default),
-#   4. the lab images (versioned, read-only directories of binaries).
+#   4. the lab images (versioned, read-only directories of binaries),
+#   5. the lab's S3-compatible server (for shared-backend tests), built from Go modules.
 # Re-running it is cheap: every step checks before it works.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -78,5 +79,8 @@ step "Pulumi engine"
 
 step "lab images"
 "$here/lab/build-images.sh"
+
+step "lab S3 server"
+"$here/setup-s3.sh"
 
 awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "\nsetup done in %.1fs\n", b - a }'

@@ -13,6 +13,7 @@ import type { WaitKey } from "../model";
 import { inspect, type Inspection } from "../inspect";
 import { hexMemberId } from "../etcd-id";
 import { ConcurrentRolloutError } from "../lock";
+import { EngineLockedError } from "../stack/engine-lock";
 import { CorruptStateError } from "../stack/state";
 import { RefusedError, rollout, type PlannedReplacement, type Summary } from "../rollout";
 import {
@@ -26,6 +27,10 @@ import { EngineMissingError, repoRoot } from "../stack/engine";
 import { PluginMissingError } from "../stack/plugins";
 import { waitDeadlineSeconds } from "../plan";
 import { LabHostError } from "../../infra/lab/host";
+
+// The AWS SDK (the s3:// lock store) warns on every run that its future releases will need a
+// newer Node; the pinned release works on the Node molt supports.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
 
 export const EXIT = {
   ok: 0,
@@ -80,6 +85,7 @@ function errorExit(e: unknown, json: boolean, stack?: string): number {
     [RefusedError, EXIT.invalid],
     [LabHostError, EXIT.invalid],
     [ConcurrentRolloutError, EXIT.locked],
+    [EngineLockedError, EXIT.locked],
     [NotConfirmedError, EXIT.notConfirmed],
   ];
   const code = known.find(([cls]) => e instanceof cls)?.[1] ?? EXIT.unexpected;
@@ -208,8 +214,33 @@ export function humanRenderer(o: {
         return out(
           `rollout of stack ${e.stack}: ${e.replicas} × ${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`,
         );
+      case "lock":
+        return out(
+          `holding stack lock ${e.where} (run ${e.runId}, expires ${e.ttlSeconds}s after the last renewal, ` +
+            (e.scope === "backend"
+              ? "seen by every runner of this backend)"
+              : "THIS MACHINE ONLY: molt cannot keep a shared lock in this backend; " +
+                "run one rollout per stack at a time)"),
+        );
       case "lock-recovered":
-        return out(`took over the lock of a run that died (pid ${e.previousPid}, started ${e.previousStartedAt})`);
+        return out(
+          e.reason === "expired"
+            ? `took over the expired lock of run ${e.previousRunId ?? "?"} (pid ${e.previousPid} on ${e.previousHost}, ` +
+                `started ${e.previousStartedAt}; not renewed for ${e.silentSeconds}s)`
+            : "took over the lock of a run that died on this machine " +
+                `(pid ${e.previousPid}, started ${e.previousStartedAt})`,
+        );
+      case "lock-renew-failed":
+        return out(`  ! renewing the stack lock failed (retried): ${e.message}`);
+      case "lock-lost":
+        return out(`! ${e.message}: stopping at the next boundary`);
+      case "lock-release-failed":
+        return out(`! giving the stack lock up failed: ${e.message}`);
+      case "engine-lock-cleared":
+        return out(
+          "removed the engine lock a dead run left (pulumi cancel): " +
+            e.locks.map((l) => `pid ${l.pid} on ${l.host} since ${l.since}`).join(", "),
+        );
       case "pending-cleared":
         for (const p of e.operations)
           out(

@@ -2,6 +2,7 @@
 // backend and engine chosen in engine.ts. Everything that runs `pulumi` goes through here.
 import { LocalWorkspace, type PulumiFn, type Stack } from "@pulumi/pulumi/automation";
 import { join } from "node:path";
+import { boundEngine } from "./engine-bind";
 import { engineEnv, locateEngine, repoRoot } from "./engine";
 import { cancellableEngine, engineTag } from "./engine-process";
 import { keepingUserText } from "./stack-file";
@@ -22,6 +23,8 @@ export interface OpenStackOptions {
   signal?: AbortSignal;
   /** Tag the engine's processes as this stack's run, so a later run finds any left over. */
   tagProcesses?: boolean;
+  /** Start engines that die with this process (stack/engine-bind.ts); unbound where impossible. */
+  bindEngine?: boolean;
 }
 
 export class StackNotFoundError extends Error {
@@ -52,10 +55,18 @@ export class BackendError extends Error {
 
 /** The passphrase does not decrypt the stack's secrets. */
 export class PassphraseError extends Error {
-  constructor(readonly stackName: string) {
+  constructor(
+    readonly stackName: string,
+    /** No passphrase was given at all (a shared backend never gets molt's local default). */
+    readonly missing = false,
+  ) {
     super(
-      `the passphrase does not decrypt the secrets of stack "${stackName}" (incorrect passphrase); nothing was changed. ` +
-        `Set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE to the passphrase the stack was created with (molt's default is ~/.molt/passphrase).`,
+      missing
+        ? `no passphrase was given for the secrets of stack "${stackName}"; nothing was changed. On a shared backend ` +
+            `every runner needs the same passphrase: set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE ` +
+            `(or create the stack with a KMS secrets provider: pulumi stack init --secrets-provider awskms://...).`
+        : `the passphrase does not decrypt the secrets of stack "${stackName}" (incorrect passphrase); nothing was changed. ` +
+            `Set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE to the passphrase the stack was created with (molt's default is ~/.molt/passphrase).`,
     );
     this.name = "PassphraseError";
   }
@@ -72,8 +83,8 @@ function engineErrorLine(message: string): string {
  */
 export function classifyEngineError(e: unknown, stackName: string, backend: string): unknown {
   if (!(e instanceof Error) || e instanceof BackendError || e instanceof PassphraseError) return e;
-  if (/incorrect passphrase|passphrase must be set|failed to decrypt/i.test(e.message))
-    return new PassphraseError(stackName);
+  if (/passphrase must be set/i.test(e.message)) return new PassphraseError(stackName, true);
+  if (/incorrect passphrase|failed to decrypt/i.test(e.message)) return new PassphraseError(stackName);
   if (
     /PULUMI_ACCESS_TOKEN must be set|unable to open state directory|unable to open bucket|unknown backend|unsupported (backend|scheme)|problem logging in|failed to log ?in|getting user info|could not (log|sign) ?in/i.test(
       e.message,
@@ -85,7 +96,8 @@ export function classifyEngineError(e: unknown, stackName: string, backend: stri
 }
 
 export async function openStack(o: OpenStackOptions): Promise<Stack> {
-  const engine = locateEngine();
+  const located = locateEngine();
+  const engine = (o.bindEngine && boundEngine(located)) || located;
   const envVars = engineEnv(engine, o.env ?? {});
   const pulumiCommand = cancellableEngine({
     binDir: engine.binDir,

@@ -6,12 +6,12 @@ import type { NodeEntry } from "../../infra/node";
 import { buildProgram } from "../../infra/program";
 import type { StackConfig } from "../config";
 import type { RolloutEvent } from "../events";
+import type { StackLock } from "../lock-scope";
 import type { Operation } from "../model";
 import { isNodeName } from "../plan";
 import { programInputFor } from "../program-input";
 import { openStack } from "./driver";
 import { teardownWarning } from "../teardown";
-import { settleEngineLock } from "./engine-lock";
 import { clearEngineLeftovers } from "./leftovers";
 import type { ClearedOperation } from "./pending";
 import {
@@ -75,6 +75,12 @@ export interface EngineStackOptions {
   signal?: AbortSignal;
   /** Tag the engine's processes as this stack's run (a later run stops any left over). */
   tagProcesses?: boolean;
+  /**
+   * A rollout's hold on the stack: its engines are bound to it where the lease is shared
+   * (stack/engine-bind.ts) and a dead run's engine lock is cleared under it (its loss aborts
+   * `signal`). Without one (plan, status) no lock is touched.
+   */
+  lock?: StackLock;
 }
 
 export class EngineStack implements StackEdge {
@@ -100,12 +106,13 @@ export class EngineStack implements StackEdge {
       program: buildProgram(programInputFor(o.config, [])),
       ...(o.signal ? { signal: o.signal } : {}),
       ...(o.tagProcesses ? { tagProcesses: true } : {}),
+      bindEngine: o.lock?.holder.engineBound ?? false,
     });
     return new EngineStack(stack, o);
   }
 
   async prepare(): Promise<ClearedOperation[]> {
-    await settleEngineLock(this.o.backend, this.o.stackName, this.o.engineLockDeadlineSeconds ?? 420);
+    await this.o.lock?.settleEngine(this.stack, this.o.engineLockDeadlineSeconds ?? 420);
     if (this.o.tagProcesses)
       await clearEngineLeftovers(this.o.backend, this.o.stackName, this.o.engineLockDeadlineSeconds ?? 420, (e) =>
         this.o.report?.(e),

@@ -105,12 +105,17 @@ export function backendUrl(): string {
  * random) on first use so the lab works out of the box. Back that file up: without it
  * the stack's secrets (SSH keys, CA keys) cannot be decrypted.
  */
-export function passphraseEnv(): Record<string, string> {
+export function passphraseEnv(backend?: string): Record<string, string> {
   if (process.env.PULUMI_CONFIG_PASSPHRASE !== undefined)
     return { PULUMI_CONFIG_PASSPHRASE: process.env.PULUMI_CONFIG_PASSPHRASE };
   if (process.env.PULUMI_CONFIG_PASSPHRASE_FILE)
     return { PULUMI_CONFIG_PASSPHRASE_FILE: process.env.PULUMI_CONFIG_PASSPHRASE_FILE };
   const file = join(moltHome(), "passphrase");
+  // A shared backend's secrets must open on every runner: a passphrase made up here would
+  // exist on this machine only.
+  // No passphrase is given to the engine then: a passphrase stack is refused by it ("passphrase
+  // must be set", exit 2), a stack with a KMS secrets provider needs none.
+  if (!existsSync(file) && backend && !backend.startsWith("file://")) return {};
   if (!existsSync(file)) {
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, randomBytes(32).toString("base64url") + "\n", { mode: 0o600 });
@@ -122,13 +127,14 @@ export function passphraseEnv(): Record<string, string> {
 /** Environment for every engine process: offline-safe, and MOLT_DIST for dynamic providers. */
 export function engineEnv(engine: Engine, overrides: Record<string, string> = {}): Record<string, string> {
   const hasPassphrase = "PULUMI_CONFIG_PASSPHRASE" in overrides || "PULUMI_CONFIG_PASSPHRASE_FILE" in overrides;
+  const backend = overrides.PULUMI_BACKEND_URL ?? backendUrl();
   return {
     PULUMI_SKIP_UPDATE_CHECK: "true",
     PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
-    PULUMI_BACKEND_URL: overrides.PULUMI_BACKEND_URL ?? backendUrl(),
+    PULUMI_BACKEND_URL: backend,
     MOLT_DIST: resolve(__dirname, "..", ".."),
     PATH: `${engine.binDir}${delimiter}${process.env.PATH ?? ""}`,
-    ...(hasPassphrase ? {} : passphraseEnv()),
+    ...(hasPassphrase ? {} : passphraseEnv(backend)),
     ...overrides,
   };
 }

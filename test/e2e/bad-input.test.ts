@@ -10,7 +10,6 @@ import { execFileSync } from "node:child_process";
 import {
   copyFileSync,
   existsSync,
-  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -28,6 +27,8 @@ import { ifaceName, netnsName } from "../../infra/lab/host";
 import type { NodeEndpoint } from "../../infra/node";
 import { HostKeyMismatchError, SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
+import { FileStore } from "../../orchestrator/backend/file";
+import { lockKey, readLease } from "../../orchestrator/lock";
 import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { closeFingerprints, fingerprint, stackStateDir, type Fingerprint } from "../support/fingerprint";
@@ -602,23 +603,17 @@ describe("bad input and security (e2e, lab t5)", function () {
       // The first run is stopped (SIGSTOP) once it holds the lock: a live run, mid-way.
       let stopped!: () => void;
       const holding = new Promise<void>((r) => (stopped = r));
-      const lock = join(stateDir(), ".molt", "locks", `${STACK}.json`);
       const first = startCli(rollout, env, (e) => {
         if (e.type !== "start") return;
         const pid = first.child.pid!;
-        const hold = () => {
+        const hold = async () => {
           process.kill(pid, "SIGSTOP");
-          let mine = false;
-          try {
-            mine = (JSON.parse(readFileSync(lock, "utf8")) as { pid: number }).pid === pid;
-          } catch {
-            /* not written yet */
-          }
-          if (mine) return stopped();
+          const lease = await readLease(new FileStore(stateDir()), STACK).catch(() => undefined);
+          if (lease?.holder.pid === pid) return stopped();
           process.kill(pid, "SIGCONT");
-          setTimeout(hold, 20);
+          setTimeout(() => void hold(), 20);
         };
-        hold();
+        void hold();
       });
       await holding;
       try {
@@ -634,27 +629,29 @@ describe("bad input and security (e2e, lab t5)", function () {
     },
     message: /another molt run holds stack "bi" \(pid \d+ on .*\); nothing was changed\. Wait for it to finish/,
   });
-  let lockPath = "";
+  let planted: string | undefined;
   badCase({
     name: "lock: held by a run on another host",
     args: rollout,
     expect: 3,
-    setup: () => {
-      lockPath = join(stateDir(), ".molt", "locks", `${STACK}.json`);
-      mkdirSync(join(stateDir(), ".molt", "locks"), { recursive: true });
-      writeFileSync(
-        lockPath,
-        JSON.stringify({
-          pid: 4242,
-          host: `not-${hostname()}`,
-          startedAt: new Date().toISOString(),
-          command: "rollout",
-        }),
-      );
+    setup: async () => {
+      // A live lease of a runner elsewhere (renewed just now).
+      const holder = {
+        pid: 4242,
+        host: `not-${hostname()}`,
+        runId: "0a0a0a0a-run-on-another-host",
+        startedAt: new Date().toISOString(),
+        command: "rollout",
+        machine: "another-machine",
+        engineBound: true,
+      };
+      const body = { kind: "molt-lease", holder, ttlSeconds: 300, renewedAt: new Date().toISOString() };
+      planted = await new FileStore(stateDir()).putIfAbsent(lockKey(STACK), Buffer.from(JSON.stringify(body)));
+      assert.ok(planted, "the lease was planted");
     },
-    restore: () => rmSync(lockPath, { force: true }),
+    restore: async () => void (await new FileStore(stateDir()).delete(lockKey(STACK), planted!)),
     message:
-      /another molt run holds stack "bi" \(pid 4242 on not-.*If that run is certainly dead, remove .*bi\.json and run again/,
+      /another molt run holds stack "bi" \(pid 4242 on not-.*run 0a0a0a0a-run-on-another-host.*lease expires in \d+s \(300s after its last renewal\)/,
   });
 
   // ---- security ----

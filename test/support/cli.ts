@@ -24,8 +24,11 @@ export function startCli(
   args: string[],
   env: Record<string, string>,
   onEvent?: (e: Record<string, unknown>) => void,
+  /** A command that execs the CLI (e.g. `unshare --uts` with its own host name): another "runner". */
+  wrap: string[] = [],
 ): CliHandle {
-  const child = spawn(process.execPath, [join(distDir, "orchestrator", "cli", "main.js"), ...args], {
+  const argv = [process.execPath, join(distDir, "orchestrator", "cli", "main.js"), ...args];
+  const child = spawn(wrap.length ? wrap[0] : argv[0], [...wrap.slice(1), ...(wrap.length ? argv : argv.slice(1))], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,

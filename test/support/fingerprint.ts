@@ -6,6 +6,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { LabSettings } from "../../infra/lab/node";
 import type { NodeEndpoint } from "../../infra/node";
+import { FileStore } from "../../orchestrator/backend/file";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { labLeftovers } from "./lab";
 import { labEndpoints } from "./probe";
@@ -59,8 +60,8 @@ export async function fingerprint(o: {
     };
     resources[f] = stripTimes(doc.checkpoint?.latest?.resources ?? []);
   }
-  const lockDir = join(o.stateDir, ".molt", "locks");
-  const locks = existsSync(lockDir) ? readdirSync(lockDir).sort() : [];
+  // Live leases only (a released lease leaves a deletion marker behind, which is no lock).
+  const locks = (await new FileStore(o.stateDir).list(".molt/locks")).sort();
   const left = labLeftovers(o.lab);
   const members =
     o.sshPrivateKey && o.endpoints.length ? await memberList(o.endpoints, o.sshUser ?? "root", o.sshPrivateKey) : [];

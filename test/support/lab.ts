@@ -48,6 +48,8 @@ export interface LabStackOptions {
   joinSeconds?: number;
   settleSeconds?: number;
   drainSeconds?: number;
+  /** The stack lease's time to live (molt:timeouts.lockSeconds). */
+  lockSeconds?: number;
   /** molt:apiEndpoint (e.g. { mode: "vip" }). */
   apiEndpoint?: Record<string, unknown>;
 }
@@ -55,9 +57,12 @@ export interface LabStackOptions {
 /** stacks/Pulumi.<stack>.yaml of a lab stack (what a user writes; unset values keep molt's defaults). */
 export function labStackYaml(lab: LabSettings, o: LabStackOptions): string {
   const timeouts = Object.fromEntries(
-    Object.entries({ joinSeconds: o.joinSeconds, settleSeconds: o.settleSeconds, drainSeconds: o.drainSeconds }).filter(
-      ([, v]) => v !== undefined,
-    ),
+    Object.entries({
+      joinSeconds: o.joinSeconds,
+      settleSeconds: o.settleSeconds,
+      drainSeconds: o.drainSeconds,
+      lockSeconds: o.lockSeconds,
+    }).filter(([, v]) => v !== undefined),
   );
   return stringify({
     config: {

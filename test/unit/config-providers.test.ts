@@ -92,7 +92,7 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
     it("stacks/Pulumi.lab.yaml: no cloud settings (the lab's StackConfig is unchanged)", () => {
       const c = loadStackConfig(repo, "lab");
       assert.equal(c.cloud, undefined);
-      assert.deepEqual(Object.keys(c).sort(), ["backups", "file", "intent", "lab", "sshUser"]);
+      assert.deepEqual(Object.keys(c).sort(), ["backups", "file", "intent", "lab", "lockSeconds", "sshUser"]);
     });
   });
 

@@ -71,6 +71,7 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       assert.deepEqual(loadStackConfig(dir, "lab"), {
         file,
         sshUser: "root",
+        lockSeconds: 30,
         intent: {
           provider: "lab",
           replicas: 3,
@@ -219,6 +220,25 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       ],
       ["drainSeconds 0", [...labLines, "molt:timeouts: { drainSeconds: 0 }"], "molt:timeouts.drainSeconds", /./],
       ["joinSeconds below 10", [...labLines, "molt:timeouts: { joinSeconds: 5 }"], "molt:timeouts.joinSeconds", /./],
+      ["lockSeconds below 10", [...labLines, "molt:timeouts: { lockSeconds: 5 }"], "molt:timeouts.lockSeconds", />=10/],
+      [
+        "lockSeconds above 600",
+        [...labLines, "molt:timeouts: { lockSeconds: 900 }"],
+        "molt:timeouts.lockSeconds",
+        /<=600/,
+      ],
+      [
+        "fractional lockSeconds",
+        [...labLines, "molt:timeouts: { lockSeconds: 12.5 }"],
+        "molt:timeouts.lockSeconds",
+        /expected int/,
+      ],
+      [
+        "lockSeconds as words",
+        [...labLines, "molt:timeouts: { lockSeconds: soon }"],
+        "molt:timeouts.lockSeconds",
+        /number/,
+      ],
       ["unknown key inside molt:timeouts", [...labLines, "molt:timeouts: { join: 60 }"], "molt:timeouts", /join/],
       ["backups.keep 0", [...labLines, "molt:backups: { keep: 0 }"], "molt:backups.keep", /at least 1/],
       ["backups.keep not whole", [...labLines, "molt:backups: { keep: 2.5 }"], "molt:backups.keep", /whole/],

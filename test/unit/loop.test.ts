@@ -2,13 +2,15 @@
 // next to the same runs on the lab (test/e2e/*). What is asserted here is the loop's own
 // part: the order of changes, the results, and that a crashed run resumes.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import type { RolloutEvent } from "../../orchestrator/events";
 import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/rollout";
 import { fakeEdges, FakeWorld } from "../support/fake-edges";
+import { acquireLock } from "../../orchestrator/lock";
+import { pollUntil } from "../../lib/poll";
 
 describe("the rollout loop (fake edges)", function () {
   let dir: string;
@@ -34,7 +36,14 @@ describe("the rollout loop (fake edges)", function () {
 
   function stack(
     image: string,
-    o: { replicas?: number; joinSeconds?: number; onFailure?: string; maxSurge?: number; vip?: boolean } = {},
+    o: {
+      replicas?: number;
+      joinSeconds?: number;
+      onFailure?: string;
+      maxSurge?: number;
+      vip?: boolean;
+      lockSeconds?: number;
+    } = {},
   ): void {
     writeFileSync(
       join(dir, "stacks", "Pulumi.lab.yaml"),
@@ -44,7 +53,11 @@ describe("the rollout loop (fake edges)", function () {
           "molt:replicas": o.replicas ?? 3,
           "molt:image": image,
           "molt:rollout": { maxSurge: o.maxSurge ?? 1, ...(o.onFailure ? { onFailure: o.onFailure } : {}) },
-          "molt:timeouts": { joinSeconds: o.joinSeconds ?? 300, settleSeconds: 1 },
+          "molt:timeouts": {
+            joinSeconds: o.joinSeconds ?? 300,
+            settleSeconds: 1,
+            ...(o.lockSeconds ? { lockSeconds: o.lockSeconds } : {}),
+          },
           "molt:lab": { name: "loop", root: join(dir, "lab") },
           ...(o.vip ? { "molt:apiEndpoint": { mode: "vip" } } : {}),
         },
@@ -197,6 +210,39 @@ describe("the rollout loop (fake edges)", function () {
       );
       assert.equal(w.members.length, 3);
     }
+  });
+
+  it("stops at the next boundary when another runner took its lease over (after it expired)", async function () {
+    this.timeout(20_000);
+    stack("lab-v2", { lockSeconds: 10 });
+    const w = FakeWorld.cluster(3, "lab-v1");
+    const events: RolloutEvent[] = [];
+    let taken: string | undefined;
+    const { summary } = await run(w, {
+      onEvent: (e) => events.push(e),
+      beforeOperation: async () => {
+        if (taken) return;
+        // As if this run had gone silent past its time to live: its lease ages, runner B takes it.
+        const versions = join(dir, "backend", ".molt", "locks", "lab.json.versions");
+        const old = new Date(Date.now() - 60_000);
+        for (const v of readdirSync(versions).filter((n) => /^\d+$/.test(n))) utimesSync(join(versions, v), old, old);
+        const b = await acquireLock(env.PULUMI_BACKEND_URL, "lab", "rollout", {
+          ttlSeconds: 10,
+          identity: { host: "runner-b", machine: "b" },
+        });
+        taken = b.holder.runId;
+        await pollUntil(() => (events.some((e) => e.type === "lock-lost") ? true : undefined), {
+          what: "the run to notice its lease is gone",
+          deadlineMs: 10_000,
+        });
+        await b.release();
+      },
+    });
+    assert.equal(summary.result, "failed");
+    assert.match(summary.reason, new RegExp(`run ${taken} \\(pid \\d+ on runner-b\\) took it over`));
+    assert.match(summary.reason, /stopped at a boundary between operations/);
+    // The change already decided ran (its `up` would have been interrupted); nothing after it.
+    assert.deepEqual(w.log, ["up surge lab-cp-4"]);
   });
 
   it("stops at a boundary when cancelled", async () => {

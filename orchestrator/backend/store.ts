@@ -1,0 +1,69 @@
+// A small object store in the stack's own backend: what every runner sharing the backend
+// sees. The rollout lease (orchestrator/lock.ts) lives here, and so can other records that
+// must travel with the state (e.g. staging verification records). Writes are conditional
+// so that two runners can never both believe they wrote the same version:
+//  - putIfAbsent succeeds only if the key holds nothing (S3: If-None-Match: *);
+//  - putIfMatch and delete succeed only if the key still holds the version read (S3: If-Match
+//    with the ETag; a file backend: an exclusively created next version).
+// Keys are relative, "/"-separated paths ("molt/locks/prod.json"). S3's ETag is the content's
+// MD5: a writer must never write the same bytes twice (the lease's records carry a run id and
+// a timestamp), or a stale If-Match would still match.
+import { fileURLToPath } from "node:url";
+import { BackendError } from "../stack/driver";
+import { FileStore } from "./file";
+import { S3Store } from "./s3";
+
+export interface StoredObject {
+  body: Buffer;
+  /** Opaque version: pass it to putIfMatch/delete. */
+  etag: string;
+  /** When this version was written, by the store's clock. */
+  modified: Date;
+}
+
+export interface ObjectStore {
+  /** Where the objects live, for messages (never holds a credential). */
+  readonly location: string;
+  /** Fails with BackendError (exit 2) when the store cannot be used: no bucket, refused credentials, unreachable. */
+  check(): Promise<void>;
+  get(key: string): Promise<StoredObject | undefined>;
+  /** The new version's etag, or undefined when the key already holds something. */
+  putIfAbsent(key: string, body: Buffer): Promise<string | undefined>;
+  /** The new version's etag, or undefined when the key no longer holds version `etag`. */
+  putIfMatch(key: string, body: Buffer, etag: string): Promise<string | undefined>;
+  /** True when version `etag` was deleted; false when the key holds another version or nothing. */
+  delete(key: string, etag: string): Promise<boolean>;
+  /** Keys under a prefix ("" for all), in no particular order. */
+  list(prefix: string): Promise<string[]>;
+  /** The store's clock now (the clock `modified` is read from), so expiry never compares two machines' clocks. */
+  now(): Promise<Date>;
+  /** Resolution of `modified` and `now()` in ms (S3's HTTP dates: whole seconds). */
+  readonly clockResolutionMs: number;
+}
+
+/** Backends whose objects molt can reach itself: a folder, or an S3 (or S3-compatible) bucket. */
+export function openStore(backendUrl: string, env: Record<string, string | undefined> = {}): ObjectStore | undefined {
+  if (backendUrl.startsWith("file://")) return new FileStore(fileURLToPath(backendUrl));
+  if (backendUrl.startsWith("s3://")) return new S3Store(backendUrl, env);
+  return undefined;
+}
+
+/** The store for a backend that must have one (a lease, a record): BackendError if it has none. */
+export function requireStore(
+  backendUrl: string,
+  what: string,
+  env: Record<string, string | undefined> = {},
+): ObjectStore {
+  const store = openStore(backendUrl, env);
+  if (!store)
+    throw new BackendError(
+      redactUrl(backendUrl),
+      `molt cannot keep ${what} in this backend (only file:// and s3:// backends are supported for it)`,
+    );
+  return store;
+}
+
+/** A backend URL without user info (a URL may carry credentials; messages never do). */
+export function redactUrl(url: string): string {
+  return url.replace(/^([a-z0-9+.-]+:\/\/)[^@/]*@/i, "$1****@");
+}

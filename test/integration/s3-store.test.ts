@@ -1,0 +1,120 @@
+// The object store and the stack lease on a real S3-compatible server (molt-s3 on loopback):
+// S3's own conditional writes decide every race, the server's clock decides expiry, and a
+// bucket that does not exist, refused credentials or an endpoint nobody listens on are bad
+// input with a message that says which.
+import * as assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { distDir } from "../../orchestrator/stack/engine";
+import { BackendError } from "../../orchestrator/stack/driver";
+import { S3Store } from "../../orchestrator/backend/s3";
+import { acquireLock, ConcurrentRolloutError, readLease, type HeldLock } from "../../orchestrator/lock";
+import { freePort, startS3Server, type S3Server } from "../support/s3";
+
+describe("the S3 object store and lease (molt-s3 on loopback)", function () {
+  this.timeout(60_000);
+  let s3: S3Server;
+  const saved: Record<string, string | undefined> = {};
+  const setCreds = (c: Record<string, string>) => {
+    for (const [k, v] of Object.entries(c)) process.env[k] = v;
+  };
+  before(async () => {
+    s3 = await startS3Server(["molt-state"]);
+    for (const k of ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]) saved[k] = process.env[k];
+    setCreds(s3.credentials);
+  });
+  after(async () => {
+    for (const [k, v] of Object.entries(saved))
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    await s3?.stop();
+  });
+
+  it("writes conditionally with If-None-Match / If-Match and deletes with If-Match", async () => {
+    const s = new S3Store(s3.url("molt-state", "team-a"));
+    await s.check();
+    const e1 = await s.putIfAbsent("k.json", Buffer.from("1"));
+    assert.ok(e1);
+    assert.equal(await s.putIfAbsent("k.json", Buffer.from("2")), undefined);
+    const e2 = await s.putIfMatch("k.json", Buffer.from("3"), e1);
+    assert.ok(e2 && e2 !== e1);
+    assert.equal(await s.putIfMatch("k.json", Buffer.from("4"), e1), undefined);
+    assert.equal(await s.delete("k.json", e1), false, "a delete on a stale ETag is refused");
+    assert.deepEqual(await s.list(""), ["k.json"], "keys are relative to the URL's prefix");
+    assert.equal(await s.delete("k.json", e2), true);
+    assert.equal(await s.get("k.json"), undefined);
+    const skew = Math.abs((await s.now()).getTime() - Date.now());
+    assert.ok(skew < 2000, `the server's clock is read (${skew} ms from ours)`);
+  });
+
+  it("lets exactly one of many concurrent conditional writers win", async () => {
+    const s = new S3Store(s3.url("molt-state"));
+    const e = (await s.putIfAbsent("race.json", Buffer.from("0")))!;
+    const wins = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => s.putIfMatch("race.json", Buffer.from(`writer ${i}`), e)),
+    );
+    assert.equal(wins.filter(Boolean).length, 1);
+  });
+
+  it("holds a lease another runner sees, lets it expire by the server's clock, and reports the takeover", async () => {
+    const url = s3.url("molt-state", "lease");
+    // Runner A: another process holding the lease, SIGKILLed (it never releases it).
+    const a = spawn(
+      process.execPath,
+      [
+        "-e",
+        `require(${JSON.stringify(join(distDir, "orchestrator", "lock.js"))})
+          .acquireLock(process.env.URL, "prod", "rollout",
+            { ttlSeconds: 2, identity: { host: "runner-a", machine: "a" } })
+          .then((l) => { console.log("held " + l.holder.runId); setInterval(() => {}, 1000); })`,
+      ],
+      { env: { ...process.env, URL: url }, stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const runId = await new Promise<string>((resolve, reject) => {
+      a.stdout!.on(
+        "data",
+        (d: Buffer) => /held (\S+)/.test(d.toString()) && resolve(/held (\S+)/.exec(d.toString())![1]),
+      );
+      a.on("exit", (c) => reject(new Error(`runner A exited ${c}`)));
+    });
+    const asB = () =>
+      acquireLock(url, "prod", "rollout", { ttlSeconds: 2, identity: { host: "runner-b", machine: "b" } });
+    await new Promise((r) => setTimeout(r, 2500)); // longer than the ttl: A renewed meanwhile
+    await assert.rejects(asB(), ConcurrentRolloutError, "a live runner's lease is never taken");
+    a.kill("SIGKILL");
+    const t0 = Date.now();
+    let b: HeldLock | undefined;
+    while (!b) {
+      b = await asB().catch((e: unknown) => {
+        if (!(e instanceof ConcurrentRolloutError)) throw e;
+        return undefined;
+      });
+      if (!b) await new Promise((r) => setTimeout(r, 250));
+    }
+    const waited = Date.now() - t0;
+    assert.ok(waited >= 700, `taken only once expired (${waited} ms after A died)`);
+    assert.equal(b.recoveredFrom?.reason, "expired");
+    assert.equal(b.recoveredFrom?.holder.runId, runId);
+    await b.release();
+    assert.equal(await readLease(new S3Store(url), "prod"), undefined, "released: nothing left in the bucket");
+  });
+
+  it("says what is wrong with a bucket that does not exist, refused credentials, or no server", async () => {
+    await assert.rejects(new S3Store(s3.url("no-such-bucket")).check(), (e: unknown) => {
+      assert.ok(e instanceof BackendError);
+      assert.match((e as Error).message, /the bucket no-such-bucket does not exist/);
+      return true;
+    });
+    setCreds({ AWS_SECRET_ACCESS_KEY: "not-the-secret" });
+    try {
+      await assert.rejects(new S3Store(s3.url("molt-state")).check(), /refused the credentials/);
+    } finally {
+      setCreds(s3.credentials);
+    }
+    const port = await freePort();
+    await assert.rejects(
+      new S3Store(`s3://molt-state?endpoint=http://127.0.0.1:${port}&s3ForcePathStyle=true&region=us-east-1`).check(),
+      /cannot reach http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/,
+    );
+  });
+});
