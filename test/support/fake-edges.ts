@@ -151,6 +151,11 @@ class FakeStack implements StackEdge {
     w.electVip();
   }
 
+  async releaseAdopted(entry: NodeEntry): Promise<string[]> {
+    this.w.log.push(`release ${entry.name}`);
+    return [];
+  }
+
   async destroyOrphans(nodes: string[]): Promise<void> {
     this.w.log.push(`up prune-orphans ${nodes.join(",")}`);
     for (const n of nodes) this.w.machines.delete(n);
@@ -270,6 +275,12 @@ class FakeNodes implements NodeAccess {
         w.electVip();
       },
     };
+  }
+  /** Commands on a machine are logged (an adopted node's reset); the machine must be up. */
+  async run(node: string, command: string): Promise<string> {
+    if (!this.w.machines.get(node)?.up) throw new Error(`${node}: connection refused`);
+    this.w.log.push(`run ${node}: ${command}`);
+    return "";
   }
   async resetKube(): Promise<void> {}
   async close(): Promise<void> {}
