@@ -344,7 +344,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
           .slice(-40)
           .join("\n") + run.stderr.slice(-2000),
       );
-      const s = summaryOf(run) as ReturnType<typeof summaryOf> & { leftForOwner?: { name: string }[] };
+      const s = summaryOf(run) as ReturnType<typeof summaryOf> & { leftForOwner?: { node: string }[] };
       assert.equal(s.result, "succeeded", s.reason);
       assert.equal(report.failed, 0, `no failed request: ${report.errors.join("; ")}`);
       const st = await suite.stored();
@@ -355,7 +355,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
       );
       assert.deepEqual(await members(), st.nodes.map((n) => n.name).sort(), "members == molt's nodes");
       if (etcd === "3.5.35") {
-        assert.deepEqual(s.leftForOwner?.map((m) => m.name).sort(), NAMES, "the foreign machines are listed");
+        assert.deepEqual(s.leftForOwner?.map((m) => m.node).sort(), NAMES, "the foreign machines are listed");
         for (const n of foreign.nodes) {
           assert.ok(
             !existsSync(join(lab.labRoot, "labs", lab.lab, "machines", n.name, "root/var/lib/etcd/member")),

@@ -156,10 +156,10 @@ describe(`adopting a KubeOne-made Kubernetes control plane${viaBastion ? " behin
         .slice(-40)
         .join("\n"),
     );
-    const s = summaryOf(run) as ReturnType<typeof summaryOf> & { leftForOwner?: { name: string; done: string[] }[] };
+    const s = summaryOf(run) as ReturnType<typeof summaryOf> & { leftForOwner?: { node: string; done: string[] }[] };
     assert.equal(s.result, "succeeded", s.reason);
     assert.equal(stats.failures, 0, `no failed API request: ${stats.errors.join("; ")}`);
-    assert.deepEqual(s.leftForOwner?.map((m) => m.name).sort(), NAMES);
+    assert.deepEqual(s.leftForOwner?.map((m) => m.node).sort(), NAMES);
     assert.ok(s.leftForOwner!.every((m) => m.done.includes("kubeadm reset") && m.done.includes("Node deleted")));
     const st = await suite.stored();
     const mine = st.nodes.map((n) => n.name).sort();

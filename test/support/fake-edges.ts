@@ -20,6 +20,8 @@ export class FakeWorld {
   list: NodeEntry[] = [];
   /** Machines the state holds resources of (listed or not: a failed surge leaves one). */
   machines = new Map<string, FakeMachine>();
+  /** Adopted machines molt retired: no longer in the state, still running, reset (their owner deletes them). */
+  leftForOwner = new Map<string, FakeMachine>();
   members: Member[] = [];
   leaderId = "0";
   alarms: Alarm[] = [];
@@ -144,6 +146,10 @@ class FakeStack implements StackEdge {
         // The machine exists (and its member may), the list was never written.
         throw new Error("error: update failed\n[lab-cp-x] error: the join script exited 1");
       }
+    } else if (change.op.kind === "retire-adopted") {
+      // Only its record leaves the state: the machine is not molt's.
+      w.leftForOwner.set(change.node, w.machines.get(change.node)!);
+      w.machines.delete(change.node);
     } else {
       w.machines.delete(change.node);
     }
