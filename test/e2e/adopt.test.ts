@@ -259,7 +259,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     await assertNothingRecorded();
   });
   // External etcd (a kube-apiserver using etcd elsewhere) is refused in the Kubernetes
-  // scenario (test/scenarios/adopt-kube.test.ts) and in the probe's unit table.
+  // scenario (test/long/adopt-kube.test.ts) and in the probe's unit table.
 
   let adopted = false;
   it("adopts the cluster: checks, then records adopted entries (nothing on the cluster changes)", async function () {

@@ -3,7 +3,8 @@
 // from its KubeOne-shaped `terraform output -json`, then rolling it to the next lab image
 // (Kubernetes 1.36.3 -> 1.37.2, etcd 3.6.16 -> 3.7.3) with a PodDisruptionBudget-guarded
 // workload and an API client through the cluster's load balancer the whole time.
-// Not part of `npm test` (about 10 min on 2 cores): `npm run scenario:adopt-kube`.
+// Not part of `npm test` (about 10 min on 2 cores): `npm run test:long`, or this file alone with
+// `npx mocha --no-config --timeout 1800000 dist/test/long/adopt-kube.test.js`.
 // MOLT_ADOPT_BASTION=1 puts the nodes on an isolated bridge behind a bastion (labs t17/t18);
 // otherwise they sit directly on lab t16's bridge.
 import * as assert from "node:assert/strict";
