@@ -2,6 +2,7 @@
 // The orchestrator and the bootstrap/teardown commands only ever see these shapes, so
 // the same rollout runs unchanged on every provider.
 import type * as pulumi from "@pulumi/pulumi";
+import type { SshAccessSettings } from "./remote/access";
 
 /** One entry of the per-node desired-state list (owned by molt, kept in the stack state). */
 export interface NodeEntry {
@@ -11,7 +12,10 @@ export interface NodeEntry {
    * removed, machine destroyed, data wiped) may see its name used again by the next surge.
    */
   name: string;
-  /** Base image: a lab image name, an AMI id, an Azure image reference or a vSphere template. */
+  /**
+   * Base image: a lab image name, an AMI id, an Azure image reference or a vSphere template
+   * ("adopted" for an adopted node: molt does not know what it was built from).
+   */
   image: string;
   /** Kubernetes version (semver, "1.34.2"), or absent for etcd-only lab clusters. */
   kubernetesVersion?: string;
@@ -27,10 +31,36 @@ export interface NodeEntry {
   generation: number;
   /** True only for the node that initialises a brand-new cluster. */
   init: boolean;
+  /**
+   * Set for a node molt did not create (`molt adopt`: KubeOne, kubeadm by hand): it is
+   * outdated by definition, the program makes no resource for it, and retiring it resets
+   * it over SSH and leaves its machine to its owner.
+   */
+  adopted?: AdoptedNode;
+}
+
+/** What `molt adopt` checked and recorded of a node it did not create. */
+export interface AdoptedNode {
+  /** Its address on the control-plane network (the host of its etcd peer URL). */
+  address: string;
+  /** How molt logs in (through molt:ssh.bastion when the stack has one). */
+  ssh: { host: string; port: number; user: string };
+  /** Its SSH host key, pinned like a molt node's (checked against fingerprints or known_hosts). */
+  hostKey: string;
+  /** The bastion it was reached through when adopted ("user@host:port"), for the record. */
+  bastion?: string;
+  /** The etcd server version it ran when adopted. */
+  etcdVersion: string;
+  /** Where it came from: "kubeone" (terraform output) or "hosts" (a host list). */
+  source: "kubeone" | "hosts";
+  /** The installer's machine id, when it gave one (a cloud instance id; lab://...). */
+  providerId?: string;
 }
 
 export interface SshSettings {
   user: string;
+  /** The ssh-agent and a bastion (molt:ssh.agent, molt:ssh.bastion). */
+  access?: SshAccessSettings;
   /** OpenSSH private key used to reach nodes (secret). */
   privateKey: pulumi.Input<string>;
   /** Matching public key, installed on nodes as an authorized key. */
@@ -62,4 +92,6 @@ export interface NodeEndpoint {
   sshPort: number;
   hostPublicKey: string;
   providerId: string;
+  /** The login user, when it is not the stack's (an adopted node's, from its installer). */
+  sshUser?: string;
 }

@@ -3,6 +3,7 @@
 // reads it back.
 import * as pulumi from "@pulumi/pulumi";
 import type { ControlPlaneNodeOutputs, NodeEndpoint, NodeEntry } from "./node";
+import { adoptedEndpoint } from "./adopted";
 
 export const NODE_LIST_SCHEMA = 1;
 
@@ -24,16 +25,18 @@ export function moltOutput(
 ): pulumi.Output<MoltOutputs> {
   const endpoints = pulumi.all(
     built.map((n, i) =>
-      pulumi
-        .all([n.privateAddress, n.sshHost, n.sshPort, n.hostPublicKey, n.providerId])
-        .apply(([privateAddress, sshHost, sshPort, hostPublicKey, providerId]): NodeEndpoint => ({
-          name: nodes[i].name,
-          privateAddress,
-          sshHost,
-          sshPort,
-          hostPublicKey,
-          providerId,
-        })),
+      nodes[i].adopted
+        ? pulumi.output(adoptedEndpoint(nodes[i]))
+        : pulumi
+            .all([n.privateAddress, n.sshHost, n.sshPort, n.hostPublicKey, n.providerId])
+            .apply(([privateAddress, sshHost, sshPort, hostPublicKey, providerId]): NodeEndpoint => ({
+              name: nodes[i].name,
+              privateAddress,
+              sshHost,
+              sshPort,
+              hostPublicKey,
+              providerId,
+            })),
     ),
   );
   return pulumi.all([endpoints, apiEndpoint]).apply(([eps, api]): MoltOutputs => ({

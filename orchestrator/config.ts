@@ -3,6 +3,8 @@
 // the whole file is valid. The keys every stack has are checked here; each provider's own
 // sections, image rules and failure domains come from its definition
 // (infra/providers/registry.ts).
+import { publicKeyBlob } from "../infra/remote/ssh";
+import type { SshAccessSettings } from "../infra/remote/access";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as semver from "semver";
@@ -36,6 +38,33 @@ export class InvalidConfigError extends Error {
     this.name = "InvalidConfigError";
   }
 }
+
+const isPublicKey = (v: string) => {
+  try {
+    publicKeyBlob(v);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const unixUser = z.string().regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name");
+/** molt:ssh.bastion: the jump host every SSH connection goes through (KubeOne's bastion). */
+const bastionSchema = z
+  .object(
+    {
+      host: z
+        .string({ message: "a host name or address" })
+        .regex(/^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$/, "a host name or address"),
+      port: z.number().int().min(1).max(65535).optional(),
+      user: unixUser.optional(),
+      hostKey: z
+        .string({ message: 'the host\'s public key as in known_hosts, such as "ssh-ed25519 AAAA..."' })
+        .refine(isPublicKey, 'an SSH public key line such as "ssh-ed25519 AAAA..." (ssh-keyscan prints it)'),
+      agent: z.boolean().optional(),
+    },
+    { message: "{ host, hostKey, port?, user?, agent? }: the jump host molt connects through" },
+  )
+  .strict();
 
 const baseSections = {
   "molt:provider": z.enum(PROVIDER_KINDS, { message: `one of ${PROVIDER_KINDS.join(", ")}` }),
@@ -87,11 +116,11 @@ const baseSections = {
     .optional(),
   "molt:ssh": z
     .object({
-      user: z
-        .string()
-        .regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name")
-        .optional(),
+      user: unixUser.optional(),
       port: z.number().int().min(1).max(65535).optional(),
+      // Offer the keys of the ssh-agent at $SSH_AUTH_SOCK too (KubeOne's ssh_agent_socket).
+      agent: z.boolean().optional(),
+      bastion: bastionSchema.optional(),
       // Written by `pulumi config set --secret --path`, as { secure: <ciphertext> }.
       privateKey: z
         .object(
@@ -105,9 +134,14 @@ const baseSections = {
     .optional(),
 } as const;
 
+/** How molt reaches every node over SSH, besides the stack's own key (molt:ssh). */
+export type SshAccess = SshAccessSettings;
+
 export interface StackConfig {
   intent: Intent;
   sshUser: string;
+  /** molt:ssh.agent and molt:ssh.bastion. */
+  sshAccess: SshAccess;
   /** The lab's settings: present exactly when the provider is lab. */
   lab?: LabSettings;
   /** A cloud's settings: present exactly when the provider is a cloud (not lab). */
@@ -184,9 +218,25 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
       ? ({ ...parsedCloud, vsphere: { ...vsphere, vip: apiEndpoint } } as CloudConfig)
       : parsedCloud;
 
+  const sshUser = cloud?.ssh.user ?? c["molt:ssh"]?.user ?? "root";
+  const bastion = c["molt:ssh"]?.bastion;
   return {
     file,
-    sshUser: cloud?.ssh.user ?? c["molt:ssh"]?.user ?? "root",
+    sshUser,
+    sshAccess: {
+      agent: c["molt:ssh"]?.agent ?? false,
+      ...(bastion
+        ? {
+            bastion: {
+              host: bastion.host,
+              port: bastion.port ?? 22,
+              user: bastion.user ?? sshUser,
+              hostKey: bastion.hostKey.trim(),
+              agent: bastion.agent ?? false,
+            },
+          }
+        : {}),
+    },
     backups: { keep: c["molt:backups"]?.keep ?? DEFAULT_BACKUPS_KEPT },
     lockSeconds: c["molt:timeouts"]?.lockSeconds ?? 30,
     intent: {
@@ -249,7 +299,8 @@ export function resolveLabImage(cfg: StackConfig): StackConfig {
     intent: {
       ...rest,
       ...(carried ? { kubernetesVersion: carried } : {}),
-      ...(carried && meta.etcdVersion ? { etcdVersion: meta.etcdVersion.replace(/^v/, "") } : {}),
+      // etcd's rules (one minor at a time, the patch floors) apply to etcd-only images too.
+      ...(meta.etcdVersion ? { etcdVersion: meta.etcdVersion.replace(/^v/, "") } : {}),
     },
   };
 }

@@ -65,6 +65,8 @@ export type RolloutEvent =
   | { type: "engine"; line: string }
   /** Something that did not stop the run but must not pass silently (a teardown skipped or tolerated). */
   | { type: "warning"; node?: string; message: string }
+  /** An adopted machine was retired: reset, released, and left running for its owner to delete. */
+  | { type: "left-for-owner"; node: string; address: string; ssh: string; providerId?: string; done: string[] }
   | {
       type: "summary";
       result: RolloutResultKind;
@@ -75,6 +77,8 @@ export type RolloutEvent =
       phases: Record<Phase | "molt", number>;
       nodes: NodeView[];
       snapshotPath?: string;
+      /** Adopted machines this run retired: reset and left running, yours to delete. */
+      leftForOwner?: Omit<Extract<RolloutEvent, { type: "left-for-owner" }>, "type">[];
     };
 
 export type RolloutResultKind = "succeeded" | "noop" | "failed" | "paused" | "refused" | "rolled-back" | "cancelled";

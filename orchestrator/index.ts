@@ -22,3 +22,17 @@ export { CorruptStateError } from "./stack/state";
 export { StackNotFoundError, EngineCancelledError, stopEnginesNow } from "./stack/driver";
 export { EngineMissingError } from "./stack/engine";
 export { PluginMissingError } from "./stack/plugins";
+export {
+  adopt,
+  AdoptionRefusedError,
+  ExpectedHostKeys,
+  HostKeysNotConfirmedError,
+  InvalidAdoptionInputError,
+  InvalidHostKeyInputError,
+  parseHostList,
+  parseKubeOneOutput,
+  type AdoptOptions,
+  type AdoptResult,
+  type AdoptEvent,
+  type AdoptionInput,
+} from "./adopt";

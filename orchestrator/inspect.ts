@@ -194,4 +194,7 @@ class EmptyStack implements StackEdge {
   async destroyOrphans(): Promise<void> {
     throw new Error(`stack ${this.name} does not exist`);
   }
+  async releaseAdopted(): Promise<string[]> {
+    throw new Error(`stack ${this.name} does not exist`);
+  }
 }

@@ -117,6 +117,12 @@ export type Operation =
   /** Destroys the node; with Kubernetes its Node object is deleted after, through `deleteNodeVia`. */
   /** `unreachable`: no member and SSH not answering: destroyed without its teardown if it still does not answer. */
   | { kind: "prune"; node: string; deleteNodeVia?: string; reason: string; unreachable?: boolean }
+  /**
+   * An adopted node without a member (`molt adopt`): reset over SSH, released from what molt
+   * attached it to (the lab's HAProxy), its Node deleted, its entry dropped. Its machine is
+   * not molt's: it stays, and the summary lists it for its owner.
+   */
+  | { kind: "retire-adopted"; node: string; deleteNodeVia?: string; reason: string }
   | { kind: "prune-orphans"; nodes: string[]; reason: string }
   | { kind: "wait"; key: WaitKey; node?: string; reason: string }
   /** Removes the new node's member (through `via`, when it has one) and destroys it. */

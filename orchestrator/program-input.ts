@@ -6,12 +6,15 @@ import type { ProgramInput } from "../infra/program";
 import type { StackConfig } from "./config";
 
 export function programInputFor(cfg: StackConfig, nodes: NodeEntry[]): ProgramInput {
+  // Only when set: a stack without them keeps the program input it always had.
+  const access = cfg.sshAccess.agent || cfg.sshAccess.bastion ? cfg.sshAccess : undefined;
   if (cfg.intent.provider === "lab") {
     if (!cfg.lab) throw new Error(`internal: ${cfg.file} was loaded without lab settings`);
     return {
       provider: "lab",
       nodes,
       sshUser: cfg.sshUser,
+      ...(access ? { sshAccess: access } : {}),
       lab: cfg.lab,
       joinDeadlineSeconds: cfg.intent.timeouts.joinSeconds,
     };
@@ -19,7 +22,7 @@ export function programInputFor(cfg: StackConfig, nodes: NodeEntry[]): ProgramIn
   const cloud = cfg.cloud;
   if (!cloud || cloud.provider !== cfg.intent.provider)
     throw new Error(`internal: ${cfg.file} was loaded without ${cfg.intent.provider} settings`);
-  return { provider: cloud.provider, nodes, cloud };
+  return { provider: cloud.provider, nodes, cloud, ...(access ? { sshAccess: access } : {}) };
 }
 
 /**

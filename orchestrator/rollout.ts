@@ -63,7 +63,12 @@ export type Summary = Extract<RolloutEvent, { type: "summary" }>;
 export class RefusedError extends Error {}
 
 export async function rollout(o: RolloutOptions): Promise<Summary> {
-  const emit = (e: RolloutEvent) => o.onEvent?.(e);
+  const leftForOwner: NonNullable<Summary["leftForOwner"]> = [];
+  const emit = (e: RolloutEvent) => {
+    // Adopted machines retired by this run are listed again in the summary.
+    if (e.type === "left-for-owner") leftForOwner.push((({ type: _, ...rest }) => rest)(e));
+    o.onEvent?.(e);
+  };
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
   const intent = intentOf(cfg, o);
@@ -92,6 +97,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       phases,
       nodes: views,
       ...(backupPath ? { snapshotPath: backupPath } : {}),
+      ...(leftForOwner.length ? { leftForOwner } : {}),
     };
     emit(s);
     return s;

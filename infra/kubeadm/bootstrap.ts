@@ -2,6 +2,7 @@
 // first node of a new cluster) or kubeadm join --control-plane; delete = kubeadm reset.
 // It is replaced (reset, then bootstrap again) only when the machine itself is replaced
 // or the node's image or version changes; a newer molt's script text never re-runs it.
+import { accessInputs } from "../remote/access";
 import * as pulumi from "@pulumi/pulumi";
 import { RemoteCommand, type ConnectionArgs } from "../remote/command";
 import type { HostKeyPair, NodeEntry, SshSettings } from "../node";
@@ -76,6 +77,7 @@ export function kubeadmBootstrapCommand(
         user: args.ssh.user,
         privateKey: pulumi.secret(args.ssh.privateKey),
         hostKey: args.hostKey.publicKey,
+        ...accessInputs(args.ssh.access, args.ssh.privateKey),
       },
       create,
       delete: renderResetScript(node.name, settings),

@@ -5,13 +5,11 @@
 import * as pulumi from "@pulumi/pulumi";
 import { implementation } from "../dynamic";
 import type { ConnectionArgs } from "../remote/command";
+import type { SshTarget } from "../remote/ssh";
 import type { JoinMaterialOptions } from "./join-material";
 
 const provider: pulumi.dynamic.ResourceProvider = {
-  async create(inputs: {
-    seed: { host: string; port?: number; user: string; privateKey: string; hostKey: string };
-    options: JoinMaterialOptions;
-  }) {
+  async create(inputs: { seed: SshTarget; options: JoinMaterialOptions }) {
     const material = await implementation("infra/kubeadm/join-material").createFromSeed(inputs);
     return { id: `${inputs.options.joiningNode}-join-material`, outs: { ...inputs, ...material } };
   },

@@ -73,6 +73,23 @@ export async function ensureBridge(bridge: string, subnet: Subnet): Promise<void
   await sh("ip", ["link", "set", bridge, "up"]);
 }
 
+/**
+ * Creates an isolated lab bridge if needed: a private subnet the host has no address on
+ * (machines on it reach each other; the host reaches them only through a dual-homed
+ * machine such as a bastion). A bridge that carries a host address is refused.
+ */
+export async function ensureIsolatedBridge(bridge: string): Promise<void> {
+  const exists = (await sh("ip", ["-o", "link", "show", "dev", bridge], { allowFail: true })).trim() !== "";
+  if (!exists) await sh("ip", ["link", "add", bridge, "type", "bridge"], { allowFail: true });
+  const addrs = (await sh("ip", ["-o", "-4", "addr", "show", "dev", bridge])).trim();
+  if (addrs)
+    throw new LabHostError(
+      `bridge ${bridge} is to be isolated, but the host has an address on it (${addrs.split(/\s+/)[3]}); ` +
+        "use another bridge",
+    );
+  await sh("ip", ["link", "set", bridge, "up"]);
+}
+
 /** Resolves once host:port accepts TCP and sends a line starting with `banner`, or rejects at the deadline. */
 export async function waitForBanner(
   host: string,

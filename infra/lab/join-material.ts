@@ -6,6 +6,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { implementation } from "../dynamic";
 import type { ConnectionArgs } from "../remote/command";
+import type { SshTarget } from "../remote/ssh";
 
 const SHARED_PKI = [
   "ca.crt",
@@ -28,7 +29,7 @@ else
 fi`;
 
 interface Inputs {
-  seed: { host: string; port?: number; user: string; privateKey: string; hostKey: string };
+  seed: SshTarget;
 }
 
 const provider: pulumi.dynamic.ResourceProvider = {

@@ -36,7 +36,7 @@ function render(dir: string, i: LabLbInputs): string {
         .sort()
         .map((n) => `  server ${n} ${readFileSync(join(dir, "servers", n), "utf8").trim()}`)
     : [];
-  const gw = parseSubnet(i.subnet).gateway;
+  const bind = i.bind ?? parseSubnet(i.subnet).gateway;
   return [
     "global",
     "  master-worker",
@@ -49,7 +49,7 @@ function render(dir: string, i: LabLbInputs): string {
     "  retries 2",
     "  option redispatch",
     "frontend apiserver",
-    `  bind ${gw}:${i.port}`,
+    `  bind ${bind}:${i.port}`,
     "  default_backend apiservers",
     "backend apiservers",
     "  balance roundrobin",
@@ -111,13 +111,17 @@ async function apply(dir: string, i: LabLbInputs): Promise<void> {
   await sh("haproxy", ["-c", "-f", join(dir, "haproxy.cfg")]);
   const pid = masterPid(dir);
   if (pid) process.kill(pid, "SIGUSR2");
-  else await sh("haproxy", ["-W", "-D", "-f", join(dir, "haproxy.cfg"), "-p", join(dir, "haproxy.pid")]);
+  else {
+    const args = ["-W", "-D", "-f", join(dir, "haproxy.cfg"), "-p", join(dir, "haproxy.pid")];
+    await (i.netns ? sh("ip", ["netns", "exec", i.netns, "haproxy", ...args]) : sh("haproxy", args));
+  }
 }
 
 export async function createLb(i: LabLbInputs): Promise<{ id: string; outs: LabLbInputs & { address: string } }> {
   assertRoot();
   const dir = lbDir(i);
-  await ensureBridge(i.bridge, parseSubnet(i.subnet));
+  // In a machine's namespace, the machine's interfaces carry it; otherwise the host's bridge.
+  if (!i.netns) await ensureBridge(i.bridge, parseSubnet(i.subnet));
   mkdirSync(join(dir, "servers"), { recursive: true });
   await withLock(dir, () => apply(dir, i));
   await waitFor(
@@ -125,7 +129,7 @@ export async function createLb(i: LabLbInputs): Promise<{ id: string; outs: LabL
     async () => (await adminQuery(dir, "show info")).includes("Name: HAProxy"),
     DEADLINE_MS,
   );
-  return { id: `${i.lab}/lb`, outs: { ...i, address: `${parseSubnet(i.subnet).gateway}:${i.port}` } };
+  return { id: `${i.lab}/lb`, outs: { ...i, address: `${i.bind ?? parseSubnet(i.subnet).gateway}:${i.port}` } };
 }
 
 export async function removeLb(i: LabLbInputs): Promise<void> {

@@ -1,6 +1,7 @@
 // The lab's load balancer and its attachments as Pulumi resources (runtime in lb-impl.ts).
 import * as pulumi from "@pulumi/pulumi";
 import { implementation } from "../dynamic";
+import type { LabSettings } from "./node";
 
 export interface LabLbInputs {
   lab: string;
@@ -8,6 +9,10 @@ export interface LabLbInputs {
   bridge: string;
   subnet: string;
   port: number;
+  /** Run HAProxy in this network namespace (a dual-homed lab machine's) instead of the host's. */
+  netns?: string;
+  /** Listen on this address instead of the bridge's gateway. */
+  bind?: string;
 }
 
 export interface LabLbAttachmentInputs {
@@ -19,12 +24,29 @@ export interface LabLbAttachmentInputs {
 
 type In<T> = { [K in keyof T]: pulumi.Input<T[K]> };
 
+/** The load balancer a lab stack's nodes are attached to: the cluster's own (molt:lab.loadBalancer), or molt's. */
+export function labLbInputs(lab: LabSettings): LabLbInputs {
+  const named = lab.loadBalancer;
+  const [host, port] = named ? named.address.split(":") : [];
+  return {
+    lab: named?.lab ?? lab.lab,
+    labRoot: lab.labRoot,
+    bridge: lab.bridge,
+    subnet: lab.subnet,
+    port: named ? Number(port) : lab.lbPort,
+    ...(named?.netns ? { netns: named.netns } : {}),
+    ...(named ? { bind: named.bind ?? host } : {}),
+  };
+}
+
 const lbProvider: pulumi.dynamic.ResourceProvider = {
   async create(inputs: LabLbInputs) {
     return implementation("infra/lab/lb-impl").createLb(inputs);
   },
   async diff(_id: string, olds: LabLbInputs, news: LabLbInputs) {
-    const replaces = (["lab", "labRoot", "bridge", "subnet", "port"] as const).filter((k) => olds[k] !== news[k]);
+    const replaces = (["lab", "labRoot", "bridge", "subnet", "port", "netns", "bind"] as const).filter(
+      (k) => olds[k] !== news[k],
+    );
     return { changes: replaces.length > 0, replaces };
   },
   async delete(_id: string, props: LabLbInputs) {

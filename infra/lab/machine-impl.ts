@@ -19,6 +19,7 @@ import { readLabImage } from "./image";
 import {
   assertRoot,
   ensureBridge,
+  ensureIsolatedBridge,
   ifaceName,
   LabHostError,
   netnsName,
@@ -168,6 +169,8 @@ async function destroyMachine(i: LabMachineInputs): Promise<void> {
   // creating the pair and moving the peer can leave the host end behind.
   await sh("ip", ["link", "del", ifaceName("h", i.name)], { allowFail: true });
   await sh("ip", ["link", "del", ifaceName("p", i.name)], { allowFail: true });
+  // A second interface (addInterface), likewise.
+  await sh("ip", ["link", "del", ifaceName("h", `${i.name}/eth1`)], { allowFail: true });
   rmSync(machineDir(i), { recursive: true, force: true });
   releaseAddress(i);
 }
@@ -184,7 +187,8 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
     );
   }
   const subnet = parseSubnet(i.subnet);
-  await ensureBridge(i.bridge, subnet);
+  if (i.isolated) await ensureIsolatedBridge(i.bridge);
+  else await ensureBridge(i.bridge, subnet);
 
   // A directory without a state entry is what a crashed earlier create left: start over.
   const dir = machineDir(i);
@@ -202,6 +206,9 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
   const ns = netnsName(i.lab, i.name);
   const hostIf = ifaceName("h", i.name);
   const peerIf = ifaceName("p", i.name);
+  // A host end left by a machine whose namespace went without it (its processes were still
+  // exiting) would make the new pair fail with "File exists".
+  await sh("ip", ["link", "del", hostIf], { allowFail: true });
   await sh("ip", ["netns", "add", ns]);
   await sh("ip", ["link", "add", hostIf, "type", "veth", "peer", "name", peerIf]);
   await sh("ip", ["link", "set", peerIf, "netns", ns]);
@@ -216,24 +223,9 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
   // etcd's ports are for the other members only: the host (the gateway; a "cloud" outside
   // the control plane) reaches a machine's etcd only through an SSH tunnel, like a security
   // group that admits 2379-2380 from the control-plane subnet's machines. The local table
-  // moves behind a rule that refuses those ports from the gateway.
-  await sh("ip", ["-n", ns, "rule", "add", "pref", "100", "lookup", "local"]);
-  await sh("ip", ["-n", ns, "rule", "del", "pref", "0"]);
-  await sh("ip", [
-    "-n",
-    ns,
-    "rule",
-    "add",
-    "pref",
-    "10",
-    "from",
-    subnet.gateway,
-    "ipproto",
-    "tcp",
-    "dport",
-    "2379-2380",
-    "prohibit",
-  ]);
+  // moves behind a rule that refuses those ports from the gateway. (An isolated bridge has
+  // no gateway: the host cannot reach the machine at all.)
+  if (!i.isolated) await refuseEtcdFromGateway(ns, subnet.gateway);
 
   const log = openSync(join(dir, "boot.log"), "a");
   const child = spawn(
@@ -252,13 +244,69 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
   child.unref();
   closeSync(log);
   try {
-    await waitForBanner(address, 22, "SSH-2.0-", BOOT_DEADLINE_MS, () => exited);
+    // The lab "cloud" watches an isolated machine's boot from inside its namespace (a
+    // cloud's console), since the host has no route to it.
+    if (i.isolated)
+      await waitFor(
+        `the sshd of ${i.name} to listen`,
+        async () => {
+          if (exited) throw new LabHostError(exited);
+          return (
+            (await sh("ip", ["netns", "exec", ns, "ss", "-ltnH", "sport = :22"], { allowFail: true })).trim() !== ""
+          );
+        },
+        BOOT_DEADLINE_MS,
+      );
+    else await waitForBanner(address, 22, "SSH-2.0-", BOOT_DEADLINE_MS, () => exited);
   } catch (e) {
     const boot = existsSync(join(dir, "boot.log")) ? readFileSync(join(dir, "boot.log"), "utf8").slice(-2000) : "";
     await destroyMachine(i);
     throw new LabHostError(`machine ${i.name} did not boot: ${(e as Error).message}\n${boot}`);
   }
   return { id: `${i.lab}/${i.name}`, outs: { ...i, address, netns: ns, sshPort: 22 } };
+}
+
+async function refuseEtcdFromGateway(ns: string, gateway: string): Promise<void> {
+  await sh("ip", ["-n", ns, "rule", "add", "pref", "100", "lookup", "local"]);
+  await sh("ip", ["-n", ns, "rule", "del", "pref", "0"]);
+  await sh("ip", [
+    "-n",
+    ns,
+    "rule",
+    "add",
+    "pref",
+    "10",
+    "from",
+    gateway,
+    "ipproto",
+    "tcp",
+    "dport",
+    "2379-2380",
+    "prohibit",
+  ]);
+}
+
+/**
+ * Plugs a running machine into a second bridge as eth1 with `address` (a dual-homed
+ * machine, such as a bastion between the host's bridge and an isolated one). The pair goes
+ * with the machine's namespace.
+ */
+export async function addInterface(
+  i: Pick<LabMachineInputs, "lab" | "name">,
+  bridge: string,
+  address: string,
+  bits: number,
+): Promise<void> {
+  const ns = netnsName(i.lab, i.name);
+  const hostIf = ifaceName("h", `${i.name}/eth1`);
+  const peerIf = ifaceName("p", `${i.name}/eth1`);
+  await sh("ip", ["link", "add", hostIf, "type", "veth", "peer", "name", peerIf]);
+  await sh("ip", ["link", "set", peerIf, "netns", ns]);
+  await sh("ip", ["link", "set", hostIf, "master", bridge, "up"]);
+  await sh("ip", ["-n", ns, "link", "set", peerIf, "name", "eth1"]);
+  await sh("ip", ["-n", ns, "link", "set", "eth1", "address", macFor(address)]);
+  await sh("ip", ["-n", ns, "addr", "add", `${address}/${bits}`, "dev", "eth1"]);
+  await sh("ip", ["-n", ns, "link", "set", "eth1", "up"]);
 }
 
 export async function remove(i: LabMachineInputs): Promise<void> {

@@ -12,6 +12,8 @@ export interface LabMachineInputs {
   hostPrivateKey: string;
   hostPublicKey: string;
   authorizedKey: string;
+  /** On an isolated bridge (no host address): reached only through a bastion. */
+  isolated?: boolean;
 }
 
 export interface LabMachineOutputs {
@@ -32,6 +34,7 @@ const IMMUTABLE: (keyof LabMachineInputs)[] = [
   "hostPrivateKey",
   "hostPublicKey",
   "authorizedKey",
+  "isolated",
 ];
 
 const provider: pulumi.dynamic.ResourceProvider = {

@@ -6,8 +6,8 @@ import { resolve } from "node:path";
 import type { NodeEntry } from "../node";
 import { RemoteCommand, type ConnectionArgs } from "../remote/command";
 import { SshKeyPair } from "../remote/keypair";
+import { accessInputs, type SshAccessSettings } from "../remote/access";
 import { JoinMaterial } from "./join-material";
-import { parseSubnet } from "./host";
 import { LabLbAttachment, type LabLbInputs } from "./lb";
 import { LabMachine } from "./machine";
 import type { VipSettings } from "../vip/keepalived";
@@ -21,6 +21,13 @@ export interface LabSettings {
   lbPort: number;
   /** molt:apiEndpoint mode vip: keepalived in the machines instead of the lab's HAProxy. */
   vip?: VipSettings;
+  /** The host takes no address on the bridge: machines are reached through a bastion only. */
+  isolated?: true;
+  /**
+   * An existing HAProxy of the lab (an adopted cluster's, run by lb-impl in a machine's
+   * network namespace) that new nodes are attached to, instead of molt's own.
+   */
+  loadBalancer?: { lab: string; address: string; netns?: string; bind?: string };
 }
 
 const scriptsDir = resolve(__dirname, "..", "..", "..", "infra", "lab", "scripts");
@@ -45,15 +52,18 @@ export function labScript(name: "init" | "join" | "reset"): string {
 export interface LabNodeArgs {
   entry: NodeEntry;
   lab: LabSettings;
-  /** The lab's HAProxy; absent in VIP mode (lab.vip), where keepalived moves the endpoint. */
+  /** The lab's HAProxy (or an adopted cluster's); absent in VIP mode (lab.vip), where keepalived moves the endpoint. */
   lb?: pulumi.Input<LabLbInputs>;
+  /** host:port of the endpoint the nodes use (kubeadm's controlPlaneEndpoint). */
+  lbEndpoint: string;
   sshUser: string;
+  sshAccess?: SshAccessSettings;
   sshPrivateKey: pulumi.Input<string>;
   sshPublicKey: pulumi.Input<string>;
-  /** A healthy existing node to join through (absent for the node that initialises). */
-  seed?: LabControlPlaneNode;
+  /** A healthy existing node to join through (absent for the node that initialises); an adopted one has no bootstrap. */
+  seed?: { connection: pulumi.Output<ConnectionArgs>; bootstrap?: RemoteCommand };
   /** The node created just before this one: joins happen one at a time. */
-  after?: LabControlPlaneNode;
+  after?: { bootstrap?: RemoteCommand };
   /** Client URLs of the existing members, for the join. */
   joinEndpoints: pulumi.Input<string>[];
   deadlineSeconds: number;
@@ -84,6 +94,7 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
         hostPrivateKey: hostKey.privateKey,
         hostPublicKey: hostKey.publicKey,
         authorizedKey: args.sshPublicKey,
+        ...(args.lab.isolated ? { isolated: true } : {}),
       },
       { parent: this },
     );
@@ -98,6 +109,7 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       user: args.sshUser,
       privateKey: args.sshPrivateKey,
       hostKey: hostKey.publicKey,
+      ...accessInputs(args.sshAccess, args.sshPrivateKey),
     });
 
     const vip = args.lab.vip;
@@ -106,7 +118,7 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       NODE_IP: machine.address,
       DEADLINE_SECONDS: String(args.deadlineSeconds),
       JOIN_ENDPOINTS: pulumi.all(args.joinEndpoints).apply((eps) => eps.join(",")),
-      LB_ENDPOINT: vip ? `${vip.address}:6443` : `${parseSubnet(args.lab.subnet).gateway}:${args.lab.lbPort}`,
+      LB_ENDPOINT: args.lbEndpoint,
       CLUSTER_NAME: args.lab.lab,
       // etcd-only images: the VIP is the cluster's etcd client endpoint (etcd-common.sh).
       ...(vip ? { CLIENT_VIP: vip.address } : {}),
@@ -151,7 +163,7 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       stdin = new JoinMaterial(
         `${name}-join`,
         { seed: args.seed.connection },
-        { parent: this, dependsOn: [machine, args.seed.bootstrap] },
+        { parent: this, dependsOn: args.seed.bootstrap ? [machine, args.seed.bootstrap] : [machine] },
       ).material;
     }
     this.bootstrap = new RemoteCommand(
@@ -165,7 +177,7 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       },
       {
         parent: this,
-        dependsOn: args.after ? [machine, endpoint, args.after.bootstrap] : [machine, endpoint],
+        dependsOn: args.after?.bootstrap ? [machine, endpoint, args.after.bootstrap] : [machine, endpoint],
         customTimeouts: { create: `${args.deadlineSeconds + 60}s` },
       },
     );

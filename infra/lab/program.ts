@@ -1,35 +1,44 @@
-// The lab's stack program: a generated client key, the lab load balancer, and one lab
-// node per entry of the node list, each joining through the oldest other node.
+// The lab's stack program: a generated client key, the lab load balancer (or an adopted
+// cluster's own), and one lab node per entry of the node list, each joining through the
+// oldest other node; adopted entries get only a record (infra/adopted.ts).
 import * as pulumi from "@pulumi/pulumi";
 import type { NodeEntry } from "../node";
 import { moltOutput } from "../outputs";
 import { SshKeyPair } from "../remote/keypair";
-import { LabLoadBalancer } from "./lb";
+import type { SshAccessSettings } from "../remote/access";
+import { adoptedNode, type AdoptedNodeOutputs } from "../adopted";
+import { parseSubnet } from "./host";
+import { LabLoadBalancer, labLbInputs } from "./lb";
 import { LabControlPlaneNode, type LabSettings } from "./node";
 
 export interface LabProgramInput {
   provider: "lab";
   nodes: NodeEntry[];
   sshUser: string;
+  /** molt:ssh.agent and molt:ssh.bastion. */
+  sshAccess?: SshAccessSettings;
   lab: LabSettings;
   joinDeadlineSeconds: number;
 }
 
 export function labProgram(input: LabProgramInput): Record<string, unknown> {
   const clientKey = new SshKeyPair("ssh-client-key", { comment: `molt@${pulumi.getStack()}` });
-  const lbInputs = {
-    lab: input.lab.lab,
-    labRoot: input.lab.labRoot,
-    bridge: input.lab.bridge,
-    subnet: input.lab.subnet,
-    port: input.lab.lbPort,
-  };
-  // VIP mode: keepalived in the machines is the endpoint; the lab's HAProxy is not made.
+  // An adopted cluster's own load balancer (molt:lab.loadBalancer), or molt's; in VIP mode
+  // keepalived in the machines is the endpoint and no HAProxy is made.
+  const named = input.lab.loadBalancer;
   const vip = input.lab.vip;
-  const lb = vip ? undefined : new LabLoadBalancer("api-lb", lbInputs);
+  const lbInputs = labLbInputs(input.lab);
+  const lb = vip || named ? undefined : new LabLoadBalancer("api-lb", lbInputs);
+  const lbEndpoint = vip
+    ? `${vip.address}:6443`
+    : (named?.address ?? `${parseSubnet(input.lab.subnet).gateway}:${input.lab.lbPort}`);
 
-  const built: LabControlPlaneNode[] = [];
+  const built: (LabControlPlaneNode | AdoptedNodeOutputs)[] = [];
   for (const entry of input.nodes) {
+    if (entry.adopted) {
+      built.push(adoptedNode(entry, { privateKey: clientKey.privateKey, access: input.sshAccess }));
+      continue;
+    }
     // Join through the oldest other node: when molt surges, every existing node has
     // passed preflight, so it is healthy. For existing nodes these inputs are ignored.
     const others = built.filter((_, i) => input.nodes[i].name !== entry.name);
@@ -39,8 +48,10 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
       {
         entry,
         lab: input.lab,
-        ...(lb ? { lb: lbInputs } : {}),
+        ...(vip ? {} : { lb: lbInputs }),
+        lbEndpoint,
         sshUser: input.sshUser,
+        ...(input.sshAccess ? { sshAccess: input.sshAccess } : {}),
         sshPrivateKey: clientKey.privateKey,
         sshPublicKey: clientKey.publicKey,
         seed,
@@ -52,6 +63,8 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
     );
     built.push(node);
   }
-  const apiEndpoint = lb ? lb.address : `${vip!.address}:6443`;
-  return { molt: moltOutput(input.nodes, built, input.sshUser, apiEndpoint), sshPrivateKey: clientKey.privateKey };
+  return {
+    molt: moltOutput(input.nodes, built, input.sshUser, lb ? lb.address : lbEndpoint),
+    sshPrivateKey: clientKey.privateKey,
+  };
 }

@@ -1,6 +1,7 @@
 // What the AWS, Azure and vSphere nodes share: the component inputs, the cloud-init user
 // data that installs the pre-generated SSH host key (so the very first connection is
 // already pinned), and failure-domain lookups that fail with a useful message.
+import { accessInputs } from "../remote/access";
 import * as pulumi from "@pulumi/pulumi";
 import { utils } from "ssh2";
 import { stringify } from "yaml";
@@ -101,6 +102,7 @@ export function connectionOf(node: ControlPlaneNodeOutputs, args: { ssh: SshSett
     user: args.ssh.user,
     privateKey: pulumi.secret(args.ssh.privateKey),
     hostKey: node.hostPublicKey,
+    ...accessInputs(args.ssh.access, args.ssh.privateKey),
   });
 }
 

@@ -5,6 +5,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { SshSettings } from "../node";
 import { moltOutput } from "../outputs";
 import { SshKeyPair } from "../remote/keypair";
+import { adoptedNode, type AdoptedNodeOutputs } from "../adopted";
 import { publicKeyOfPrivateKey } from "./cloud-common";
 import type { CloudControlPlaneNode, CloudNodeArgs } from "./cloud-node";
 import type { CloudConfigBase, CloudProgramInput, CloudProviderDefinition, RegisteredCloudProvider } from "./provider";
@@ -43,11 +44,16 @@ function cloudProgram<C extends CloudConfigBase & { provider: string }, S>(
     privateKey,
     publicKey: pulumi.unsecret(privateKey.apply(publicKeyOfPrivateKey)),
     ...(cloud.ssh.port ? { port: cloud.ssh.port } : {}),
+    ...(input.sshAccess ? { access: input.sshAccess } : {}),
   };
   const shared = def.shared?.(cloud) as S;
 
-  const built: CloudControlPlaneNode[] = [];
+  const built: (CloudControlPlaneNode | AdoptedNodeOutputs)[] = [];
   for (const entry of input.nodes) {
+    if (entry.adopted) {
+      built.push(adoptedNode(entry, { privateKey, access: input.sshAccess }));
+      continue;
+    }
     // Host keys are made ahead of the machine (cloud-init installs them), so every
     // connection, the first one included, is pinned; the bootstrap then rotates the key.
     const hostKey = new SshKeyPair(`${entry.name}-hostkey`, { comment: `host key of ${entry.name}` });
@@ -62,11 +68,14 @@ function cloudProgram<C extends CloudConfigBase & { provider: string }, S>(
       hostKey: { privateKey: hostKey.privateKey, publicKey: hostKey.publicKey },
       bootstrap: cloud.bootstrap,
       ...(entry.init ? {} : seed ? { seed: seed.connection } : { joinedAlready: true }),
-      ...(built.length ? { after: built[built.length - 1].bootstrap } : {}),
+      ...(built[built.length - 1]?.bootstrap ? { after: built[built.length - 1].bootstrap! } : {}),
     };
     built.push(def.node(entry, args, cloud, shared));
   }
-  def.cluster?.(cloud, built);
+  def.cluster?.(
+    cloud,
+    built.filter((n): n is CloudControlPlaneNode => n.bootstrap !== undefined),
+  );
   return {
     molt: moltOutput(input.nodes, built, cloud.ssh.user, pulumi.output(cloud.bootstrap.controlPlaneEndpoint)),
     sshPrivateKey: privateKey,

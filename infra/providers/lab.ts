@@ -29,6 +29,26 @@ const labSection = z
       )
       .optional(),
     lbPort: z.number().int().min(1).max(65535).optional(),
+    // The host takes no address on the bridge: machines are reached only through
+    // molt:ssh.bastion (a private subnet).
+    isolated: z.boolean().optional(),
+    // An existing HAProxy of the lab (an adopted cluster's) instead of molt's own.
+    loadBalancer: z
+      .object({
+        lab: z.string().regex(NAME, "the lab name the load balancer belongs to"),
+        // kubeadm's controlPlaneEndpoint of the cluster: what the nodes use.
+        address: z.string().regex(/^\d+\.\d+\.\d+\.\d+:\d{1,5}$/, "IPv4:port, such as 10.77.118.2:6443"),
+        netns: z
+          .string()
+          .regex(/^[A-Za-z0-9_.-]+$/, "a network namespace name")
+          .optional(),
+        bind: z
+          .string()
+          .regex(/^\d+\.\d+\.\d+\.\d+$/, "an IPv4 address")
+          .optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -50,12 +70,21 @@ export const labProvider: LabProviderDefinition<LabSettings, LabProgramInput> = 
   clusterWideTypes: [],
   problems(raw, stack) {
     const problems: string[] = [];
-    const ssh = raw["molt:ssh"] as { privateKey?: unknown; port?: unknown } | undefined;
+    const ssh = raw["molt:ssh"] as { privateKey?: unknown; port?: unknown; bastion?: unknown } | undefined;
     if (ssh && (ssh.privateKey !== undefined || ssh.port !== undefined))
       problems.push(
-        "molt:ssh: the lab makes its own client key and knows its machines' ports; only user applies there",
+        "molt:ssh: the lab makes its own client key and knows its machines' ports; only user, agent and bastion apply there",
       );
-    const lab = raw["molt:lab"] as { name?: unknown } | undefined;
+    const lab = raw["molt:lab"] as { name?: unknown; isolated?: unknown; loadBalancer?: unknown } | undefined;
+    if (lab?.isolated === true && ssh?.bastion === undefined)
+      problems.push(
+        "molt:lab.isolated: the host has no address on an isolated bridge; set molt:ssh.bastion to a machine that reaches it",
+      );
+    if (lab?.isolated === true && lab.loadBalancer === undefined)
+      problems.push(
+        "molt:lab.isolated: the host cannot serve a load balancer on a bridge it has no address on; " +
+          "name the cluster's own in molt:lab.loadBalancer",
+      );
     if (lab?.name === undefined && !NAME.test(derivedLabName(stack))) {
       problems.push(
         `molt:lab.name: the stack name "${stack}" does not make a valid lab name (a lowercase DNS label); set molt:lab.name`,
@@ -71,6 +100,8 @@ export const labProvider: LabProviderDefinition<LabSettings, LabProgramInput> = 
       bridge: lab?.bridge ?? "moltbr0",
       subnet: lab?.subnet ?? "10.77.0.0/24",
       lbPort: lab?.lbPort ?? 6443,
+      ...(lab?.isolated ? { isolated: true as const } : {}),
+      ...(lab?.loadBalancer ? { loadBalancer: lab.loadBalancer } : {}),
     };
   },
   program: labProgram,

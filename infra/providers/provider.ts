@@ -4,6 +4,7 @@
 // orchestrator/stack/plugins.ts checks its engine plugins, and orchestrator/stack/targets.ts
 // targets its cluster-wide components. Adding a provider is a new definition, its
 // component, its tests and docs, and one line in the registry.
+import type { SshAccessSettings } from "../remote/access";
 import type { z } from "zod";
 import type { KubeadmBootstrapSettings } from "../kubeadm/settings";
 import type { NodeEntry } from "../node";
@@ -71,6 +72,8 @@ export interface CloudProgramInput<
   provider: C["provider"];
   nodes: NodeEntry[];
   cloud: C;
+  /** molt:ssh.agent and molt:ssh.bastion, for every connection the program makes. */
+  sshAccess?: SshAccessSettings;
 }
 
 /**

@@ -9,13 +9,18 @@
 // connection.hostKey, every connection pins the node's host key.
 import * as pulumi from "@pulumi/pulumi";
 import { implementation } from "../dynamic";
+import type { BastionTarget, SshTarget } from "./ssh";
 
 export interface ConnectionArgs {
   host: pulumi.Input<string>;
   port?: pulumi.Input<number>;
   user: pulumi.Input<string>;
-  privateKey: pulumi.Input<string>;
+  privateKey?: pulumi.Input<string>;
+  /** Also offer the keys of the ssh-agent at $SSH_AUTH_SOCK (read when the command runs). */
+  agent?: pulumi.Input<true>;
   hostKey: pulumi.Input<string>;
+  /** Every connection goes through this jump host (molt:ssh.bastion). */
+  bastion?: pulumi.Input<BastionTarget>;
 }
 
 export interface RemoteCommandArgs {
@@ -38,7 +43,7 @@ export interface RemoteCommandArgs {
 }
 
 export interface RemoteCommandInputs {
-  connection: { host: string; port?: number; user: string; privateKey: string; hostKey: string };
+  connection: SshTarget;
   create: string;
   delete?: string;
   environment?: Record<string, string>;

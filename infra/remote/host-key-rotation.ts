@@ -100,6 +100,7 @@ export async function connectRotating(
   o: RotationOptions,
 ): Promise<{ session: SshSession; hostKey: string }> {
   const connect = o.connect ?? ((t: SshTarget) => SshSession.connect(t, { readyTimeoutMs: 20_000 }));
+  if (!target.privateKey) throw new Error(`internal: rotating the host key of ${target.host} needs the stack's key`);
   const next = rotatedHostKey(target.privateKey, target.hostKey);
   const started = Date.now();
   const first = await connectDuringFirstBoot({ ...target, alsoAccept: [next.publicKey] }, o.deadlineMs, connect);

@@ -1,28 +1,72 @@
-// The one SSH edge of molt: every connection pins the node's host key. There is no code
-// path that accepts an unknown key, so a node that answers with another key is refused.
+// The one SSH edge of molt: every connection pins the node's host key, and the bastion's
+// when it goes through one. There is no code path that accepts an unknown key, so a node
+// (or bastion) that answers with another key is refused.
 import { Client, type ClientChannel, type ConnectConfig, utils } from "ssh2";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync } from "node:crypto";
 import { createWriteStream } from "node:fs";
 
-export interface SshTarget {
+/**
+ * Where a client key comes from. `agent: true` is the ssh-agent at $SSH_AUTH_SOCK when the
+ * connection is made (what state and config record: a socket path belongs to one host and
+ * session); a string is that socket. With both a key and an agent, the key is tried first.
+ */
+export interface SshCredentials {
+  /** OpenSSH private key (secret). */
+  privateKey?: string;
+  agent?: true | string;
+}
+
+/** A jump host every connection goes through (OpenSSH's ProxyJump, KubeOne's bastion). */
+export interface BastionTarget extends SshCredentials {
   host: string;
   port?: number;
   user: string;
-  /** OpenSSH private key (secret). */
-  privateKey: string;
+  /** The bastion's host public key: pinned like a node's. */
+  hostKey: string;
+}
+
+export interface SshTarget extends SshCredentials {
+  host: string;
+  port?: number;
+  user: string;
   /** The node's host public key, "ssh-ed25519 AAAA... [comment]". */
   hostKey: string;
   /** Other host keys this connection may meet (a key being rotated); still never an unknown one. */
   alsoAccept?: string[];
+  /** Reach the node through this jump host (the node's address as the bastion sees it). */
+  bastion?: BastionTarget;
 }
 
 export class HostKeyMismatchError extends Error {
-  constructor(readonly host: string) {
+  constructor(
+    readonly host: string,
+    /** "bastion " when it is the jump host's key. */
+    role = "",
+  ) {
     super(
-      `host key of ${host} does not match the pinned key: refusing to connect (a replaced machine, or someone in the middle)`,
+      `host key of ${role}${host} does not match the pinned key: refusing to connect ` +
+        "(a replaced machine, or someone in the middle)",
     );
     this.name = "HostKeyMismatchError";
+  }
+}
+
+/** The bastion could not be reached, refused molt, or refused to forward to the node. */
+export class BastionError extends Error {
+  constructor(
+    readonly bastion: string,
+    detail: string,
+  ) {
+    super(`bastion ${bastion}: ${detail}`);
+    this.name = "BastionError";
+  }
+}
+
+export class SshCredentialsError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "SshCredentialsError";
   }
 }
 
@@ -40,6 +84,91 @@ export class RemoteCommandError extends Error {
 
 function lastLines(text: string, n: number): string {
   return text.trim().split("\n").slice(-n).join("\n");
+}
+
+/** The socket of `agent`, or an error that says how to provide one. */
+export function agentSocket(agent: true | string | undefined, what: string): string | undefined {
+  if (agent === undefined) return undefined;
+  if (typeof agent === "string") return agent;
+  const sock = process.env.SSH_AUTH_SOCK;
+  if (!sock)
+    throw new SshCredentialsError(
+      `${what} uses the ssh-agent, but SSH_AUTH_SOCK is not set: start one (eval "$(ssh-agent)") and ssh-add the key`,
+    );
+  return sock;
+}
+
+function credentialsOf(c: SshCredentials, what: string): Pick<ConnectConfig, "privateKey" | "agent"> {
+  const agent = agentSocket(c.agent, what);
+  if (!c.privateKey && !agent)
+    throw new SshCredentialsError(`no SSH credential for ${what}: give a private key or use the ssh-agent`);
+  return { ...(c.privateKey ? { privateKey: c.privateKey } : {}), ...(agent ? { agent } : {}) };
+}
+
+/** OpenSSH's SHA256 fingerprint of a public key line ("SHA256:base64-without-padding"). */
+export function fingerprintOf(line: string): string {
+  return fingerprintOfBlob(publicKeyBlob(line));
+}
+
+export function fingerprintOfBlob(blob: Buffer): string {
+  return "SHA256:" + createHash("sha256").update(blob).digest("base64").replace(/=+$/, "");
+}
+
+/**
+ * Connects one ssh2 client; resolves once authenticated. `hostVerifier` sees the raw host
+ * key and decides; a refusal by it rejects with what `refused()` makes.
+ */
+function connectClient(
+  config: ConnectConfig,
+  hostVerifier: (key: Buffer) => boolean,
+  refused: () => Error,
+): Promise<Client> {
+  const client = new Client();
+  let mismatch = false;
+  return new Promise<Client>((resolve, reject) => {
+    const onError = (err: Error) => {
+      client.removeListener("ready", onReady);
+      client.end();
+      reject(mismatch ? refused() : err);
+    };
+    const onReady = () => {
+      client.removeListener("error", onError);
+      client.on("error", () => {
+        /* later errors surface on the calls that hit them */
+      });
+      resolve(client);
+    };
+    client.once("ready", onReady);
+    client.once("error", onError);
+    client.connect({
+      ...config,
+      hostVerifier: (key: Buffer) => {
+        const ok = hostVerifier(key);
+        if (!ok) mismatch = true;
+        return ok;
+      },
+    });
+  });
+}
+
+const pinned = (hostKey: string) => {
+  const expected = publicKeyBlob(hostKey);
+  return (key: Buffer) => Buffer.compare(key, expected) === 0;
+};
+
+/** Opens a channel from the bastion to host:port (the TCP connection the node's SSH runs over). */
+function forwardThrough(jump: Client, bastion: string, host: string, port: number): Promise<ClientChannel> {
+  return new Promise((resolve, reject) => {
+    try {
+      jump.forwardOut("127.0.0.1", 0, host, port, (err, channel) =>
+        err
+          ? reject(new BastionError(bastion, `refused to open a connection to ${host}:${port} (${err.message})`))
+          : resolve(channel),
+      );
+    } catch (e) {
+      reject(new BastionError(bastion, `connection lost (${(e as Error).message})`));
+    }
+  });
 }
 
 /** The raw key blob of an authorized_keys-style public key line. */
@@ -64,7 +193,57 @@ export interface ExecOptions {
   signal?: AbortSignal;
 }
 
-/** A connected SSH session to one node. */
+/** An OpenSSH public key line ("ssh-ed25519 AAAA...") of a raw key blob. */
+export function publicKeyLine(blob: Buffer): string {
+  const len = blob.readUInt32BE(0);
+  return `${blob.subarray(4, 4 + len).toString()} ${blob.toString("base64")}`;
+}
+
+/**
+ * The host key a server presents, like ssh-keyscan: the connection is dropped at key
+ * exchange, before anything is authenticated or trusted. Through a bastion, the bastion
+ * itself must be pinned already (its key is checked as for any connection).
+ */
+export async function scanHostKey(
+  host: string,
+  port: number,
+  opts: { bastion?: BastionTarget; timeoutMs?: number } = {},
+): Promise<string> {
+  const timeout = opts.timeoutMs ?? 10_000;
+  let jump: Client | undefined;
+  let sock: ClientChannel | undefined;
+  if (opts.bastion) {
+    const b = opts.bastion;
+    const name = `${b.user}@${b.host}:${b.port ?? 22}`;
+    jump = await connectClient(
+      { readyTimeout: timeout, host: b.host, port: b.port ?? 22, username: b.user, ...credentialsOf(b, name) },
+      pinned(b.hostKey),
+      () => new HostKeyMismatchError(b.host, "bastion "),
+    ).catch((e: Error) => {
+      throw e instanceof HostKeyMismatchError ? e : new BastionError(name, e.message);
+    });
+    sock = await forwardThrough(jump, name, host, port).catch((e: Error) => {
+      jump?.end();
+      throw e;
+    });
+  }
+  let seen: Buffer | undefined;
+  try {
+    await connectClient(
+      { readyTimeout: timeout, ...(sock ? { sock } : { host, port }), username: "molt-keyscan" },
+      (key) => ((seen = key), false),
+      () => new Error("scanned"),
+    ).then((c) => c.end());
+  } catch (e) {
+    if (!seen) throw e;
+  } finally {
+    jump?.end();
+  }
+  if (!seen) throw new Error(`${host}:${port} presented no host key`);
+  return publicKeyLine(seen);
+}
+
+/** A connected SSH session to one node (through its bastion, when it has one). */
 export class SshSession {
   private ended = false;
 
@@ -73,6 +252,7 @@ export class SshSession {
     readonly target: SshTarget,
     /** The pinned key line the node presented (target.hostKey or one of alsoAccept). */
     readonly acceptedHostKey: string,
+    private readonly jump?: Client,
   ) {
     client.once("close", () => (this.ended = true));
   }
@@ -83,42 +263,51 @@ export class SshSession {
   }
 
   static async connect(target: SshTarget, opts: { readyTimeoutMs?: number } = {}): Promise<SshSession> {
-    const pinned = [target.hostKey, ...(target.alsoAccept ?? [])].map((line) => ({ line, blob: publicKeyBlob(line) }));
-    const client = new Client();
-    let mismatch = false;
+    const readyTimeout = opts.readyTimeoutMs ?? 20_000;
+    const common = { readyTimeout, keepaliveInterval: 5_000, keepaliveCountMax: 3 };
+    const nodeCredentials = credentialsOf(target, `${target.user}@${target.host}`);
+    const keys = [target.hostKey, ...(target.alsoAccept ?? [])].map((line) => ({ line, blob: publicKeyBlob(line) }));
     let accepted = target.hostKey;
-    const config: ConnectConfig = {
-      host: target.host,
-      port: target.port ?? 22,
-      username: target.user,
-      privateKey: target.privateKey,
-      readyTimeout: opts.readyTimeoutMs ?? 20_000,
-      keepaliveInterval: 5_000,
-      keepaliveCountMax: 3,
-      hostVerifier: (key: Buffer) => {
-        const match = pinned.find((p) => Buffer.compare(key, p.blob) === 0);
-        if (match) accepted = match.line;
-        else mismatch = true;
-        return match !== undefined;
-      },
+    const verifyNode = (key: Buffer) => {
+      const match = keys.find((k) => Buffer.compare(key, k.blob) === 0);
+      if (match) accepted = match.line;
+      return match !== undefined;
     };
-    await new Promise<void>((resolve, reject) => {
-      const onError = (err: Error) => {
-        client.removeListener("ready", onReady);
-        reject(mismatch ? new HostKeyMismatchError(target.host) : err);
-      };
-      const onReady = () => {
-        client.removeListener("error", onError);
-        resolve();
-      };
-      client.once("ready", onReady);
-      client.once("error", onError);
-      client.connect(config);
-    });
-    client.on("error", () => {
-      /* later errors surface on the calls that hit them */
-    });
-    return new SshSession(client, target, accepted);
+    let jump: Client | undefined;
+    let sock: ClientChannel | undefined;
+    if (target.bastion) {
+      const b = target.bastion;
+      const name = `${b.user}@${b.host}:${b.port ?? 22}`;
+      jump = await connectClient(
+        { ...common, host: b.host, port: b.port ?? 22, username: b.user, ...credentialsOf(b, `bastion ${name}`) },
+        pinned(b.hostKey),
+        () => new HostKeyMismatchError(b.host, "bastion "),
+      ).catch((e: Error) => {
+        throw e instanceof HostKeyMismatchError ? e : new BastionError(name, e.message);
+      });
+      try {
+        sock = await forwardThrough(jump, name, target.host, target.port ?? 22);
+      } catch (e) {
+        jump.end();
+        throw e;
+      }
+    }
+    try {
+      const client = await connectClient(
+        {
+          ...common,
+          ...(sock ? { sock } : { host: target.host, port: target.port ?? 22 }),
+          username: target.user,
+          ...nodeCredentials,
+        },
+        verifyNode,
+        () => new HostKeyMismatchError(target.host),
+      );
+      return new SshSession(client, target, accepted, jump);
+    } catch (e) {
+      jump?.end();
+      throw e;
+    }
   }
 
   /** Runs a command; resolves with its output whatever the exit code. */
@@ -241,6 +430,7 @@ export class SshSession {
   close(): void {
     this.ended = true;
     this.client.end();
+    this.jump?.end();
   }
 }
 

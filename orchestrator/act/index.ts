@@ -7,6 +7,7 @@ import { membership } from "./etcd";
 import { deleteNode, drain, stopApiServer, updateAddons, updateClusterConfig } from "./kube";
 import { prune, pruneOrphans, rollback, surge } from "./provision";
 import { releaseVip } from "./endpoint";
+import { retireAdopted } from "./adopted";
 
 export type Change = Exclude<Operation, { kind: "done" | "wait" | "refuse" | "pause" }>;
 
@@ -14,6 +15,7 @@ const ACTS: { [K in Change["kind"]]: (op: Extract<Operation, { kind: K }>, ctx: 
   "create-first": surge,
   surge,
   prune,
+  "retire-adopted": retireAdopted,
   "prune-orphans": pruneOrphans,
   rollback,
   promote: membership,

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// molt's command line: rollout, plan, status. Exit codes are part of the interface:
+// molt's command line: rollout, plan, status, adopt. Exit codes are part of the interface:
 //   0 succeeded or nothing to do      2 invalid input or refused preflight (nothing changed)
 //   3 another run holds the stack     4 a new node failed and was rolled back (old nodes intact)
 //   5 paused for inspection           6 not confirmed, or no --yes without a terminal (nothing changed)
@@ -27,6 +27,19 @@ import { EngineMissingError, repoRoot } from "../stack/engine";
 import { PluginMissingError } from "../stack/plugins";
 import { waitDeadlineSeconds } from "../plan";
 import { LabHostError } from "../../infra/lab/host";
+import {
+  adopt,
+  AdoptionRefusedError,
+  ExpectedHostKeys,
+  HostKeysNotConfirmedError,
+  InvalidAdoptionInputError,
+  InvalidHostKeyInputError,
+  parseHostList,
+  parseKubeOneOutput,
+  type AdoptEvent,
+  type SeenHostKey,
+} from "../adopt";
+import { readFileSync } from "node:fs";
 
 // The AWS SDK (the s3:// lock store) warns on every run that its future releases will need a
 // newer Node; the pinned release works on the Node molt supports.
@@ -84,6 +97,10 @@ function errorExit(e: unknown, json: boolean, stack?: string): number {
     [PassphraseError, EXIT.invalid],
     [RefusedError, EXIT.invalid],
     [LabHostError, EXIT.invalid],
+    [InvalidAdoptionInputError, EXIT.invalid],
+    [InvalidHostKeyInputError, EXIT.invalid],
+    [AdoptionRefusedError, EXIT.invalid],
+    [HostKeysNotConfirmedError, EXIT.notConfirmed],
     [ConcurrentRolloutError, EXIT.locked],
     [EngineLockedError, EXIT.locked],
     [NotConfirmedError, EXIT.notConfirmed],
@@ -274,8 +291,16 @@ export function humanRenderer(o: {
         return out(`  | ${e.line}`);
       case "warning":
         return out(`  ! warning${e.node ? ` (${e.node})` : ""}: ${e.message}`);
+      case "left-for-owner":
+        return out(
+          `adopted machine ${e.node} (${e.address}) retired: ${e.done.join(", ")}; it is left running for its owner`,
+        );
       case "summary": {
         out(`${e.result.toUpperCase()}: ${e.reason}`);
+        for (const m of e.leftForOwner ?? [])
+          out(
+            `yours to delete: adopted machine ${m.node} (${m.address}, ${m.ssh}${m.providerId ? `, ${m.providerId}` : ""}): ${m.done.join(", ")}; molt no longer uses it`,
+          );
         const p = e.phases;
         const f = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
         return out(
@@ -352,6 +377,53 @@ function printInspection(i: Inspection, what: "plan" | "status"): void {
     printPlanTable(i.replacements);
   }
   w(`next operation: ${i.next.kind}: ${i.next.reason}`);
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+/** A file the user named, or stdin for "-"; a missing one is bad input. */
+function readInput(file: string): string {
+  try {
+    return readFileSync(file === "-" ? 0 : file, "utf8");
+  } catch (e) {
+    throw new InvalidAdoptionInputError(file, [`cannot be read: ${(e as Error).message}`]);
+  }
+}
+
+function humanAdopt(e: AdoptEvent | { type: "summary"; stack: string; nodes: number }): void {
+  const out = (s: string): void => void process.stdout.write(`${ts()}  ${s}\n`);
+  switch (e.type) {
+    case "host-key":
+      return out(`host key of ${e.host}:${e.port}: ${e.fingerprint} (${e.trust})`);
+    case "check":
+      return out(`✓ ${e.check}: ${e.detail}`);
+    case "recorded":
+      out(`recorded in stack ${e.stack} (nothing on the cluster was changed):`);
+      for (const n of e.nodes)
+        out(
+          `  ${n.name.padEnd(24)} ${n.address.padEnd(16)} etcd ${n.etcdVersion}${n.kubernetesVersion ? `, Kubernetes ${n.kubernetesVersion}` : ""}${n.leader ? ", leader" : ""}  ssh ${n.ssh}  (adopted, generation ${n.generation})`,
+        );
+      return;
+    case "summary":
+      return out(
+        `ADOPTED: ${e.nodes} node(s) of stack ${e.stack}; \`molt plan --stack ${e.stack}\` shows their replacement`,
+      );
+  }
+}
+
+async function confirmKeysOnTty(seen: SeenHostKey[]): Promise<boolean> {
+  process.stdout.write("These host keys are not named by --host-key, --known-hosts or the installer:\n");
+  for (const k of seen) process.stdout.write(`  ${k.host}:${k.port}  ${k.keyLine.split(" ")[0]}  ${k.fingerprint}\n`);
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    return /^yes$/i.test(
+      (await rl.question("Compare them with the machines' own (ssh-keygen -lf). Trust them? Type yes: ")).trim(),
+    );
+  } finally {
+    rl.close();
+  }
 }
 
 async function confirmOnTty(rows: PlannedReplacement[]): Promise<boolean> {
@@ -439,6 +511,65 @@ export async function main(argv: string[]): Promise<number> {
           code = errorExit(e, json, opts.stack);
         } finally {
           stop();
+        }
+      },
+    );
+
+  program
+    .command("adopt")
+    .description(
+      "record a running cluster molt did not create (KubeOne, kubeadm by hand) in an empty stack; changes nothing on it",
+    )
+    .addOption(stackOpt())
+    .option("--terraform-output <file>", "KubeOne's `terraform output -json` (kubeone_api, kubeone_hosts); - for stdin")
+    .option(
+      "--host <address[:sshport]>",
+      "a control-plane host (instead of --terraform-output); once per node",
+      collect,
+      [],
+    )
+    .option("--api-endpoint <host:port>", "with --host: the API load balancer (none for an etcd-only cluster)")
+    .option("--host-key <host=SHA256:...>", "an expected SSH host key fingerprint (repeatable)", collect, [])
+    .option("--known-hosts <file>", "expected SSH host keys, as an OpenSSH known_hosts file")
+    .option("--json", "one JSON event per line on stdout")
+    .action(
+      async (opts: {
+        stack: string;
+        terraformOutput?: string;
+        host: string[];
+        apiEndpoint?: string;
+        hostKey: string[];
+        knownHosts?: string;
+        json?: boolean;
+      }) => {
+        const json = !!opts.json;
+        const print = (e: AdoptEvent | Record<string, unknown>) =>
+          json ? process.stdout.write(JSON.stringify(e) + "\n") : humanAdopt(e as AdoptEvent);
+        try {
+          if (!!opts.terraformOutput === opts.host.length > 0)
+            throw new InvalidAdoptionInputError("the command line", [
+              "give the cluster either as --terraform-output FILE (KubeOne) or as --host ADDRESS ... (--api-endpoint HOST:PORT)",
+            ]);
+          if (opts.terraformOutput && opts.apiEndpoint)
+            throw new InvalidAdoptionInputError("the command line", [
+              "--api-endpoint goes with --host; KubeOne's output names the endpoint (kubeone_api)",
+            ]);
+          const input = opts.terraformOutput
+            ? parseKubeOneOutput(readInput(opts.terraformOutput), opts.terraformOutput)
+            : parseHostList(opts.host, opts.apiEndpoint);
+          const keys = new ExpectedHostKeys().addFlags(opts.hostKey);
+          if (opts.knownHosts) keys.addKnownHosts(readInput(opts.knownHosts), opts.knownHosts);
+          for (const h of input.hosts) if (h.hostKey) keys.addInstallerKey(h.sshHost, h.sshPort, h.hostKey);
+          const result = await adopt({
+            stack: opts.stack,
+            input,
+            hostKeys: keys,
+            ...(!json && process.stdin.isTTY ? { confirmHostKeys: confirmKeysOnTty } : {}),
+            onEvent: print,
+          });
+          print({ type: "summary", result: "adopted", stack: result.stack, nodes: result.nodes.length });
+        } catch (e) {
+          code = errorExit(e, json, opts.stack);
         }
       },
     );

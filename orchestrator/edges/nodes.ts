@@ -6,8 +6,13 @@ import { KubeAccess } from "./kube";
 import { SessionPool } from "./sessions";
 import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "./types";
 import { SshVip } from "./vip";
+import { accessFields, type SshAccessSettings } from "../../infra/remote/access";
+import { sudoFor } from "./etcd";
 
 export class SshNodeAccess implements NodeAccess {
+  /** `access`: molt:ssh.agent and molt:ssh.bastion, besides the stack's key. */
+  constructor(private readonly access?: SshAccessSettings) {}
+
   private readonly pool = new SessionPool();
   private readonly etcdAccess = EtcdAccess.over(this.pool);
   private kubeAccess?: KubeAccess;
@@ -17,8 +22,18 @@ export class SshNodeAccess implements NodeAccess {
   }
 
   async sync(state: StoredState): Promise<void> {
-    if (!state.sshPrivateKey) throw new Error("the stack holds no SSH key for its nodes");
-    await this.pool.sync(state.endpoints, { user: state.sshUser, privateKey: state.sshPrivateKey });
+    if (!state.sshPrivateKey && !this.access?.agent) throw new Error("the stack holds no SSH key for its nodes");
+    await this.pool.sync(state.endpoints, {
+      user: state.sshUser,
+      ...(state.sshPrivateKey ? { privateKey: state.sshPrivateKey } : {}),
+      ...accessFields(this.access, state.sshPrivateKey),
+    });
+  }
+
+  async run(node: string, command: string, what: string): Promise<string> {
+    const ssh = this.pool.get(node);
+    if (!ssh) throw new Error(`no SSH session to ${node}: ${this.unreachable.get(node) ?? "not a node of the stack"}`);
+    return ssh.run(command.replace(/\bSUDO /g, sudoFor(ssh.target.user)), what);
   }
 
   async etcd(): Promise<EtcdEdge> {

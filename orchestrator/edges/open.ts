@@ -12,5 +12,5 @@ export const openEdges: EdgeFactory = async (o) => {
   // A run that may `up` needs the provider's engine plugins, which molt never downloads
   // during a run: missing ones are refused here, before the stack is opened or changed.
   if (o.create !== false) checkProviderPlugins(o.config.intent.provider, o.env);
-  return { stack: await EngineStack.open(o), nodes: new SshNodeAccess() };
+  return { stack: await EngineStack.open(o), nodes: new SshNodeAccess(o.config.sshAccess) };
 };

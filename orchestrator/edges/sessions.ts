@@ -2,12 +2,17 @@
 // (their tunnels ride on these sessions). Kept warm across passes: a pass reconnects only
 // nodes that are new, were unreachable, or whose connection dropped.
 import type { NodeEndpoint } from "../../infra/node";
-import { SshSession } from "../../infra/remote/ssh";
+import { SshSession, type BastionTarget } from "../../infra/remote/ssh";
 
 export interface SshCredentials {
+  /** The default login user; an endpoint may name its own (an adopted node's). */
   user: string;
   /** OpenSSH private key (secret; from the stack state, never from a command line). */
-  privateKey: string;
+  privateKey?: string;
+  /** Also the ssh-agent (molt:ssh.agent): its socket, or true for $SSH_AUTH_SOCK. */
+  agent?: true | string;
+  /** Every session goes through this jump host (molt:ssh.bastion). */
+  bastion?: BastionTarget;
 }
 
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -44,7 +49,7 @@ export class SessionPool {
    */
   async sync(endpoints: NodeEndpoint[], ssh: SshCredentials): Promise<void> {
     // Another key or user (a rotated key) invalidates every session.
-    const key = `${ssh.user}\n${ssh.privateKey}`;
+    const key = JSON.stringify([ssh.user, ssh.privateKey, ssh.agent, ssh.bastion]);
     if (key !== this.key) {
       this.closeAll();
       this.key = key;
@@ -62,13 +67,7 @@ export class SessionPool {
         .map(async (e) => {
           try {
             const session = await SshSession.connect(
-              {
-                host: e.sshHost,
-                port: e.sshPort,
-                user: ssh.user,
-                privateKey: ssh.privateKey,
-                hostKey: e.hostPublicKey,
-              },
+              { ...ssh, host: e.sshHost, port: e.sshPort, user: e.sshUser ?? ssh.user, hostKey: e.hostPublicKey },
               { readyTimeoutMs: CONNECT_TIMEOUT_MS },
             );
             this.sessions.set(e.name, session);

@@ -52,6 +52,11 @@ export interface NodeAccess {
   kube(): Promise<KubeEdge>;
   /** The VIP edge (absent where the access cannot run commands on nodes, e.g. some fakes). */
   vip?(): Promise<VipEdge>;
+  /**
+   * Runs a command on a node over its session and returns its output (throws unless it
+   * exits 0). `SUDO ` in the command becomes `sudo -n ` for a login user that is not root.
+   */
+  run(node: string, command: string, what: string): Promise<string>;
   /** Forget the Kubernetes edge (its credentials or tunnels failed); the next call opens it again. */
   resetKube(): Promise<void>;
   close(): Promise<void>;

@@ -5,6 +5,7 @@ import { canSafelyRemoveMember, isOutdated, newEntry } from "./rules";
 import type { Scope } from "./scope";
 import { etcdVersionProblem } from "./versions";
 import { vipRelease } from "./vip";
+import { etcdUpgradePatchProblem } from "./etcd-upgrade";
 
 /**
  * Everything is healthy from here on: retire the victim, one step per pass. Whether its
@@ -102,6 +103,11 @@ export function grow(c: Scope): Operation | undefined {
     intent.etcdVersion,
   );
   if (etcdProblem) return { kind: "refuse", condition: "EtcdVersionSkew", reason: etcdProblem };
+  const patchProblem = etcdUpgradePatchProblem(
+    Object.entries(s.etcd!.status).flatMap(([name, r]) => (r.ok ? [{ name, version: r.status.version }] : [])),
+    intent.etcdVersion,
+  );
+  if (patchProblem) return { kind: "refuse", condition: "EtcdUpgradePatch", reason: patchProblem };
   // kubeadm join reads the cluster's configuration: it names the version being rolled to
   // before the first node of that version joins (Cluster API does the same).
   const cc = s.kube?.clusterConfigVersion;

@@ -62,6 +62,15 @@ export function memberlessNode(c: Scope): Operation | undefined {
   // Its machine goes; with Kubernetes its Node object goes right after (Cluster API deletes
   // the Node after the machine), through an API server that is not its own.
   const via = c.s.kube?.via;
+  if (memberless.adopted)
+    return {
+      kind: "retire-adopted",
+      node: memberless.name,
+      ...(via && via !== memberless.name ? { deleteNodeVia: via } : {}),
+      reason:
+        `adopted node ${memberless.name} is no longer an etcd member: reset it, release it, delete its Node; ` +
+        "its machine is left to its owner",
+    };
   // Known dead: no member, and its SSH did not answer. Its teardown (kubeadm reset) is
   // skipped if it still does not answer; a node that answers is always reset.
   const dead = isUnreachable(c.s, memberless.name);

@@ -23,9 +23,11 @@ export function plannedReplacements(nodes: NodeEntry[], intent: Intent): Planned
       node: n.name,
       from: desc(n),
       to: desc(intent),
-      reason: k8sChange(n)
-        ? `Kubernetes ${n.kubernetesVersion ?? "?"} → ` +
-          `${intent.kubernetesVersion ?? "?"}${n.image !== intent.image ? ", new image" : ""}`
-        : "base image differs",
+      reason: n.adopted
+        ? `adopted (etcd ${n.adopted.etcdVersion}): replaced by a molt node; its machine is left to its owner`
+        : k8sChange(n)
+          ? `Kubernetes ${n.kubernetesVersion ?? "?"} → ` +
+            `${intent.kubernetesVersion ?? "?"}${n.image !== intent.image ? ", new image" : ""}`
+          : "base image differs",
     }));
 }

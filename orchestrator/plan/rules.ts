@@ -10,8 +10,11 @@ export function quorum(voters: number): number {
 
 /** Is the entry what the intent asks for? (Cluster API: version or infrastructure differs.) */
 export function isOutdated(entry: NodeEntry, intent: Intent): boolean {
+  // An adopted node is outdated by definition: molt replaces it with a node of its own.
   return (
-    entry.image !== intent.image || (entry.kubernetesVersion ?? undefined) !== (intent.kubernetesVersion ?? undefined)
+    entry.adopted !== undefined ||
+    entry.image !== intent.image ||
+    (entry.kubernetesVersion ?? undefined) !== (intent.kubernetesVersion ?? undefined)
   );
 }
 

@@ -2,6 +2,8 @@
 // one targeted `up` of the engine (orchestrator/stack/targets.ts). Before each `up` the
 // stored list is re-read under molt's lock and must be the one the change was decided on.
 import type { EngineEvent, Stack, UpResult } from "@pulumi/pulumi/automation";
+import { detach } from "../../infra/lab/lb-impl";
+import { labLbInputs } from "../../infra/lab/lb";
 import type { NodeEntry } from "../../infra/node";
 import { buildProgram } from "../../infra/program";
 import type { StackConfig } from "../config";
@@ -32,7 +34,7 @@ export interface StackState extends StoredState {
 
 /** One change of the node list: append one new node, or drop one node. */
 export interface NodeListChange {
-  op: Extract<Operation, { kind: "create-first" | "surge" | "prune" | "rollback" }>;
+  op: Extract<Operation, { kind: "create-first" | "surge" | "prune" | "rollback" | "retire-adopted" }>;
   prev: NodeEntry[];
   next: NodeEntry[];
   /** The node the change is about. */
@@ -55,6 +57,11 @@ export interface StackEdge {
   apply(change: NodeListChange): Promise<void>;
   /** Destroys what the state holds of nodes the list does not, with a targeted `up` over the unchanged list. */
   destroyOrphans(nodes: string[]): Promise<void>;
+  /**
+   * Releases an adopted node's machine from what the provider attached it to outside the
+   * state (the lab: the cluster's own HAProxy, molt:lab.loadBalancer); returns what was done.
+   */
+  releaseAdopted(entry: NodeEntry): Promise<string[]>;
 }
 
 export interface EngineStackOptions {
@@ -149,7 +156,7 @@ export class EngineStack implements StackEdge {
       throw new Error("the stored node list changed under this run; stopping without changes");
     const plan = targetsFor(resources, node, [...new Set([...prev, ...next].map((n) => n.name))]);
     let result = await this.up(next, plan?.targets, teardownEnv);
-    if (plan && (op.kind === "prune" || op.kind === "rollback")) {
+    if (plan && (op.kind === "prune" || op.kind === "rollback" || op.kind === "retire-adopted")) {
       // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
       // resource still depends on it. Every resource of the node must be gone.
       const left = (await exportState(this.stack)).resources.filter((r) => plan.nodeResources.includes(r.urn));
@@ -167,6 +174,13 @@ export class EngineStack implements StackEdge {
       }
     }
     await this.remember(result);
+  }
+
+  async releaseAdopted(entry: NodeEntry): Promise<string[]> {
+    const lab = this.o.config.lab;
+    if (!lab?.loadBalancer || !entry.adopted) return [];
+    await detach({ lb: labLbInputs(lab), server: entry.name, address: entry.adopted.address, port: 6443 });
+    return ["detached from the load balancer"];
   }
 
   async destroyOrphans(orphans: string[]): Promise<void> {
@@ -242,7 +256,9 @@ export function assertListTransition(prev: NodeEntry[], next: NodeEntry[], op: O
     (((op.kind === "surge" || op.kind === "create-first") &&
       appended &&
       next[next.length - 1].name === op.entry.name) ||
-      ((op.kind === "prune" || op.kind === "rollback") && dropped && !nextNames.includes(op.node)));
+      ((op.kind === "prune" || op.kind === "rollback" || op.kind === "retire-adopted") &&
+        dropped &&
+        !nextNames.includes(op.node)));
   if (!ok)
     throw new Error(
       `refusing to apply a node list that is not "${op.kind}" of the stored list: [${prevNames}] -> [${nextNames}]`,

@@ -30,6 +30,19 @@ const entrySchema = z
     role: z.literal("control-plane"),
     generation: z.number().int().positive(),
     init: z.boolean(),
+    // A node molt did not create (`molt adopt`): what adoption checked and recorded.
+    adopted: z
+      .object({
+        address: z.string().min(1),
+        ssh: z.object({ host: z.string().min(1), port: z.number().int(), user: z.string().min(1) }).strict(),
+        hostKey: z.string().min(1),
+        bastion: z.string().optional(),
+        etcdVersion: z.string(),
+        source: z.enum(["kubeone", "hosts"]),
+        providerId: z.string().optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 const endpointSchema = z.object({
@@ -39,6 +52,7 @@ const endpointSchema = z.object({
   sshPort: z.number(),
   hostPublicKey: z.string(),
   providerId: z.string(),
+  sshUser: z.string().optional(),
 });
 const outputsSchema = z.object({
   schema: z.literal(NODE_LIST_SCHEMA),

@@ -20,6 +20,8 @@ export class FakeWorld {
   list: NodeEntry[] = [];
   /** Machines the state holds resources of (listed or not: a failed surge leaves one). */
   machines = new Map<string, FakeMachine>();
+  /** Adopted machines molt retired: no longer in the state, still running, reset (their owner deletes them). */
+  leftForOwner = new Map<string, FakeMachine>();
   members: Member[] = [];
   leaderId = "0";
   alarms: Alarm[] = [];
@@ -144,11 +146,20 @@ class FakeStack implements StackEdge {
         // The machine exists (and its member may), the list was never written.
         throw new Error("error: update failed\n[lab-cp-x] error: the join script exited 1");
       }
+    } else if (change.op.kind === "retire-adopted") {
+      // Only its record leaves the state: the machine is not molt's.
+      w.leftForOwner.set(change.node, w.machines.get(change.node)!);
+      w.machines.delete(change.node);
     } else {
       w.machines.delete(change.node);
     }
     w.list = change.next.map((n) => ({ ...n }));
     w.electVip();
+  }
+
+  async releaseAdopted(entry: NodeEntry): Promise<string[]> {
+    this.w.log.push(`release ${entry.name}`);
+    return [];
   }
 
   async destroyOrphans(nodes: string[]): Promise<void> {
@@ -270,6 +281,12 @@ class FakeNodes implements NodeAccess {
         w.electVip();
       },
     };
+  }
+  /** Commands on a machine are logged (an adopted node's reset); the machine must be up. */
+  async run(node: string, command: string): Promise<string> {
+    if (!this.w.machines.get(node)?.up) throw new Error(`${node}: connection refused`);
+    this.w.log.push(`run ${node}: ${command}`);
+    return "";
   }
   async resetKube(): Promise<void> {}
   async close(): Promise<void> {}

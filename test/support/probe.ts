@@ -6,6 +6,7 @@ import { join } from "node:path";
 import type { LabSettings } from "../../infra/lab/node";
 import type { NodeEndpoint } from "../../infra/node";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
+import type { BastionTarget } from "../../infra/remote/ssh";
 
 export interface ProbeReport {
   ok: number;
@@ -39,10 +40,20 @@ export function labEndpoints(lab: LabSettings): NodeEndpoint[] {
   });
 }
 
+export interface ProbeOptions {
+  /** Also log in with this ssh-agent (machines molt did not create). */
+  agent?: string;
+  /** Through this bastion (an isolated lab). */
+  bastion?: BastionTarget;
+  /** Which of the lab's machines to use (default: all). */
+  include?: (e: NodeEndpoint) => boolean;
+}
+
 export function startClusterProbe(
   lab: LabSettings,
   sshPrivateKey: string,
   intervalMs = 50,
+  opts: ProbeOptions = {},
 ): { stop: () => Promise<ProbeReport> } {
   const report: ProbeReport = {
     ok: 0,
@@ -60,7 +71,7 @@ export function startClusterProbe(
   const loop = (async () => {
     while (running) {
       try {
-        const eps = labEndpoints(lab);
+        const eps = labEndpoints(lab).filter(opts.include ?? (() => true));
         const sig = eps
           .map((e) => e.name)
           .sort()
@@ -69,7 +80,12 @@ export function startClusterProbe(
           // The probe's own reconnect (new SSH tunnels to every machine) is not the
           // cluster's unavailability: its duration is left out of the gap.
           const tOpen = Date.now();
-          const next = await EtcdAccess.open(eps, { user: "root", privateKey: sshPrivateKey }).catch(() => undefined);
+          const next = await EtcdAccess.open(eps, {
+            user: "root",
+            privateKey: sshPrivateKey,
+            ...(opts.agent ? { agent: opts.agent } : {}),
+            ...(opts.bastion ? { bastion: opts.bastion } : {}),
+          }).catch(() => undefined);
           lastOk += Date.now() - tOpen;
           report.reconnectMs += Date.now() - tOpen;
           if (next) {

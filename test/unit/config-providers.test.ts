@@ -92,7 +92,16 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
     it("stacks/Pulumi.lab.yaml: no cloud settings (the lab's StackConfig is unchanged)", () => {
       const c = loadStackConfig(repo, "lab");
       assert.equal(c.cloud, undefined);
-      assert.deepEqual(Object.keys(c).sort(), ["backups", "file", "intent", "lab", "lockSeconds", "sshUser"]);
+      assert.deepEqual(Object.keys(c).sort(), [
+        "backups",
+        "file",
+        "intent",
+        "lab",
+        "lockSeconds",
+        "sshAccess",
+        "sshUser",
+      ]);
+      assert.deepEqual(c.sshAccess, { agent: false });
     });
   });
 

@@ -72,6 +72,7 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         file,
         sshUser: "root",
         lockSeconds: 30,
+        sshAccess: { agent: false },
         intent: {
           provider: "lab",
           replicas: 3,
@@ -105,6 +106,39 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         bridge: "br-lab",
         subnet: "10.88.1.0/24",
         lbPort: 7443,
+      });
+    });
+
+    it("takes a bastion and the ssh-agent from molt:ssh (KubeOne's bastion and ssh_agent_socket)", () => {
+      const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKvlAgnV3ktYkGkXT8XQ2NjFXYpB/0A2XJ4aC8V4p1Ai bastion";
+      const c = load(
+        stackYaml([
+          ...labLines,
+          `molt:ssh: { user: molt, agent: true, bastion: { host: 10.77.117.10, hostKey: "${key}" } }`,
+          "molt:lab: { bridge: br-private, subnet: 10.77.118.0/24, isolated: true,",
+          "  loadBalancer: { lab: foreign, address: 10.77.118.2:6443, netns: molt-foreign-bastion, bind: 0.0.0.0 } }",
+        ]),
+      );
+      assert.deepEqual(c.sshAccess, {
+        agent: true,
+        bastion: { host: "10.77.117.10", port: 22, user: "molt", hostKey: key, agent: false },
+      });
+      assert.equal(c.lab?.isolated, true);
+      assert.deepEqual(c.lab?.loadBalancer, {
+        lab: "foreign",
+        address: "10.77.118.2:6443",
+        netns: "molt-foreign-bastion",
+        bind: "0.0.0.0",
+      });
+      const c2 = load(
+        stackYaml([
+          ...labLines,
+          `molt:ssh: { bastion: { host: jump.example.com, port: 2222, user: ops, agent: true, hostKey: "${key}" } }`,
+        ]),
+      );
+      assert.deepEqual(c2.sshAccess, {
+        agent: false,
+        bastion: { host: "jump.example.com", port: 2222, user: "ops", hostKey: key, agent: true },
       });
     });
 
@@ -258,6 +292,61 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       ["relative lab root", [...labLines, "molt:lab: { root: lab }"], "molt:lab.root", /absolute/],
       ["lab lbPort out of range", [...labLines, "molt:lab: { lbPort: 70000 }"], "molt:lab.lbPort", /./],
       ["unknown key inside molt:lab", [...labLines, "molt:lab: { subnett: 10.77.0.0/24 }"], "molt:lab", /subnett/],
+      ["ssh agent not a boolean", [...labLines, "molt:ssh: { agent: yes please }"], "molt:ssh.agent", /boolean/],
+      [
+        "bastion without its host key",
+        [...labLines, "molt:ssh: { bastion: { host: 10.0.0.1 } }"],
+        "molt:ssh.bastion.hostKey",
+        /ssh-ed25519/,
+      ],
+      [
+        "bastion host key that is not a key",
+        [...labLines, 'molt:ssh: { bastion: { host: 10.0.0.1, hostKey: "SHA256:abc" } }'],
+        "molt:ssh.bastion.hostKey",
+        /SSH public key line/,
+      ],
+      [
+        "bastion host with a space",
+        [...labLines, 'molt:ssh: { bastion: { host: "jump host", hostKey: "ssh-ed25519 AAAA" } }'],
+        "molt:ssh.bastion.host",
+        /host name or address/,
+      ],
+      [
+        "bastion port out of range",
+        [...labLines, 'molt:ssh: { bastion: { host: j, port: 0, hostKey: "ssh-ed25519 AAAA" } }'],
+        "molt:ssh.bastion.port",
+        /./,
+      ],
+      [
+        "bastion with its own key in plain text",
+        [...labLines, 'molt:ssh: { bastion: { host: j, privateKey: "-----BEGIN", hostKey: "ssh-ed25519 AAAA" } }'],
+        "molt:ssh.bastion",
+        /privateKey/,
+      ],
+      [
+        "bastion that is a string",
+        [...labLines, "molt:ssh: { bastion: ops@jump }"],
+        "molt:ssh.bastion",
+        /host, hostKey/,
+      ],
+      [
+        "isolated lab without a bastion",
+        [...labLines, "molt:lab: { isolated: true }"],
+        "molt:lab.isolated",
+        /molt:ssh.bastion/,
+      ],
+      [
+        "lab load balancer without an address",
+        [...labLines, "molt:lab: { loadBalancer: { lab: t18, bind: 0.0.0.0 } }"],
+        "molt:lab.loadBalancer.address",
+        /./,
+      ],
+      [
+        "lab load balancer address without a port",
+        [...labLines, "molt:lab: { loadBalancer: { lab: t18, address: 10.77.118.2 } }"],
+        "molt:lab.loadBalancer.address",
+        /IPv4:port/,
+      ],
     ];
     for (const [title, lines, key, why] of table) {
       it(`rejects ${title}`, () => {
@@ -339,10 +428,10 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       );
     });
 
-    it("leaves etcd-only images without a Kubernetes version", () => {
+    it("leaves etcd-only images without a Kubernetes version, with their etcd version", () => {
       const c = resolve(["molt:provider: lab", "molt:replicas: 3", "molt:image: lab-v1"]);
       assert.equal(c.intent.kubernetesVersion, undefined);
-      assert.equal(c.intent.etcdVersion, undefined);
+      assert.equal(c.intent.etcdVersion, "3.4.23");
     });
 
     it("refuses a missing image, naming the ones there are", () => {

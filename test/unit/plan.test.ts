@@ -980,6 +980,87 @@ describe("planner (orchestrator/plan.ts)", () => {
         "surge",
       );
     });
+
+    it("etcd: refuses a 3.6 member while a 3.5 member is below 3.5.32, before anything changes", () => {
+      const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")];
+      const at = (v: string) => ({ "lab-cp-1": v, "lab-cp-2": "3.5.35", "lab-cp-3": v });
+      const refused = plan(nodes(), {
+        intent: up("1.37.2", { etcdVersion: "3.6.16" }),
+        kube: { etcdVersions: at("3.5.11") },
+      });
+      expectOp(refused, "refuse", { condition: "EtcdUpgradePatch" });
+      assert.match(refused.reason, /3\.5\.32 or later/);
+      assert.match(refused.reason, /lab-cp-1 \(3\.5\.11\), lab-cp-3 \(3\.5\.11\)/);
+      assert.doesNotMatch(refused.reason, /lab-cp-2/);
+      // kubeadm-config names another version: still refused first, nothing updated.
+      expectOp(
+        plan(nodes(), {
+          intent: up("1.37.2", { etcdVersion: "3.6.16" }),
+          kube: { clusterConfigVersion: "1.36.3", etcdVersions: at("3.5.31") },
+        }),
+        "refuse",
+        { condition: "EtcdUpgradePatch" },
+      );
+      expectOp(
+        plan(nodes(), {
+          intent: up("1.37.2", { etcdVersion: "3.6.16" }),
+          kube: { clusterConfigVersion: "1.37.2", etcdVersions: at("3.5.32") },
+        }),
+        "surge",
+      );
+      // The same minor is not an upgrade: 3.5.35 may join 3.5.11 members (the way up to the floor).
+      expectOp(
+        plan(nodes(), {
+          intent: up("1.37.2", { etcdVersion: "3.5.35" }),
+          kube: { clusterConfigVersion: "1.37.2", etcdVersions: at("3.5.11") },
+        }),
+        "surge",
+      );
+    });
+  });
+
+  describe("adopted nodes (molt adopt)", () => {
+    const A = (k: number, o: NodeOpts = {}): SimNode => {
+      const n = N(k, "adopted", o);
+      n.entry.adopted = {
+        address: n.address,
+        ssh: { host: n.address, port: 22, user: "root" },
+        hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKey",
+        etcdVersion: "3.5.35",
+        source: "kubeone",
+      };
+      n.entry.init = false;
+      return n;
+    };
+
+    it("are outdated by definition: a molt node surges first, whatever molt:image says", () => {
+      const op = plan([A(1), A(2), A(3)]);
+      expectOp(op, "surge");
+      assert.equal(op.kind === "surge" && op.entry.generation, 4, "molt's generations come after the adopted ones");
+      assert.equal(op.kind === "surge" && op.entry.image, NEW);
+      expectOp(plan([A(1), A(2), A(3)], { intent: { image: "adopted" } }), "surge");
+      assert.ok(isOutdated(A(1).entry, makeIntent({ image: "adopted" })));
+    });
+
+    it("the oldest adopted node is retired first once a molt node has joined", () => {
+      expectOp(plan([A(1), A(2), A(3), N(4, NEW)], { leader: 3 }), "remove-member", { node: "lab-cp-1" });
+      expectOp(plan([A(1), A(2), A(3), N(4, NEW)], { leader: 1 }), "move-leader", { from: "lab-cp-1" });
+    });
+
+    it("an adopted node without a member is reset and dropped, never pruned (its machine is not molt's)", () => {
+      expectOp(plan([A(1, { noMember: true }), A(2), A(3), N(4, NEW)], { leader: 3 }), "retire-adopted", {
+        node: "lab-cp-1",
+      });
+      expectOp(plan([N(1, OLD, { noMember: true }), A(2), A(3), N(4, NEW)], { leader: 3 }), "prune", {
+        node: "lab-cp-1",
+      });
+    });
+
+    it("etcd's patch floor holds for adopted members too (3.5.11 -> 3.6 refused before any change)", () => {
+      const op = plan([A(1), A(2), A(3)], { intent: { etcdVersion: "3.6.16" } });
+      // Simulated members report 3.5.21 by default: below 3.5.32.
+      expectOp(op, "refuse", { condition: "EtcdUpgradePatch" });
+    });
   });
 
   describe("helpers", () => {

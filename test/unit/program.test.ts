@@ -149,6 +149,86 @@ const domains = {
 } as const;
 
 describe("the stack program (infra/program.ts)", () => {
+  describe("adopted nodes (molt adopt)", () => {
+    const adopted = (name: string, g: number, address: string): NodeEntry => ({
+      name,
+      image: "adopted",
+      role: "control-plane",
+      generation: g,
+      init: false,
+      adopted: {
+        address,
+        ssh: { host: address, port: 22, user: "ubuntu" },
+        hostKey: hostKeyOf(name).publicKey,
+        bastion: "ubuntu@203.0.113.7:22",
+        etcdVersion: "3.5.35",
+        source: "kubeone",
+      },
+    });
+    const cfg = (): StackConfig => ({
+      ...loadStackConfig(repo, "lab"),
+      sshAccess: {
+        agent: true,
+        bastion: { host: "203.0.113.7", port: 22, user: "ubuntu", hostKey: hostKeyOf("b").publicKey, agent: true },
+      },
+    });
+    const labCfg = (): StackConfig => {
+      const c = cfg();
+      return { ...c, lab: { ...c.lab!, isolated: true, loadBalancer: { lab: "foreign", address: "10.0.1.5:6443" } } };
+    };
+    const entries = [adopted("k1-cp-0", 1, "10.0.1.10"), adopted("k1-cp-1", 2, "10.0.1.11")];
+
+    it("makes no machine for an adopted node, only its record; its endpoint is what adoption recorded", async () => {
+      const r = await run(labCfg(), entries);
+      const types = r.rec.resources.map((x) => x.type);
+      assert.ok(!types.some((t) => /LabMachine|ControlPlaneNode|RemoteCommand/.test(t)), types.join(", "));
+      assert.equal(types.filter((t) => t === "pulumi-nodejs:dynamic/molt:AdoptedNode").length, 2);
+      assert.ok(!types.some((t) => /LabLoadBalancer/.test(t)), "the cluster's own load balancer is used");
+      assert.deepEqual(r.molt.nodes, entries);
+      assert.deepEqual(r.molt.endpoints[0], {
+        name: "k1-cp-0",
+        privateAddress: "10.0.1.10",
+        sshHost: "10.0.1.10",
+        sshPort: 22,
+        hostPublicKey: hostKeyOf("k1-cp-0").publicKey,
+        providerId: "adopted://k1-cp-0",
+        sshUser: "ubuntu",
+      });
+      assert.equal(r.molt.apiEndpoint, "10.0.1.5:6443");
+      assert.deepEqual((await storedStateOf("lab", r)).nodes, entries, "observe.ts reads adopted entries back");
+    });
+
+    it("joins a new lab node through the oldest adopted node, through the bastion, attached to the named LB", async () => {
+      const c = labCfg();
+      const fresh = newEntry(
+        { intent: c.intent, nodes: entries, endpoints: [], expired: [], orphans: [] },
+        "lab",
+        false,
+      );
+      assert.equal(fresh.generation, 3, "after the adopted generations");
+      const r = await run(c, [...entries, fresh]);
+      const material = r.rec.resources.find((x) => x.type === "pulumi-nodejs:dynamic/molt:LabJoinMaterial")!;
+      const seed = reveal(material.inputs.seed) as Record<string, unknown>;
+      assert.equal(seed.host, "10.0.1.10");
+      assert.equal(seed.user, "ubuntu");
+      assert.equal(seed.agent, true);
+      assert.equal((seed.bastion as { host: string }).host, "203.0.113.7");
+      const machine = r.rec.resources.find((x) => x.type === "pulumi-nodejs:dynamic/molt:LabMachine")!;
+      assert.equal(machine.inputs.isolated, true);
+      const lb = reveal(
+        r.rec.resources.find((x) => x.type === "pulumi-nodejs:dynamic/molt:LabLbAttachment")!.inputs.lb,
+      ) as Record<string, unknown>;
+      assert.deepEqual([lb.lab, lb.port, lb.bind], ["foreign", 6443, "10.0.1.5"]);
+      const bootstrap = reveal(r.rec.resources.find((x) => x.type === DYNAMIC)!.inputs) as {
+        environment: Record<string, string>;
+        connection: { bastion: { host: string } };
+      };
+      assert.equal(bootstrap.environment.LB_ENDPOINT, "10.0.1.5:6443");
+      assert.equal(bootstrap.environment.JOIN_ENDPOINTS, "https://10.0.1.10:2379,https://10.0.1.11:2379");
+      assert.equal(bootstrap.connection.bastion.host, "203.0.113.7");
+    });
+  });
+
   describe("lab", () => {
     it("builds exactly the resources, URNs and inputs it should (a change here changes every lab stack)", async () => {
       const tree = await labTree(buildProgram);

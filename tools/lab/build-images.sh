@@ -10,6 +10,10 @@
 #               kubeadm, lab-kubelet) with the etcd its kubeadm deploys, for each minor in
 #               LAB_KUBE_MINORS (k8s-v1.36.3, k8s-v1.37.2), and the newest once more on
 #               "OS 2" (k8s-v1.37.2-os2), built from Go modules by tools/lab/build-kube.sh
+#   etcd-<version> etcd only, at each version of LAB_ETCD_ONLY (etcd-v3.5.11, etcd-v3.5.35,
+#               etcd-v3.6.16), built from Go modules by tools/lab/build-etcd.sh: foreign
+#               clusters to adopt, and etcd's 3.5 -> 3.6 patch rule on real binaries.
+#               MOLT_LAB_ETCD_ONLY=0 skips them.
 set -euo pipefail
 root=${MOLT_LAB_ROOT:-/var/lib/molt-lab}
 images="$root/images"
@@ -115,6 +119,29 @@ JSON
   echo "$name: built (Kubernetes $kv, etcd ${ev#v})"
 }
 
+# build_etcd_only VERSION: etcd and etcdctl of that version, "molt lab OS 1".
+build_etcd_only() {
+  local v=$1 name="etcd-$1" dir tmp bin="$cache/toolchain/etcd-$1/bin"
+  dir="$images/$name"
+  if [ -f "$dir/image.json" ]; then
+    echo "$name: present"
+    return
+  fi
+  for f in "$bin/etcd" "$bin/etcdctl"; do
+    [ -x "$f" ] || { echo "error: $name needs $f; run tools/lab/build-etcd.sh" >&2; exit 1; }
+  done
+  tmp=$(mktemp -d "$images/.$name.XXXXXX")
+  mkdir -p "$tmp/bin" "$tmp/etc"
+  cp "$bin/etcd" "$bin/etcdctl" "$tmp/bin/"
+  os_release "$tmp" 1 " (etcd ${v#v})"
+  cat > "$tmp/image.json" <<JSON
+{"name": "$name", "os": "molt lab OS 1", "etcdVersion": "${v#v}", "broken": false}
+JSON
+  chmod -R a-w "$tmp"
+  mv "$tmp" "$dir"
+  echo "$name: built (etcd ${v#v})"
+}
+
 build lab-v1 1 ok
 build lab-v2 2 ok
 build lab-broken 2 broken
@@ -123,4 +150,8 @@ if [ "${MOLT_LAB_KUBE:-1}" = 1 ]; then
   "$here/lab/build-kube.sh"
   for minor in $LAB_KUBE_MINORS; do build_kube "$minor"; done
   build_kube "${LAB_KUBE_MINORS##* }" 2
+fi
+if [ "${MOLT_LAB_ETCD_ONLY:-1}" = 1 ]; then
+  "$here/lab/build-etcd.sh"
+  for v in $LAB_ETCD_ONLY; do build_etcd_only "$v"; done
 fi

@@ -1,0 +1,59 @@
+// Retiring an adopted node (`molt adopt`), once it is drained, its API server stopped and
+// its etcd member removed by the ordinary operations: what `prune` does to molt's own nodes,
+// except that the machine is not molt's and stays running. It is reset over SSH (`kubeadm
+// reset`; an etcd-only node's data wiped once its removed member stopped), released from the
+// provider's attachments (the lab's HAProxy), its Node deleted, and its entry dropped with a
+// targeted `up` (its AdoptedNode record goes). Every step is idempotent: a crash anywhere
+// repeats them on the next run, the entry still listed.
+import type { Act } from "./context";
+import { shellQuote } from "../../infra/remote/ssh";
+
+const RESET = [
+  // Its member is gone already (removed with quorum checked): kubeadm must not look for it.
+  "if command -v kubeadm >/dev/null 2>&1; then",
+  "  SUDO kubeadm reset -f --skip-phases remove-etcd-member --cleanup-tmp-dir >&2",
+  "  echo kubeadm-reset",
+  "else",
+  // etcd alone: a removed member stops itself; then its data goes, so it can never rejoin.
+  "  for i in $(seq 1 DEADLINE); do",
+  "    [ -z \"$(SUDO ss -ltnH 'sport = :2379')\" ] && break",
+  "    [ \"$i\" = DEADLINE ] && { echo 'the removed etcd member still serves on 2379' >&2; exit 1; }",
+  "    sleep 1",
+  "  done",
+  "  SUDO rm -rf /var/lib/etcd/member",
+  "  echo etcd-wiped",
+  "fi",
+].join("\n");
+
+export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
+  const entry = ctx.world.nodes.find((n) => n.name === op.node);
+  if (!entry?.adopted) throw new Error(`internal: ${op.node} is not an adopted node of the stack`);
+  const a = entry.adopted;
+  const done: string[] = [];
+  // A bounded poll inside the script: the member stops within the settle deadline.
+  const script = RESET.replace(/DEADLINE/g, String(ctx.intent.timeouts.settleSeconds));
+  const out = await ctx.timed("provision", op.kind, op.node, () =>
+    ctx.edges.nodes.run(op.node, `sh -c ${shellQuote(script)}`, `resetting ${op.node}`),
+  );
+  done.push(out.includes("kubeadm-reset") ? "kubeadm reset" : "etcd data wiped");
+  done.push(...(await ctx.edges.stack.releaseAdopted(entry)));
+  if (op.deleteNodeVia) {
+    const kube = await ctx.edges.nodes.kube();
+    const via = op.deleteNodeVia;
+    await ctx.timed("kube", "delete-node", op.node, () => kube.deleteNode(via, op.node));
+    done.push("Node deleted");
+  }
+  const prev = ctx.world.nodes;
+  await ctx.timed("provision", op.kind, op.node, () =>
+    ctx.edges.stack.apply({ op, prev, next: prev.filter((n) => n.name !== op.node), node: op.node }),
+  );
+  ctx.report({
+    type: "left-for-owner",
+    node: op.node,
+    address: a.address,
+    ssh: `${a.ssh.user}@${a.ssh.host}:${a.ssh.port}${a.bastion ? ` via ${a.bastion}` : ""}`,
+    ...(a.providerId ? { providerId: a.providerId } : {}),
+    done,
+  });
+  return { kind: "done" };
+};

@@ -1,0 +1,393 @@
+// Adoption end to end on the lab, through the CLI: a foreign etcd cluster (made without
+// molt's code path, test/support/foreign.ts) on an isolated bridge, reachable only through
+// a dual-homed bastion with its own pinned sshd. `molt adopt` refuses every bad input with
+// exit 2 (6 for unconfirmed host keys) and records nothing; then adopts it; etcd's 3.5 ->
+// 3.6 patch floor refuses 3.5.11 -> 3.6 on real binaries; a rollout to 3.5.35 replaces the
+// adopted nodes add-first with a client writing the whole time, then 3.5.35 -> 3.6 works,
+// and a second rollout is a no-op.
+import * as assert from "node:assert/strict";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { stringify } from "yaml";
+import type { NodeEndpoint } from "../../infra/node";
+import { generateSshKeyPair, fingerprintOf, type BastionTarget } from "../../infra/remote/ssh";
+import { EtcdAccess } from "../../orchestrator/edges/etcd";
+import { inspect } from "../../orchestrator/inspect";
+import type { StoredState } from "../../orchestrator/stack/state";
+import { runCli, summaryOf, type CliRun } from "../support/cli";
+import { cliSuite, type CliSuite } from "../support/cli-suite";
+import { createForeignCluster, type ForeignCluster } from "../support/foreign";
+import { labLeftovers, testLab } from "../support/lab";
+import { startClusterProbe } from "../support/probe";
+
+const publicLab = testLab(17);
+const lab = { ...testLab(18), isolated: true as const };
+const STACK = "legacy";
+const NAMES = ["legacy-etcd-a", "legacy-etcd-b", "legacy-etcd-c"];
+
+describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
+  let suite: CliSuite;
+  let env: Record<string, string>;
+  let foreign: ForeignCluster;
+  let stranger: ForeignCluster;
+  const figures: Record<string, unknown> = {};
+  const outputs: string[] = [];
+
+  const stackYaml = (image: string, o: { bastionUser?: string } = {}) =>
+    stringify({
+      config: {
+        "molt:provider": "lab",
+        "molt:replicas": 3,
+        "molt:image": image,
+        "molt:timeouts": { joinSeconds: 120, settleSeconds: 30 },
+        "molt:ssh": {
+          agent: true,
+          bastion: {
+            host: foreign.bastion!.address,
+            user: o.bastionUser ?? "root",
+            hostKey: foreign.bastion!.hostKey,
+          },
+        },
+        "molt:lab": {
+          name: lab.lab,
+          bridge: lab.bridge,
+          subnet: lab.subnet,
+          isolated: true,
+          loadBalancer: {
+            lab: foreign.lb!.inputs.lab,
+            address: foreign.lb!.endpoint,
+            netns: foreign.bastion!.netns,
+            bind: "0.0.0.0",
+          },
+        },
+      },
+    });
+  const bastion = (): BastionTarget => ({
+    host: foreign.bastion!.address,
+    user: "root",
+    hostKey: foreign.bastion!.hostKey,
+    agent: foreign.agent.socket,
+  });
+
+  const cli = async (...args: string[]): Promise<CliRun> => {
+    const run = await runCli(args, env);
+    outputs.push(run.stdout, run.stderr);
+    return run;
+  };
+  const adopt = (...extra: string[]) => cli("adopt", "--stack", STACK, "--json", ...extra);
+  const rollout = () => cli("rollout", "--stack", STACK, "--yes", "--json");
+  const hostArgs = (c: ForeignCluster) => c.nodes.flatMap((n) => ["--host", n.address]);
+  const knownHosts = (c: ForeignCluster) => {
+    const f = join(suite.wd.dir, `known_hosts-${c.clusterName}`);
+    writeFileSync(f, c.knownHosts());
+    return f;
+  };
+  const errorOf = (run: CliRun) => run.events.find((e) => e.type === "error") as { message: string } | undefined;
+
+  /** Members as the foreign cluster itself reports them (through the bastion, the installer's key). */
+  async function members(): Promise<string[]> {
+    const eps: NodeEndpoint[] = foreign.nodes.map((n) => ({
+      name: n.name,
+      privateAddress: n.address,
+      sshHost: n.address,
+      sshPort: 22,
+      hostPublicKey: n.hostKey,
+      providerId: n.name,
+    }));
+    const st = await storedOrUndefined();
+    for (const e of st?.endpoints ?? []) if (!eps.some((x) => x.name === e.name)) eps.push(e);
+    const access = await EtcdAccess.open(eps, {
+      user: "root",
+      agent: foreign.agent.socket,
+      ...(st?.sshPrivateKey ? { privateKey: st.sshPrivateKey } : {}),
+      bastion: bastion(),
+    });
+    try {
+      for (const n of access.nodes()) {
+        try {
+          return (await access.memberList(n)).map((m) => m.name).sort();
+        } catch {
+          /* a retired node: ask the next */
+        }
+      }
+      throw new Error("no member answered");
+    } finally {
+      await access.close();
+    }
+  }
+  const storedOrUndefined = async (): Promise<StoredState | undefined> =>
+    suite.stored().catch((e: Error) => {
+      if (/does not exist/.test(e.message)) return undefined;
+      throw e;
+    });
+  /** Nothing recorded: no stack, or a stack with no node. */
+  async function assertNothingRecorded(): Promise<void> {
+    const st = await storedOrUndefined();
+    assert.equal(st?.nodes.length ?? 0, 0, `nothing recorded: ${JSON.stringify(st?.nodes)}`);
+  }
+
+  before(async function () {
+    this.timeout(600_000);
+    suite = cliSuite("molt-adopt-", STACK, lab);
+    const t0 = Date.now();
+    foreign = await createForeignCluster({
+      lab,
+      bastionLab: publicLab,
+      image: "etcd-v3.5.11",
+      names: NAMES,
+      clusterName: "legacy",
+      kubernetes: false,
+    });
+    // A one-member cluster of its own on the same private bridge: "a host of another cluster".
+    stranger = await createForeignCluster({
+      lab,
+      image: "etcd-v3.5.11",
+      names: ["stranger-etcd"],
+      clusterName: "stranger",
+      kubernetes: false,
+      viaBastionOf: foreign,
+    });
+    figures.foreignCreateMs = Date.now() - t0;
+    env = { ...suite.env, SSH_AUTH_SOCK: foreign.agent.socket };
+    // `inspect` runs in this process: the stack logs in with the agent too.
+    savedSock = process.env.SSH_AUTH_SOCK;
+    process.env.SSH_AUTH_SOCK = foreign.agent.socket;
+    suite.wd.writeStackConfig(STACK, stackYaml("etcd-v3.5.11"));
+  });
+
+  let savedSock: string | undefined;
+  after(async function () {
+    this.timeout(600_000);
+    console.log("    figures:", JSON.stringify(figures));
+    // The stack's destroy logs in through the bastion with the agent: before the agent goes.
+    await suite?.teardown();
+    await stranger?.destroy();
+    await foreign?.destroy();
+    if (savedSock === undefined) delete process.env.SSH_AUTH_SOCK;
+    else process.env.SSH_AUTH_SOCK = savedSock;
+    for (const l of [lab, publicLab]) {
+      const left = labLeftovers(l);
+      assert.deepEqual(left, { netns: [], ports: [], machineDirs: [], haproxy: [] }, `nothing left of ${l.lab}`);
+    }
+  });
+
+  // Mocha runs a suite's tests in order: the bad inputs first, on the cluster as it is.
+  it("bad input, exit 6 and nothing recorded: host keys nobody named: prints the fingerprints it saw and exits 6", async () => {
+    const run = await adopt(...hostArgs(foreign));
+    assert.equal(run.code, 6, run.stdout + run.stderr);
+    const err = errorOf(run)!;
+    for (const n of foreign.nodes) assert.ok(err.message.includes(fingerprintOf(n.hostKey)), err.message);
+    assert.match(err.message, /--host-key 10\.77\.118\.\d+=SHA256:/);
+    await assertNothingRecorded();
+  });
+
+  it("bad input, exit 2 and nothing recorded: a wrong fingerprint", async () => {
+    const other = fingerprintOf(generateSshKeyPair("x").publicKey);
+    const run = await adopt(
+      ...hostArgs(foreign),
+      "--known-hosts",
+      knownHosts(foreign),
+      "--host-key",
+      `${foreign.nodes[1].address}=${other}`,
+    );
+    assert.equal(run.code, 2, run.stdout + run.stderr);
+    assert.match(
+      errorOf(run)!.message,
+      new RegExp(`${foreign.nodes[1].address}:22 presents SHA256:.*expects ${other.replace(/[+/]/g, "\\$&")}`),
+    );
+    await assertNothingRecorded();
+  });
+
+  it("bad input, exit 2 and nothing recorded: an unreachable host", async () => {
+    const run = await adopt(...hostArgs(foreign), "--host", "10.77.118.250", "--known-hosts", knownHosts(foreign));
+    assert.equal(run.code, 2, run.stdout + run.stderr);
+    assert.match(errorOf(run)!.message, /host 10\.77\.118\.250:22 is not reachable over SSH/);
+    await assertNothingRecorded();
+  });
+
+  it("bad input, exit 2 and nothing recorded: a member without a host (a host left out)", async () => {
+    const run = await adopt(
+      "--host",
+      foreign.nodes[0].address,
+      "--host",
+      foreign.nodes[1].address,
+      "--known-hosts",
+      knownHosts(foreign),
+    );
+    assert.equal(run.code, 2, run.stdout + run.stderr);
+    assert.match(errorOf(run)!.message, /etcd member legacy-etcd-c \(https:\/\/10\.77\.118\.\d+:2380\) has no host/);
+    await assertNothingRecorded();
+  });
+
+  it("bad input, exit 2 and nothing recorded: a host of another cluster mixed in", async () => {
+    const kh = join(suite.wd.dir, "known_hosts-both");
+    writeFileSync(kh, foreign.knownHosts() + stranger.knownHosts());
+    const run = await adopt(...hostArgs(foreign), "--host", stranger.nodes[0].address, "--known-hosts", kh);
+    assert.equal(run.code, 2, run.stdout + run.stderr);
+    assert.match(
+      errorOf(run)!.message,
+      new RegExp(`host ${stranger.nodes[0].address.replace(/\./g, "\\.")} is not a member of this etcd cluster`),
+    );
+    await assertNothingRecorded();
+  });
+
+  it("bad input, exit 2 and nothing recorded: a bastion that refuses molt", async () => {
+    suite.wd.writeStackConfig(STACK, stackYaml("etcd-v3.5.11", { bastionUser: "nobody" }));
+    try {
+      const run = await adopt(...hostArgs(foreign), "--known-hosts", knownHosts(foreign));
+      assert.equal(run.code, 2, run.stdout + run.stderr);
+      assert.match(errorOf(run)!.message, /the bastion refused: bastion nobody@10\.77\.117\.\d+:22/);
+    } finally {
+      suite.wd.writeStackConfig(STACK, stackYaml("etcd-v3.5.11"));
+    }
+    await assertNothingRecorded();
+  });
+
+  it("bad input, exit 2 and nothing recorded: a malformed or truncated terraform output, and both input forms at once", async () => {
+    const tf = join(suite.wd.dir, "tf.json");
+    writeFileSync(tf, foreign.terraformOutput().slice(0, 300));
+    let run = await adopt("--terraform-output", tf);
+    assert.equal(run.code, 2);
+    assert.match(errorOf(run)!.message, /not valid JSON.*truncated/);
+    writeFileSync(tf, JSON.stringify({ kubeone_api: { value: { endpoint: "x:6443" } } }));
+    run = await adopt("--terraform-output", tf);
+    assert.equal(run.code, 2);
+    assert.match(errorOf(run)!.message, /no "kubeone_hosts" output/);
+    run = await adopt("--terraform-output", tf, "--host", "10.0.0.1");
+    assert.equal(run.code, 2);
+    assert.match(errorOf(run)!.message, /either as --terraform-output FILE .* or as --host/);
+    await assertNothingRecorded();
+  });
+  // External etcd (a kube-apiserver using etcd elsewhere) is refused in the Kubernetes
+  // scenario (test/long/adopt-kube.test.ts) and in the probe's unit table.
+
+  let adopted = false;
+  it("adopts the cluster: checks, then records adopted entries (nothing on the cluster changes)", async function () {
+    this.timeout(300_000);
+    const before = await members();
+    const t = Date.now();
+    const run = await adopt(...hostArgs(foreign), "--known-hosts", knownHosts(foreign));
+    figures.adoptMs = Date.now() - t;
+    assert.equal(run.code, 0, run.stdout + run.stderr);
+    const st = await suite.stored();
+    assert.deepEqual(st.nodes.map((n) => n.name).sort(), NAMES);
+    for (const n of st.nodes) {
+      const f = foreign.nodes.find((x) => x.name === n.name)!;
+      assert.equal(n.image, "adopted");
+      assert.ok(n.adopted, "marked adopted");
+      assert.equal(n.adopted.address, f.address);
+      assert.equal(n.adopted.hostKey.split(" ").slice(0, 2).join(" "), f.hostKey.split(" ").slice(0, 2).join(" "));
+      assert.equal(n.adopted.etcdVersion, "3.5.11");
+      assert.match(n.adopted.bastion!, /^root@10\.77\.117\.\d+:22$/);
+      assert.ok(n.generation >= 1 && n.generation <= 3);
+    }
+    assert.deepEqual(await members(), before, "the members are the same");
+    // plan/status show them as outdated.
+    const i = await inspect({ stack: STACK, workDir: suite.wd.dir, env });
+    assert.ok(
+      i.nodes.every((n) => n.outdated && n.member?.healthy),
+      JSON.stringify(i.nodes),
+    );
+    assert.equal(i.next.kind, "surge");
+    // A stack that already has nodes is refused.
+    const again = await adopt(...hostArgs(foreign), "--known-hosts", knownHosts(foreign));
+    assert.equal(again.code, 2);
+    assert.match(errorOf(again)!.message, /already holds nodes/);
+    adopted = true;
+  });
+
+  it("refuses etcd 3.5.11 -> 3.6 up front (etcd's patch floor, 3.5.32), nothing changed", async function () {
+    this.timeout(300_000);
+    // A rollout of an empty stack would make a new cluster: only ever after the adoption.
+    assert.ok(adopted, "the cluster was adopted");
+    suite.wd.writeStackConfig(STACK, stackYaml("etcd-v3.6.16"));
+    const before = await members();
+    const run = await rollout();
+    assert.equal(run.code, 2, run.stdout + run.stderr);
+    const s = summaryOf(run);
+    assert.equal(s.result, "refused");
+    assert.match(s.reason, /EtcdUpgradePatch: etcd 3\.6\.16 may not join yet: .*3\.5\.32 or later/);
+    assert.match(s.reason, /legacy-etcd-a \(3\.5\.11\)/);
+    assert.deepEqual(await members(), before);
+    assert.equal((await suite.stored()).nodes.length, 3);
+  });
+
+  it("replaces the adopted nodes add-first (3.5.11 -> 3.5.35) with a client writing throughout; 3.5.35 -> 3.6 then works", async function () {
+    this.timeout(900_000);
+    assert.ok(adopted, "the cluster was adopted");
+    const st0 = await suite.stored();
+    for (const [image, etcd] of [
+      ["etcd-v3.5.35", "3.5.35"],
+      ["etcd-v3.6.16", "3.6.16"],
+    ] as const) {
+      suite.wd.writeStackConfig(STACK, stackYaml(image));
+      const key = (await suite.stored()).sshPrivateKey!;
+      // The probe writes through every machine whose etcd still has data (retired ones are wiped).
+      const probe = startClusterProbe(lab, key, 100, {
+        agent: foreign.agent.socket,
+        bastion: bastion(),
+        include: (e) =>
+          !e.name.startsWith("stranger") &&
+          existsSync(join(lab.labRoot, "labs", lab.lab, "machines", e.name, "root/var/lib/etcd/member")),
+      });
+      const t = Date.now();
+      const run = await rollout();
+      figures[`rollout-${etcd}-ms`] = Date.now() - t;
+      const report = await probe.stop();
+      figures[`probe-${etcd}`] = { ok: report.ok, failed: report.failed, longestGapMs: report.longestGapMs };
+      assert.equal(
+        run.code,
+        0,
+        run.stdout
+          .split(/\n|\\n/)
+          .filter((l) => /error|fail|decision/i.test(l))
+          .slice(-40)
+          .join("\n") + run.stderr.slice(-2000),
+      );
+      const s = summaryOf(run) as ReturnType<typeof summaryOf> & { leftForOwner?: { node: string }[] };
+      assert.equal(s.result, "succeeded", s.reason);
+      assert.equal(report.failed, 0, `no failed request: ${report.errors.join("; ")}`);
+      const st = await suite.stored();
+      assert.equal(st.nodes.length, 3);
+      assert.ok(
+        st.nodes.every((n) => !n.adopted && n.image === image),
+        JSON.stringify(st.nodes),
+      );
+      assert.deepEqual(await members(), st.nodes.map((n) => n.name).sort(), "members == molt's nodes");
+      if (etcd === "3.5.35") {
+        assert.deepEqual(s.leftForOwner?.map((m) => m.node).sort(), NAMES, "the foreign machines are listed");
+        for (const n of foreign.nodes) {
+          assert.ok(
+            !existsSync(join(lab.labRoot, "labs", lab.lab, "machines", n.name, "root/var/lib/etcd/member")),
+            `${n.name}'s etcd data is gone`,
+          );
+          assert.equal((await foreign.ssh(n.name, "ss -ltnH 'sport = :2379'")).trim(), "", `${n.name} serves no etcd`);
+        }
+        assert.ok(st0.nodes.every((n) => !st.nodes.some((x) => x.name === n.name)));
+      }
+      const versions = await etcdVersions(st);
+      assert.ok(
+        Object.values(versions).every((v) => v === etcd),
+        JSON.stringify(versions),
+      );
+    }
+    const noop = await rollout();
+    assert.equal(noop.code, 0);
+    assert.equal(summaryOf(noop).result, "noop");
+  });
+
+  async function etcdVersions(st: StoredState): Promise<Record<string, string>> {
+    const access = await EtcdAccess.open(st.endpoints, {
+      user: "root",
+      privateKey: st.sshPrivateKey!,
+      bastion: bastion(),
+    });
+    try {
+      const out: Record<string, string> = {};
+      for (const n of st.nodes) out[n.name] = (await access.status(n.name)).version;
+      return out;
+    } finally {
+      await access.close();
+    }
+  }
+});

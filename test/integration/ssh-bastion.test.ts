@@ -1,0 +1,183 @@
+// molt's SSH edge through a real OpenSSH bastion and with a real ssh-agent (loopback; the
+// lab's isolated bridge proves in e2e that nodes are reachable only through the bastion).
+import * as assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { connect } from "node:net";
+import {
+  BastionError,
+  fingerprintOf,
+  generateSshKeyPair,
+  HostKeyMismatchError,
+  scanHostKey,
+  SshCredentialsError,
+  SshSession,
+} from "../../infra/remote/ssh";
+import { startAgent, startSshd, type TestAgent, type TestSshd } from "../support/sshd";
+
+describe("SSH through a bastion, and with an ssh-agent (infra/remote/ssh.ts)", function () {
+  this.timeout(60_000);
+  const client = generateSshKeyPair("molt test client");
+  const stranger = generateSshKeyPair("not authorized anywhere");
+  let node: TestSshd;
+  let bastion: TestSshd;
+  let closedBastion: TestSshd;
+  let agent: TestAgent;
+  const savedSock = process.env.SSH_AUTH_SOCK;
+
+  before(async () => {
+    node = await startSshd({ authorizedKey: client.publicKey });
+    bastion = await startSshd({ authorizedKey: client.publicKey, permitOpen: `127.0.0.1:${node.port}` });
+    closedBastion = await startSshd({ authorizedKey: client.publicKey, permitOpen: "none" });
+    agent = startAgent(client.privateKey);
+  });
+  after(async () => {
+    await Promise.all([node?.stop(), bastion?.stop(), closedBastion?.stop()]);
+    agent?.stop();
+    if (savedSock === undefined) delete process.env.SSH_AUTH_SOCK;
+    else process.env.SSH_AUTH_SOCK = savedSock;
+  });
+
+  const through = (b: TestSshd, o: { hostKey?: string; privateKey?: string } = {}) => ({
+    host: "127.0.0.1",
+    port: b.port,
+    user: "root",
+    privateKey: o.privateKey ?? client.privateKey,
+    hostKey: o.hostKey ?? b.hostKey,
+  });
+
+  it("runs a command on the node through the bastion, both host keys pinned", async () => {
+    const s = await SshSession.connect({
+      host: "127.0.0.1",
+      port: node.port,
+      user: "root",
+      privateKey: client.privateKey,
+      hostKey: node.hostKey,
+      bastion: through(bastion),
+    });
+    try {
+      assert.equal((await s.run("echo through-the-bastion", "echo")).trim(), "through-the-bastion");
+      // Tunnels ride on the same chain.
+      const fwd = await s.forward("127.0.0.1", node.port);
+      const banner = await new Promise<string>((resolve) => {
+        const c = connect({ host: "127.0.0.1", port: fwd.port });
+        c.once("data", (d: Buffer) => (c.destroy(), resolve(d.toString())));
+      });
+      assert.match(banner, /^SSH-2\.0-/);
+      await fwd.close();
+    } finally {
+      s.close();
+    }
+  });
+
+  it("refuses a bastion whose host key is not the pinned one", async () => {
+    await assert.rejects(
+      SshSession.connect({
+        host: "127.0.0.1",
+        port: node.port,
+        user: "root",
+        privateKey: client.privateKey,
+        hostKey: node.hostKey,
+        bastion: through(bastion, { hostKey: node.hostKey }),
+      }),
+      (e: Error) => e instanceof HostKeyMismatchError && /host key of bastion 127\.0\.0\.1/.test(e.message),
+    );
+  });
+
+  it("refuses a node whose host key is not the pinned one, behind a good bastion", async () => {
+    await assert.rejects(
+      SshSession.connect({
+        host: "127.0.0.1",
+        port: node.port,
+        user: "root",
+        privateKey: client.privateKey,
+        hostKey: bastion.hostKey,
+        bastion: through(bastion),
+      }),
+      (e: Error) => e instanceof HostKeyMismatchError && /^host key of 127\.0\.0\.1/.test(e.message),
+    );
+  });
+
+  it("says the bastion refused when it does not accept molt's key", async () => {
+    await assert.rejects(
+      SshSession.connect({
+        host: "127.0.0.1",
+        port: node.port,
+        user: "root",
+        privateKey: client.privateKey,
+        hostKey: node.hostKey,
+        bastion: through(bastion, { privateKey: stranger.privateKey }),
+      }),
+      (e: Error) => e instanceof BastionError && /bastion root@127\.0\.0\.1:\d+: .*authentication/i.test(e.message),
+    );
+  });
+
+  it("says the bastion refused when it may not forward to the node", async () => {
+    await assert.rejects(
+      SshSession.connect({
+        host: "127.0.0.1",
+        port: node.port,
+        user: "root",
+        privateKey: client.privateKey,
+        hostKey: node.hostKey,
+        bastion: through(closedBastion),
+      }),
+      (e: Error) => e instanceof BastionError && /refused to open a connection to 127\.0\.0\.1:\d+/.test(e.message),
+    );
+  });
+
+  it("logs in with the ssh-agent's key alone (SSH_AUTH_SOCK), at the bastion and the node", async () => {
+    process.env.SSH_AUTH_SOCK = agent.socket;
+    const s = await SshSession.connect({
+      host: "127.0.0.1",
+      port: node.port,
+      user: "root",
+      agent: true,
+      hostKey: node.hostKey,
+      bastion: { host: "127.0.0.1", port: bastion.port, user: "root", agent: true, hostKey: bastion.hostKey },
+    });
+    try {
+      assert.equal((await s.run("echo agent", "echo")).trim(), "agent");
+    } finally {
+      s.close();
+    }
+    // A wrong key first, then the agent's: the agent is tried after the key.
+    const s2 = await SshSession.connect({
+      host: "127.0.0.1",
+      port: node.port,
+      user: "root",
+      privateKey: stranger.privateKey,
+      agent: true,
+      hostKey: node.hostKey,
+    });
+    s2.close();
+  });
+
+  it("says how to start an agent when SSH_AUTH_SOCK is not set", async () => {
+    delete process.env.SSH_AUTH_SOCK;
+    await assert.rejects(
+      SshSession.connect({ host: "127.0.0.1", port: node.port, user: "root", agent: true, hostKey: node.hostKey }),
+      (e: Error) => e instanceof SshCredentialsError && /SSH_AUTH_SOCK is not set.*ssh-add/.test(e.message),
+    );
+    await assert.rejects(
+      SshSession.connect({ host: "127.0.0.1", port: node.port, user: "root", hostKey: node.hostKey }),
+      (e: Error) => e instanceof SshCredentialsError && /no SSH credential/.test(e.message),
+    );
+  });
+
+  it("scans a host key without trusting it, directly and through the bastion", async () => {
+    const direct = await scanHostKey("127.0.0.1", node.port);
+    assert.equal(fingerprintOf(direct), fingerprintOf(node.hostKey));
+    const via = await scanHostKey("127.0.0.1", node.port, { bastion: through(bastion) });
+    assert.equal(fingerprintOf(via), fingerprintOf(node.hostKey));
+    assert.match(fingerprintOf(via), /^SHA256:[A-Za-z0-9+/]{43}$/);
+    assert.equal(fingerprintOf(via), execFingerprint(node.hostKey), "the same fingerprint as ssh-keygen -lf prints");
+  });
+});
+
+function execFingerprint(publicKey: string): string {
+  const out = execFileSync("ssh-keygen", ["-lf", "-"], {
+    input: publicKey + "\n",
+    encoding: "utf8",
+  });
+  return out.split(" ")[1];
+}

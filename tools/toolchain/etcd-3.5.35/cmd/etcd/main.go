@@ -1,0 +1,10 @@
+// The etcd server, as etcd's own main package builds it.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
