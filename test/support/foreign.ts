@@ -6,6 +6,8 @@
 //     bootstrap (initial-cluster-state new), kubeadm's paths;
 //   - Kubernetes: like KubeOne, `kubeadm init --upload-certs` on the first node, then
 //     `kubeadm join --control-plane --certificate-key` on the others, through the LB.
+// Everything it writes on a machine is under the machine's own paths (/etc/kubernetes,
+// /var/lib/etcd, /var/log/molt: infra/lab/machine-impl.ts MACHINE_PATHS), never the host's.
 // Optionally the nodes sit on an isolated bridge (the host has no address on it), reached
 // only through a dual-homed bastion machine with its own pinned sshd; the cluster's HAProxy
 // then runs in the bastion's namespace (an LB in front of a private subnet).
@@ -303,7 +305,7 @@ async function bootstrapEtcd(
         "bash -s",
         `set -euo pipefail
 PKI=/etc/kubernetes/pki/etcd
-mkdir -p $PKI /var/lib/etcd /var/log/installer
+mkdir -p $PKI /var/lib/etcd /var/log/molt
 chmod 700 /var/lib/etcd
 umask 077
 awk '/BEGIN CERTIFICATE/,/END CERTIFICATE/' > $PKI/ca.crt <<'CA'
@@ -327,7 +329,7 @@ setsid /usr/local/bin/etcd --name ${n.name} --data-dir /var/lib/etcd \\
   --initial-cluster ${cluster} --initial-cluster-state new --initial-cluster-token installer \\
   --cert-file $PKI/server.crt --key-file $PKI/server.key --client-cert-auth --trusted-ca-file $PKI/ca.crt \\
   --peer-cert-file $PKI/peer.crt --peer-key-file $PKI/peer.key --peer-client-cert-auth --peer-trusted-ca-file $PKI/ca.crt \\
-  >>/var/log/installer/etcd.log 2>&1 </dev/null &
+  >>/var/log/molt/installer-etcd.log 2>&1 </dev/null &
 echo $! > /run/installer-etcd.pid
 `,
       ),
@@ -339,7 +341,7 @@ echo $! > /run/installer-etcd.pid
     --command-timeout=2s endpoint health >/dev/null 2>&1 && exit 0
   sleep 0.2
 done
-echo "etcd did not become healthy; $(tail -n 5 /var/log/installer/etcd.log)" >&2; exit 1`;
+echo "etcd did not become healthy; $(tail -n 5 /var/log/molt/installer-etcd.log)" >&2; exit 1`;
   for (const n of nodes) await ssh(n.name, health);
 }
 
@@ -358,14 +360,16 @@ async function bootstrapKubernetes(
   name: ${n.name}
   criSocket: unix:///run/containerd/containerd.sock
   imagePullPolicy: Never`;
-  const ready = `for i in $(seq 1 600); do curl -fsS --cacert /etc/kubernetes/pki/ca.crt https://127.0.0.1:6443/readyz >/dev/null 2>&1 && exit 0; sleep 0.5; done; echo "kube-apiserver not ready" >&2; exit 1`;
+  // The API server's certificate names the node's address (kubeadm's advertise address), not 127.0.0.1.
+  const ready = (n: ForeignNode) =>
+    `for i in $(seq 1 600); do curl -fsS --cacert /etc/kubernetes/pki/ca.crt https://${n.address}:6443/readyz >/dev/null 2>&1 && exit 0; sleep 0.5; done; echo "kube-apiserver not ready" >&2; exit 1`;
   const certificateKey = (await ssh(first.name, "kubeadm certs certificate-key")).trim();
   await ssh(
     first.name,
     "bash -s",
     `set -euo pipefail
-mkdir -p /etc/kubernetes/manifests /var/log/installer
-cat > /root/kubeadm-init.yaml <<CFG
+mkdir -p /etc/kubernetes/manifests /var/log/molt
+cat > /etc/kubernetes/installer-init.yaml <<CFG
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 certificateKey: "${certificateKey}"
@@ -391,8 +395,8 @@ etcd:
   local:
     dataDir: /var/lib/etcd
 CFG
-kubeadm init --config /root/kubeadm-init.yaml --upload-certs --skip-token-print >/var/log/installer/kubeadm.log 2>&1 || { tail -n 20 /var/log/installer/kubeadm.log >&2; exit 1; }
-${ready}
+kubeadm init --config /etc/kubernetes/installer-init.yaml --upload-certs --skip-token-print >/var/log/molt/installer-kubeadm.log 2>&1 || { tail -n 20 /var/log/molt/installer-kubeadm.log >&2; exit 1; }
+${ready(first)}
 `,
   );
   for (const n of rest) {
@@ -407,8 +411,8 @@ ${ready}
       n.name,
       "bash -s",
       `set -euo pipefail
-mkdir -p /etc/kubernetes/manifests /var/log/installer
-cat > /root/kubeadm-join.yaml <<CFG
+mkdir -p /etc/kubernetes/manifests /var/log/molt
+cat > /etc/kubernetes/installer-join.yaml <<CFG
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: JoinConfiguration
 discovery:
@@ -425,9 +429,9 @@ controlPlane:
 skipPhases:
 - preflight
 CFG
-kubeadm join --config /root/kubeadm-join.yaml >/var/log/installer/kubeadm.log 2>&1 || { tail -n 20 /var/log/installer/kubeadm.log >&2; exit 1; }
-rm -f /root/kubeadm-join.yaml
-${ready}
+kubeadm join --config /etc/kubernetes/installer-join.yaml >/var/log/molt/installer-kubeadm.log 2>&1 || { tail -n 20 /var/log/molt/installer-kubeadm.log >&2; exit 1; }
+rm -f /etc/kubernetes/installer-join.yaml
+${ready(n)}
 `,
     );
   }
