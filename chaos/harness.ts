@@ -628,17 +628,30 @@ export class Chaos {
       const target = this.other();
       this.setImage(target);
       let flipped = false;
+      let flipping: Promise<unknown> | undefined;
       const h = this.start((e, _kill) => {
-        if (!flipped && engine("machine", "creating")(e, { op: "surge" })) {
-          flipped = true;
-          execFileSync("mount", ["-o", "remount,ro", state]);
-          faults.push("backend remounted read-only while the machine was being created");
-        }
+        if (flipping || !engine("machine", "creating")(e, { op: "surge" })) return;
+        // The kernel refuses a read-only remount while a file on it is open for writing (the
+        // engine's checkpoint, a lease renewal): try again until it is taken, for 10 s at most.
+        flipping = pollUntil(
+          (miss) => {
+            try {
+              execFileSync("mount", ["-o", "remount,ro", state], { stdio: "pipe" });
+            } catch (err) {
+              return miss(String((err as { stderr?: Buffer }).stderr ?? err).trim());
+            }
+            flipped = true;
+            faults.push("backend remounted read-only while the machine was being created");
+            return true;
+          },
+          { what: "the backend's read-only remount", deadlineMs: 10_000, intervalMs: 20, maxIntervalMs: 100 },
+        ).catch((err: Error) => notes.push(`no fault: ${err.message}`));
       });
       let run: CliRun;
       try {
         run = await h.done;
       } finally {
+        await flipping;
         if (flipped) execFileSync("mount", ["-o", "remount,rw", state]);
       }
       await this.afterFault(run, flipped, target, { notes, runs, rerunsAfterFault });

@@ -11,6 +11,7 @@ import type { Edges } from "./edges/types";
 import { retainBackups, takeBackup } from "./etcd-backup";
 import type { NodeView, RolloutEvent } from "./events";
 import { holdStack } from "./lock-scope";
+import { checkProviderPlugins } from "./stack/plugins";
 import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory, type Stop } from "./loop/memory";
 import { RunClock } from "./loop/timing";
 import type { Intent, Operation, World } from "./model";
@@ -74,6 +75,9 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const intent = intentOf(cfg, o);
   emit({ type: "start", stack: o.stack, command: "rollout", ...startOf(intent), time: new Date().toISOString() });
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
+  // A run that may `up` needs the provider's engine plugins, which molt never downloads during
+  // a run: missing ones are refused before anything is written, the lease included.
+  if (!o.edges) checkProviderPlugins(cfg.intent.provider, o.env);
   // The stack's lease (orchestrator/lock-scope.ts): `lock.signal` aborts if it is ever lost,
   // which cancels an engine step in flight as the caller's signal does.
   const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env);

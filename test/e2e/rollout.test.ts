@@ -2,7 +2,6 @@
 // that keep quorum and every acknowledged write, a no-op rerun, retire-first with
 // maxSurge 0, rollback of a node that cannot join, and convergence after SIGKILL.
 import * as assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { SshSession } from "../../infra/remote/ssh";
@@ -11,6 +10,7 @@ import { inspect } from "../../orchestrator/inspect";
 import type { StoredState } from "../../orchestrator/stack/state";
 import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
 import { labLeftovers, labStackYaml, testLab } from "../support/lab";
+import { locksLeft } from "../support/locks";
 import { labEndpoints, startClusterProbe, type ProbeReport } from "../support/probe";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import type { TestWorkDir } from "../support/workdir";
@@ -266,12 +266,7 @@ describe("rollout on the lab (e2e)", function () {
     }
   });
 
-  it("leaves no engine lock and no molt lock behind", () => {
-    const locks = execFileSync(
-      "find",
-      [join(wd.dir, "state"), join(wd.dir, "home"), "-path", "*locks*", "-type", "f", "-name", "*.json"],
-      { encoding: "utf8" },
-    ).trim();
-    assert.equal(locks, "");
+  it("leaves no engine lock and no molt lock behind", async () => {
+    assert.deepEqual(await locksLeft(join(wd.dir, "state"), join(wd.dir, "home")), []);
   });
 });

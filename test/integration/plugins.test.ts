@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { checkProviderPlugins, PluginMissingError } from "../../orchestrator/stack/plugins";
 import { repoRoot } from "../../orchestrator/stack/engine";
 import { runCli } from "../support/cli";
+import { locksLeft } from "../support/locks";
 import { makeWorkDir, type TestWorkDir } from "../support/workdir";
 
 describe("provider plugins (integration, the real engine, offline)", function () {
@@ -41,8 +42,9 @@ describe("provider plugins (integration, the real engine, offline)", function ()
     assert.match(error!.message, /nothing was changed/);
     // Nothing changed: no stack in the backend, no lock left, no plugin fetched.
     assert.ok(!existsSync(join(wd.dir, "state", ".pulumi", "stacks")), "no stack was created");
-    const locks = join(wd.dir, "state", ".molt", "locks");
-    assert.deepEqual(existsSync(locks) ? readdirSync(locks) : [], [], "no lock left behind");
+    assert.deepEqual(await locksLeft(join(wd.dir, "state"), join(wd.dir, "home")), [], "no lock left behind");
+    // The plugins are checked before the lease is taken: not even a released lease is written.
+    assert.ok(!existsSync(join(wd.dir, "state", ".molt", "locks")), "nothing written to the backend");
     assert.deepEqual(existsSync(join(pulumiHome, "plugins")) ? readdirSync(join(pulumiHome, "plugins")) : [], []);
   });
 
