@@ -116,7 +116,9 @@ export async function inspect(o: {
         : {
             type: "EtcdMembersMatchNodes",
             status: "False",
-            reason: `members [${members.map((m) => m.name || `${hexMemberId(m.id)} (unstarted)`)}] vs nodes [${stored.nodes.map((n) => n.name)}]`,
+            reason:
+              `members [${members.map((m) => m.name || `${hexMemberId(m.id)} (unstarted)`)}] vs nodes ` +
+              `[${stored.nodes.map((n) => n.name)}]`,
           }
       : { type: "EtcdMembersMatchNodes", status: "Unknown", reason: "etcd not observed" },
     stored.nodes.some((n) => isOutdated(n, intent))

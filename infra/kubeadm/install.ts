@@ -90,8 +90,10 @@ export const INSTALL_FUNCTIONS: readonly string[] = [
   apt_get update -qq
   apt_get install -y -qq --no-install-recommends ca-certificates curl gpg containerd >/dev/null
   install -d -m 0755 /etc/apt/keyrings
-  curl -fsSL "$PACKAGE_REPOSITORY/$K8S_MINOR/deb/Release.key" | gpg --dearmor --batch --yes -o /etc/apt/keyrings/kubernetes-apt-keyring.gpg
-  printf 'deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] %s/%s/deb/ /\\n' "$PACKAGE_REPOSITORY" "$K8S_MINOR" >/etc/apt/sources.list.d/kubernetes.list
+  curl -fsSL "$PACKAGE_REPOSITORY/$K8S_MINOR/deb/Release.key" |
+    gpg --dearmor --batch --yes -o /etc/apt/keyrings/kubernetes-apt-keyring.gpg
+  printf 'deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] %s/%s/deb/ /\\n' \\
+    "$PACKAGE_REPOSITORY" "$K8S_MINOR" >/etc/apt/sources.list.d/kubernetes.list
   apt_get update -qq
   apt-mark unhold kubelet kubeadm kubectl >/dev/null 2>&1 || true
   apt_get install -y -qq --allow-downgrades --allow-change-held-packages \\
@@ -174,7 +176,8 @@ export const INSTALL_FUNCTIONS: readonly string[] = [
   local pause current=/etc/containerd/config.toml new=/etc/containerd/config.toml.molt
   pause=$(kubeadm_pause_image)
   if [ -z "$pause" ]; then
-    log "kubeadm $K8S_VERSION names no pause image (kubeadm config images list): cannot align containerd's sandbox image"
+    log "kubeadm $K8S_VERSION names no pause image (kubeadm config images list):" \\
+      "cannot align containerd's sandbox image"
     return 1
   fi
   install -d -m 0755 /etc/containerd
@@ -198,7 +201,8 @@ export const INSTALL_FUNCTIONS: readonly string[] = [
   printf '%s\\n' overlay br_netfilter >/etc/modules-load.d/molt-kubernetes.conf
   modprobe overlay
   modprobe br_netfilter
-  printf '%s\\n' 'net.bridge.bridge-nf-call-iptables = 1' 'net.bridge.bridge-nf-call-ip6tables = 1' 'net.ipv4.ip_forward = 1' \\
+  printf '%s\\n' 'net.bridge.bridge-nf-call-iptables = 1' 'net.bridge.bridge-nf-call-ip6tables = 1' \\
+    'net.ipv4.ip_forward = 1' \\
     >/etc/sysctl.d/99-molt-kubernetes.conf
   sysctl --system >/dev/null
   swapoff -a
@@ -210,7 +214,8 @@ export const INSTALL_FUNCTIONS: readonly string[] = [
   if installed_versions_match; then
     log "containerd, kubelet, kubeadm and kubectl $K8S_VERSION present"
   elif [ "$INSTALL_SOURCE" = image ]; then
-    log "the image does not carry Kubernetes $K8S_VERSION ($(describe_installed)); rebuild the image or set install.source=packages"
+    log "the image does not carry Kubernetes $K8S_VERSION ($(describe_installed));" \\
+      "rebuild the image or set install.source=packages"
     return 1
   elif command -v apt-get >/dev/null 2>&1; then
     log "installing containerd, kubelet, kubeadm, kubectl $K8S_VERSION (apt, $PACKAGE_REPOSITORY)"

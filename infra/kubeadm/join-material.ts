@@ -69,18 +69,22 @@ export function renderJoinMaterialScript(opts: JoinMaterialOptions): string {
   local config current raised
   config=$(admin_kubectl -n kube-system get configmap kubeadm-config -o 'jsonpath={.data.ClusterConfiguration}')
   current=$(sed -n 's/^kubernetesVersion: *//p' <<<"$config")
-  if [ "$(printf '%s\\n%s\\n' "$current" "$RAISE_CLUSTER_VERSION_TO" | sort -V | tail -n 1)" != "$RAISE_CLUSTER_VERSION_TO" ]; then
-    log "kubeadm-config names $current, newer than $RAISE_CLUSTER_VERSION_TO: leaving it (molt never lowers the cluster version)"
+  highest=$(printf '%s\\n%s\\n' "$current" "$RAISE_CLUSTER_VERSION_TO" | sort -V | tail -n 1)
+  if [ "$highest" != "$RAISE_CLUSTER_VERSION_TO" ]; then
+    log "kubeadm-config names $current, newer than $RAISE_CLUSTER_VERSION_TO:" \\
+      "leaving it (molt never lowers the cluster version)"
     return 0
   fi
-  raised=$(awk -v version="$RAISE_CLUSTER_VERSION_TO" '/^kubernetesVersion:/ { $0 = "kubernetesVersion: " version } { print }' <<<"$config" |
-    drop_feature_gates)
+  raised=$(awk -v version="$RAISE_CLUSTER_VERSION_TO" \\
+    '/^kubernetesVersion:/ { $0 = "kubernetesVersion: " version } { print }' <<<"$config" | drop_feature_gates)
   if [ "$raised" = "$config" ]; then
     return 0
   fi
-  log "raising kubeadm-config kubernetesVersion from $current to $RAISE_CLUSTER_VERSION_TO\${DROP_FEATURE_GATES:+, without the feature gates $DROP_FEATURE_GATES (removed by then)}"
+  dropped="\${DROP_FEATURE_GATES:+, without the feature gates $DROP_FEATURE_GATES (removed by then)}"
+  log "raising kubeadm-config kubernetesVersion from $current to $RAISE_CLUSTER_VERSION_TO$dropped"
   printf '%s\\n' "$raised" |
-    admin_kubectl -n kube-system create configmap kubeadm-config --from-file=ClusterConfiguration=/dev/stdin --dry-run=client -o yaml |
+    admin_kubectl -n kube-system create configmap kubeadm-config \\
+      --from-file=ClusterConfiguration=/dev/stdin --dry-run=client -o yaml |
     admin_kubectl replace -f - >&2
 }
 `,
@@ -120,7 +124,8 @@ token=$(kubeadm token create --kubeconfig /etc/kubernetes/admin.conf --ttl "$TOK
   --description "molt: join of $JOINING_NODE" --usages signing,authentication \\
   --groups system:bootstrappers:kubeadm:default-node-token)
 key=$(kubeadm init phase upload-certs --upload-certs 2>/dev/null | tail -n 1)
-hash=$(openssl x509 -pubkey -noout -in /etc/kubernetes/pki/ca.crt | openssl pkey -pubin -outform der | openssl dgst -sha256 -hex | sed 's/^.* //')
+hash=$(openssl x509 -pubkey -noout -in /etc/kubernetes/pki/ca.crt | openssl pkey -pubin -outform der |
+  openssl dgst -sha256 -hex | sed 's/^.* //')
 log "made a bootstrap token (TTL $TOKEN_TTL) and re-uploaded the certificates for $JOINING_NODE"
 printf 'token=%s\\ncertificateKey=%s\\ncaCertHash=sha256:%s\\n' "$token" "$key" "$hash"
 `,
@@ -131,7 +136,8 @@ export class InvalidJoinMaterialError extends Error {
   constructor(what: string) {
     // Never quote the received text: it may hold the secrets.
     super(
-      `join material from the healthy node is incomplete or malformed: ${what}; nothing was created, retry (or ask another control-plane node)`,
+      `join material from the healthy node is incomplete or malformed: ${what}; nothing was created, retry (or ask ` +
+        `another control-plane node)`,
     );
     this.name = "InvalidJoinMaterialError";
   }

@@ -67,7 +67,9 @@ export function renderJoinScript(
   validateSettings(settings);
   const version = kubernetesVersion(node.kubernetesVersion);
   return renderScript({
-    title: `kubeadm join --control-plane of ${node.name} (Kubernetes ${version.version}) through ${settings.controlPlaneEndpoint}`,
+    title:
+      `kubeadm join --control-plane of ${node.name} (Kubernetes ${version.version}) through ` +
+      `${settings.controlPlaneEndpoint}`,
     constants: {
       NODE_NAME: node.name,
       CRI_SOCKET: settings.criSocket ?? DEFAULT_CRI_SOCKET,

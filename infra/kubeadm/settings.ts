@@ -14,7 +14,10 @@ export type InstallSource =
   | { source: "packages"; repository?: string };
 
 export interface KubeadmBootstrapSettings {
-  /** host:port of the API load balancer: kubeadm's controlPlaneEndpoint, and where joining nodes discover the cluster. */
+  /**
+   * host:port of the API load balancer: kubeadm's controlPlaneEndpoint, and where joining
+   * nodes discover the cluster.
+   */
   controlPlaneEndpoint: string;
   install: InstallSource;
   /** ClusterConfiguration.clusterName (default "kubernetes"). */
@@ -122,7 +125,8 @@ export function kubernetesVersion(v: string): semver.SemVer {
   if (semver.lt(parsed, MIN_KUBERNETES_VERSION)) {
     throw new InvalidBootstrapSettingError(
       "kubernetesVersion",
-      `${parsed.version} is older than ${MIN_KUBERNETES_VERSION}: kubeadm joins control-plane nodes as etcd learners only from 1.29 on`,
+      `${parsed.version} is older than ${MIN_KUBERNETES_VERSION}: kubeadm joins control-plane nodes as etcd ` +
+        `learners only from 1.29 on`,
     );
   }
   return parsed;

@@ -23,7 +23,8 @@ if [ -x /usr/local/bin/kubeadm ]; then
   for f in ${SHARED_PKI.join(" ")}; do
     echo "file /etc/kubernetes/pki/$f"; base64 "/etc/kubernetes/pki/$f"; echo end
   done
-  echo "token $(kubeadm token create --kubeconfig /etc/kubernetes/admin.conf --ttl 30m --description 'molt: control-plane join')"
+  echo "token $(kubeadm token create --kubeconfig /etc/kubernetes/admin.conf --ttl 30m \\
+    --description 'molt: control-plane join')"
 else
   cat /etc/kubernetes/pki/etcd/ca.crt /etc/kubernetes/pki/etcd/ca.key
 fi`;

@@ -138,7 +138,8 @@ function kubeletStart(i: LabMachineInputs, imageDir: string, address: string): s
   if (!meta?.kubernetesVersion || !existsSync(join(imageDir, "bin", "lab-kubelet"))) return "";
   return `export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mkdir -p /etc/kubernetes/manifests /var/lib/kubelet/pki
-setsid /usr/local/bin/lab-kubelet --node-name '${i.name}' --node-ip '${address}' --kubelet-version '${meta.kubernetesVersion}' >>/var/log/molt/kubelet.log 2>&1 </dev/null &
+setsid /usr/local/bin/lab-kubelet --node-name '${i.name}' --node-ip '${address}' \\
+  --kubelet-version '${meta.kubernetesVersion}' >>/var/log/molt/kubelet.log 2>&1 </dev/null &
 `;
 }
 
@@ -183,7 +184,8 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
       ? readdirSync(join(i.labRoot, "images")).filter((f) => !f.startsWith("."))
       : [];
     throw new LabHostError(
-      `lab image "${i.image}" does not exist in ${join(i.labRoot, "images")} (have: ${have.join(", ") || "none"}); run tools/lab/build-images.sh`,
+      `lab image "${i.image}" does not exist in ${join(i.labRoot, "images")} (have: ${have.join(", ") || "none"}); ` +
+        `run tools/lab/build-images.sh`,
     );
   }
   const subnet = parseSubnet(i.subnet);

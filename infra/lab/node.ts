@@ -60,7 +60,10 @@ export interface LabNodeArgs {
   sshAccess?: SshAccessSettings;
   sshPrivateKey: pulumi.Input<string>;
   sshPublicKey: pulumi.Input<string>;
-  /** A healthy existing node to join through (absent for the node that initialises); an adopted one has no bootstrap. */
+  /**
+   * A healthy existing node to join through (absent for the node that initialises); an
+   * adopted one has no bootstrap.
+   */
   seed?: { connection: pulumi.Output<ConnectionArgs>; bootstrap?: RemoteCommand };
   /** The node created just before this one: joins happen one at a time. */
   after?: { bootstrap?: RemoteCommand };

@@ -54,7 +54,8 @@ export interface CloudInitArgs {
 export function renderCloudInit(a: CloudInitArgs): string {
   if (a.user === "root") {
     throw new Error(
-      "ssh.user must not be root on cloud nodes: cloud images disable root login; use the image's admin user (molt uses sudo)",
+      "ssh.user must not be root on cloud nodes: cloud images disable root login; use the image's admin user (molt " +
+        "uses sudo)",
     );
   }
   if (!/^ssh-ed25519 [A-Za-z0-9+/=]+( .*)?$/.test(a.hostKey.publicKey.trim())) {
@@ -86,7 +87,8 @@ export function renderCloudInit(a: CloudInitArgs): string {
         path: "/etc/ssh/sshd_config.d/10-molt-host-key.conf",
         permissions: "0644",
         content:
-          "# molt: offer only the pre-generated ed25519 host key that clients pin\nHostKey /etc/ssh/ssh_host_ed25519_key\n",
+          "# molt: offer only the pre-generated ed25519 host key that clients pin\nHostKey " +
+          "/etc/ssh/ssh_host_ed25519_key\n",
       },
     ],
     runcmd: [["systemctl", "try-reload-or-restart", "ssh.service", "sshd.service"]],
@@ -125,7 +127,8 @@ export function publicKeyOfPrivateKey(privateKey: string): string {
   const parsed = utils.parseKey(privateKey.trim());
   if (parsed instanceof Error) {
     throw new Error(
-      `molt:ssh.privateKey is not a usable SSH private key (${parsed.message}); molt needs an unencrypted OpenSSH private key, kept encrypted as a Pulumi secret`,
+      `molt:ssh.privateKey is not a usable SSH private key (${parsed.message}); molt needs an unencrypted OpenSSH ` +
+        `private key, kept encrypted as a Pulumi secret`,
     );
   }
   const key = Array.isArray(parsed) ? parsed[0] : parsed;
@@ -146,7 +149,8 @@ export function settingForDomain<T>(node: NodeEntry, byDomain: Record<string, T>
   }
   if (!Object.prototype.hasOwnProperty.call(byDomain, domain)) {
     throw new Error(
-      `node ${node.name} is in failure domain ${JSON.stringify(domain)}, which has no ${what}; configured: ${known.join(", ") || "none"}`,
+      `node ${node.name} is in failure domain ${JSON.stringify(domain)}, which has no ${what}; configured: ` +
+        `${known.join(", ") || "none"}`,
     );
   }
   return byDomain[domain];

@@ -73,12 +73,14 @@ export const labProvider: LabProviderDefinition<LabSettings, LabProgramInput> = 
     const ssh = raw["molt:ssh"] as { privateKey?: unknown; port?: unknown; bastion?: unknown } | undefined;
     if (ssh && (ssh.privateKey !== undefined || ssh.port !== undefined))
       problems.push(
-        "molt:ssh: the lab makes its own client key and knows its machines' ports; only user, agent and bastion apply there",
+        "molt:ssh: the lab makes its own client key and knows its machines' ports; only user, agent and bastion " +
+          "apply there",
       );
     const lab = raw["molt:lab"] as { name?: unknown; isolated?: unknown; loadBalancer?: unknown } | undefined;
     if (lab?.isolated === true && ssh?.bastion === undefined)
       problems.push(
-        "molt:lab.isolated: the host has no address on an isolated bridge; set molt:ssh.bastion to a machine that reaches it",
+        "molt:lab.isolated: the host has no address on an isolated bridge; set molt:ssh.bastion to a machine that " +
+          "reaches it",
       );
     if (lab?.isolated === true && lab.loadBalancer === undefined)
       problems.push(
@@ -87,7 +89,8 @@ export const labProvider: LabProviderDefinition<LabSettings, LabProgramInput> = 
       );
     if (lab?.name === undefined && !NAME.test(derivedLabName(stack))) {
       problems.push(
-        `molt:lab.name: the stack name "${stack}" does not make a valid lab name (a lowercase DNS label); set molt:lab.name`,
+        `molt:lab.name: the stack name "${stack}" does not make a valid lab name (a lowercase DNS label); set ` +
+          `molt:lab.name`,
       );
     }
     return problems;

@@ -42,7 +42,8 @@ export class ExpectedHostKeys {
         }
       if (!host || !fp) {
         problems.push(
-          `--host-key ${JSON.stringify(f)}: HOST=SHA256:<43 characters> (ssh-keygen -lf prints it) or HOST="ssh-ed25519 AAAA..."`,
+          `--host-key ${JSON.stringify(f)}: HOST=SHA256:<43 characters> (ssh-keygen -lf prints it) or ` +
+            `HOST="ssh-ed25519 AAAA..."`,
         );
         continue;
       }

@@ -109,7 +109,8 @@ export function parseKubeOneOutput(text: string, source = "the terraform output"
     doc = JSON.parse(text);
   } catch (e) {
     throw new InvalidAdoptionInputError(source, [
-      `not valid JSON (${(e as Error).message}); a truncated file? Write it again with \`terraform output -json > FILE\``,
+      `not valid JSON (${(e as Error).message}); a truncated file? Write it again with \`terraform output -json > ` +
+        `FILE\``,
     ]);
   }
   if (!isObject(doc)) throw new InvalidAdoptionInputError(source, ["not a JSON object of terraform outputs"]);
@@ -135,7 +136,8 @@ export function parseKubeOneOutput(text: string, source = "the terraform output"
   if (count === 0) problems.push(`${at("private_address")}: no control-plane hosts`);
   if (publicAddrs.length && privateAddrs.length && publicAddrs.length !== privateAddrs.length)
     problems.push(
-      `${at("public_address")} has ${publicAddrs.length} addresses but private_address ${privateAddrs.length}: a truncated output?`,
+      `${at("public_address")} has ${publicAddrs.length} addresses but private_address ${privateAddrs.length}: a ` +
+        `truncated output?`,
     );
   if (hostnames.length && hostnames.length !== count)
     problems.push(`${at("hostnames")} has ${hostnames.length} names for ${count} hosts: a truncated output?`);

@@ -23,9 +23,11 @@ export function probeScript(user: string): string {
     'if command -v kubeadm >/dev/null 2>&1; then echo "kubeadm=$(kubeadm version -o short 2>/dev/null)"; fi',
     `${sudo}test -f /etc/kubernetes/manifests/etcd.yaml && echo etcd-static-pod=yes`,
     `${sudo}test -f /etc/kubernetes/manifests/kube-apiserver.yaml && ` +
-      `echo "apiserver-etcd-servers=$(${sudo}grep -o -- '--etcd-servers=[^ "]*' /etc/kubernetes/manifests/kube-apiserver.yaml | head -n1 | cut -d= -f2)"`,
+      `echo "apiserver-etcd-servers=$(${sudo}grep -o -- '--etcd-servers=[^ "]*' ` +
+      `/etc/kubernetes/manifests/kube-apiserver.yaml | head -n1 | cut -d= -f2)"`,
     `${sudo}test -f /etc/kubernetes/pki/etcd/ca.crt && echo etcd-pki=yes`,
-    `ss -ltnH 'sport = :2379' 2>/dev/null | grep -qE '127\\.0\\.0\\.1:2379|\\*:2379|0\\.0\\.0\\.0:2379' && echo etcd-listening=yes`,
+    `ss -ltnH 'sport = :2379' 2>/dev/null | grep -qE '127\\.0\\.0\\.1:2379|\\*:2379|0\\.0\\.0\\.0:2379' && echo ` +
+      `etcd-listening=yes`,
     "true",
   ].join("\n");
 }

@@ -172,14 +172,17 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
   });
 
   // Mocha runs a suite's tests in order: the bad inputs first, on the cluster as it is.
-  it("bad input, exit 6 and nothing recorded: host keys nobody named: prints the fingerprints it saw and exits 6", async () => {
-    const run = await adopt(...hostArgs(foreign));
-    assert.equal(run.code, 6, run.stdout + run.stderr);
-    const err = errorOf(run)!;
-    for (const n of foreign.nodes) assert.ok(err.message.includes(fingerprintOf(n.hostKey)), err.message);
-    assert.match(err.message, /--host-key 10\.77\.118\.\d+=SHA256:/);
-    await assertNothingRecorded();
-  });
+  it(
+    "bad input, exit 6 and nothing recorded: host keys nobody named: prints the fingerprints it saw and exits " + "6",
+    async () => {
+      const run = await adopt(...hostArgs(foreign));
+      assert.equal(run.code, 6, run.stdout + run.stderr);
+      const err = errorOf(run)!;
+      for (const n of foreign.nodes) assert.ok(err.message.includes(fingerprintOf(n.hostKey)), err.message);
+      assert.match(err.message, /--host-key 10\.77\.118\.\d+=SHA256:/);
+      await assertNothingRecorded();
+    },
+  );
 
   it("bad input, exit 2 and nothing recorded: a wrong fingerprint", async () => {
     const other = fingerprintOf(generateSshKeyPair("x").publicKey);
@@ -243,21 +246,25 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     await assertNothingRecorded();
   });
 
-  it("bad input, exit 2 and nothing recorded: a malformed or truncated terraform output, and both input forms at once", async () => {
-    const tf = join(suite.wd.dir, "tf.json");
-    writeFileSync(tf, foreign.terraformOutput().slice(0, 300));
-    let run = await adopt("--terraform-output", tf);
-    assert.equal(run.code, 2);
-    assert.match(errorOf(run)!.message, /not valid JSON.*truncated/);
-    writeFileSync(tf, JSON.stringify({ kubeone_api: { value: { endpoint: "x:6443" } } }));
-    run = await adopt("--terraform-output", tf);
-    assert.equal(run.code, 2);
-    assert.match(errorOf(run)!.message, /no "kubeone_hosts" output/);
-    run = await adopt("--terraform-output", tf, "--host", "10.0.0.1");
-    assert.equal(run.code, 2);
-    assert.match(errorOf(run)!.message, /either as --terraform-output FILE .* or as --host/);
-    await assertNothingRecorded();
-  });
+  it(
+    "bad input, exit 2 and nothing recorded: a malformed or truncated terraform output, and both input forms at " +
+      "once",
+    async () => {
+      const tf = join(suite.wd.dir, "tf.json");
+      writeFileSync(tf, foreign.terraformOutput().slice(0, 300));
+      let run = await adopt("--terraform-output", tf);
+      assert.equal(run.code, 2);
+      assert.match(errorOf(run)!.message, /not valid JSON.*truncated/);
+      writeFileSync(tf, JSON.stringify({ kubeone_api: { value: { endpoint: "x:6443" } } }));
+      run = await adopt("--terraform-output", tf);
+      assert.equal(run.code, 2);
+      assert.match(errorOf(run)!.message, /no "kubeone_hosts" output/);
+      run = await adopt("--terraform-output", tf, "--host", "10.0.0.1");
+      assert.equal(run.code, 2);
+      assert.match(errorOf(run)!.message, /either as --terraform-output FILE .* or as --host/);
+      await assertNothingRecorded();
+    },
+  );
   // External etcd (a kube-apiserver using etcd elsewhere) is refused in the Kubernetes
   // scenario (test/long/adopt-kube.test.ts) and in the probe's unit table.
 
@@ -312,69 +319,77 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     assert.equal((await suite.stored()).nodes.length, 3);
   });
 
-  it("replaces the adopted nodes add-first (3.5.11 -> 3.5.35) with a client writing throughout; 3.5.35 -> 3.6 then works", async function () {
-    this.timeout(900_000);
-    assert.ok(adopted, "the cluster was adopted");
-    const st0 = await suite.stored();
-    for (const [image, etcd] of [
-      ["etcd-v3.5.35", "3.5.35"],
-      ["etcd-v3.6.16", "3.6.16"],
-    ] as const) {
-      suite.wd.writeStackConfig(STACK, stackYaml(image));
-      const key = (await suite.stored()).sshPrivateKey!;
-      // The probe writes through every machine whose etcd still has data (retired ones are wiped).
-      const probe = startClusterProbe(lab, key, 100, {
-        agent: foreign.agent.socket,
-        bastion: bastion(),
-        include: (e) =>
-          !e.name.startsWith("stranger") &&
-          existsSync(join(lab.labRoot, "labs", lab.lab, "machines", e.name, "root/var/lib/etcd/member")),
-      });
-      const t = Date.now();
-      const run = await rollout();
-      figures[`rollout-${etcd}-ms`] = Date.now() - t;
-      const report = await probe.stop();
-      figures[`probe-${etcd}`] = { ok: report.ok, failed: report.failed, longestGapMs: report.longestGapMs };
-      assert.equal(
-        run.code,
-        0,
-        run.stdout
-          .split(/\n|\\n/)
-          .filter((l) => /error|fail|decision/i.test(l))
-          .slice(-40)
-          .join("\n") + run.stderr.slice(-2000),
-      );
-      const s = summaryOf(run) as ReturnType<typeof summaryOf> & { leftForOwner?: { node: string }[] };
-      assert.equal(s.result, "succeeded", s.reason);
-      assert.equal(report.failed, 0, `no failed request: ${report.errors.join("; ")}`);
-      const st = await suite.stored();
-      assert.equal(st.nodes.length, 3);
-      assert.ok(
-        st.nodes.every((n) => !n.adopted && n.image === image),
-        JSON.stringify(st.nodes),
-      );
-      assert.deepEqual(await members(), st.nodes.map((n) => n.name).sort(), "members == molt's nodes");
-      if (etcd === "3.5.35") {
-        assert.deepEqual(s.leftForOwner?.map((m) => m.node).sort(), NAMES, "the foreign machines are listed");
-        for (const n of foreign.nodes) {
-          assert.ok(
-            !existsSync(join(lab.labRoot, "labs", lab.lab, "machines", n.name, "root/var/lib/etcd/member")),
-            `${n.name}'s etcd data is gone`,
-          );
-          assert.equal((await foreign.ssh(n.name, "ss -ltnH 'sport = :2379'")).trim(), "", `${n.name} serves no etcd`);
+  it(
+    "replaces the adopted nodes add-first (3.5.11 -> 3.5.35) with a client writing throughout; 3.5.35 -> 3.6 then " +
+      "works",
+    async function () {
+      this.timeout(900_000);
+      assert.ok(adopted, "the cluster was adopted");
+      const st0 = await suite.stored();
+      for (const [image, etcd] of [
+        ["etcd-v3.5.35", "3.5.35"],
+        ["etcd-v3.6.16", "3.6.16"],
+      ] as const) {
+        suite.wd.writeStackConfig(STACK, stackYaml(image));
+        const key = (await suite.stored()).sshPrivateKey!;
+        // The probe writes through every machine whose etcd still has data (retired ones are wiped).
+        const probe = startClusterProbe(lab, key, 100, {
+          agent: foreign.agent.socket,
+          bastion: bastion(),
+          include: (e) =>
+            !e.name.startsWith("stranger") &&
+            existsSync(join(lab.labRoot, "labs", lab.lab, "machines", e.name, "root/var/lib/etcd/member")),
+        });
+        const t = Date.now();
+        const run = await rollout();
+        figures[`rollout-${etcd}-ms`] = Date.now() - t;
+        const report = await probe.stop();
+        figures[`probe-${etcd}`] = { ok: report.ok, failed: report.failed, longestGapMs: report.longestGapMs };
+        assert.equal(
+          run.code,
+          0,
+          run.stdout
+            .split(/\n|\\n/)
+            .filter((l) => /error|fail|decision/i.test(l))
+            .slice(-40)
+            .join("\n") + run.stderr.slice(-2000),
+        );
+        const s = summaryOf(run) as ReturnType<typeof summaryOf> & { leftForOwner?: { node: string }[] };
+        assert.equal(s.result, "succeeded", s.reason);
+        assert.equal(report.failed, 0, `no failed request: ${report.errors.join("; ")}`);
+        const st = await suite.stored();
+        assert.equal(st.nodes.length, 3);
+        assert.ok(
+          st.nodes.every((n) => !n.adopted && n.image === image),
+          JSON.stringify(st.nodes),
+        );
+        assert.deepEqual(await members(), st.nodes.map((n) => n.name).sort(), "members == molt's nodes");
+        if (etcd === "3.5.35") {
+          assert.deepEqual(s.leftForOwner?.map((m) => m.node).sort(), NAMES, "the foreign machines are listed");
+          for (const n of foreign.nodes) {
+            assert.ok(
+              !existsSync(join(lab.labRoot, "labs", lab.lab, "machines", n.name, "root/var/lib/etcd/member")),
+              `${n.name}'s etcd data is gone`,
+            );
+            assert.equal(
+              (await foreign.ssh(n.name, "ss -ltnH 'sport = :2379'")).trim(),
+              "",
+              `${n.name} serves no etcd`,
+            );
+          }
+          assert.ok(st0.nodes.every((n) => !st.nodes.some((x) => x.name === n.name)));
         }
-        assert.ok(st0.nodes.every((n) => !st.nodes.some((x) => x.name === n.name)));
+        const versions = await etcdVersions(st);
+        assert.ok(
+          Object.values(versions).every((v) => v === etcd),
+          JSON.stringify(versions),
+        );
       }
-      const versions = await etcdVersions(st);
-      assert.ok(
-        Object.values(versions).every((v) => v === etcd),
-        JSON.stringify(versions),
-      );
-    }
-    const noop = await rollout();
-    assert.equal(noop.code, 0);
-    assert.equal(summaryOf(noop).result, "noop");
-  });
+      const noop = await rollout();
+      assert.equal(noop.code, 0);
+      assert.equal(summaryOf(noop).result, "noop");
+    },
+  );
 
   async function etcdVersions(st: StoredState): Promise<Record<string, string>> {
     const access = await EtcdAccess.open(st.endpoints, {

@@ -69,7 +69,8 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
       const pki = "/etc/kubernetes/pki/etcd";
       const version = JSON.parse(
         await ssh.run(
-          `curl -fsS --cacert ${pki}/ca.crt --cert ${pki}/healthcheck-client.crt --key ${pki}/healthcheck-client.key https://127.0.0.1:2379/version`,
+          `curl -fsS --cacert ${pki}/ca.crt --cert ${pki}/healthcheck-client.crt --key ` +
+            `${pki}/healthcheck-client.key https://127.0.0.1:2379/version`,
           "etcd /version",
         ),
       ) as { etcdcluster: string };
@@ -191,41 +192,45 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
     await waitForReadyPods(kc, 3, 120_000);
   });
 
-  it(`upgrades to Kubernetes ${V2} and etcd 3.7 add-first, draining with the PDB honoured, the API answering throughout`, async () => {
-    wd.writeStackConfig(STACK, stackYaml(`k8s-v${V2}`));
-    const before = (await stored()).nodes.map((n) => n.name);
-    const { run, api } = await withApiProbe(rollout);
-    const s = summaryOf(run);
-    assert.equal(run.code, 0, run.stderr);
-    assert.equal(s.result, "succeeded");
-    figures.upgradeWallMs = s.wallMs;
-    figures.upgradePhases = s.phases;
-    figures.upgradeApi = {
-      requests: api.requests,
-      failures: api.failures,
-      longestOutageMs: api.longestOutageMs,
-      errors: api.errors,
-    };
-    const ops = kinds(run);
-    assert.equal(ops[0].kind, "update-cluster-config", "kubeadm-config names the new version before any node joins");
-    assert.ok(
-      ops.findIndex((o) => o.kind === "update-addons") > ops.map((o) => o.kind).lastIndexOf("prune"),
-      "addons after the last retirement",
-    );
-    assertRetirementOrder(run, before);
-    await assertAt(`k8s-v${V2}`, V2, "3.7");
-    const kc = await labKubeConfig(adminConf());
-    const pods = await workloadPods(kc);
-    assert.equal(pods.filter((p) => p.ready).length, 3, `3 workload pods ready: ${JSON.stringify(pods)}`);
-    assert.ok(
-      pods.every((p) => !before.includes(p.node)),
-      "the workload left the retired nodes",
-    );
-    assert.ok(api.requests > 500, `the API client really ran (${api.requests} requests)`);
-    // The documented window: at most 1 s of failed requests in a row (measured: none or a
-    // few ms while the load balancer notices a stopped API server).
-    assert.ok(api.longestOutageMs <= 1000, `API unavailable for ${api.longestOutageMs} ms: ${JSON.stringify(api)}`);
-  });
+  it(
+    `upgrades to Kubernetes ${V2} and etcd 3.7 add-first, draining with the PDB honoured, the API answering ` +
+      `throughout`,
+    async () => {
+      wd.writeStackConfig(STACK, stackYaml(`k8s-v${V2}`));
+      const before = (await stored()).nodes.map((n) => n.name);
+      const { run, api } = await withApiProbe(rollout);
+      const s = summaryOf(run);
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(s.result, "succeeded");
+      figures.upgradeWallMs = s.wallMs;
+      figures.upgradePhases = s.phases;
+      figures.upgradeApi = {
+        requests: api.requests,
+        failures: api.failures,
+        longestOutageMs: api.longestOutageMs,
+        errors: api.errors,
+      };
+      const ops = kinds(run);
+      assert.equal(ops[0].kind, "update-cluster-config", "kubeadm-config names the new version before any node joins");
+      assert.ok(
+        ops.findIndex((o) => o.kind === "update-addons") > ops.map((o) => o.kind).lastIndexOf("prune"),
+        "addons after the last retirement",
+      );
+      assertRetirementOrder(run, before);
+      await assertAt(`k8s-v${V2}`, V2, "3.7");
+      const kc = await labKubeConfig(adminConf());
+      const pods = await workloadPods(kc);
+      assert.equal(pods.filter((p) => p.ready).length, 3, `3 workload pods ready: ${JSON.stringify(pods)}`);
+      assert.ok(
+        pods.every((p) => !before.includes(p.node)),
+        "the workload left the retired nodes",
+      );
+      assert.ok(api.requests > 500, `the API client really ran (${api.requests} requests)`);
+      // The documented window: at most 1 s of failed requests in a row (measured: none or a
+      // few ms while the load balancer notices a stopped API server).
+      assert.ok(api.longestOutageMs <= 1000, `API unavailable for ${api.longestOutageMs} ms: ${JSON.stringify(api)}`);
+    },
+  );
 
   it("refuses a downgrade with exit 2 and changes nothing", async () => {
     const before = await stored();
@@ -242,33 +247,40 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
     assert.deepEqual((await stored()).nodes, before.nodes, "the node list is unchanged");
   });
 
-  it("stops safely when a PodDisruptionBudget blocks the drain past its deadline, and continues once it allows it", async () => {
-    const kc = await labKubeConfig(adminConf());
-    await setPdb(kc, 3); // 3 replicas, minAvailable 3: no eviction is allowed
-    wd.writeStackConfig(STACK, stackYaml(`k8s-v${V2}-os2`, { drainSeconds: 15 }));
-    const before = (await stored()).nodes.map((n) => n.name);
-    const blocked = await rollout();
-    const s = summaryOf(blocked);
-    assert.equal(blocked.code, 7, blocked.stdout + blocked.stderr);
-    assert.equal(s.result, "failed");
-    assert.match(s.reason, /drain of .* did not finish within 15s .*disruption budget.*No node was removed/);
-    const mid = await view();
-    assert.equal(mid.stored.nodes.length, 4, "the new node stays, nothing was removed");
-    assert.equal(mid.etcd.voters, 4, "every etcd member is in place");
-    const victim = before[0];
-    assert.ok(mid.kube.nodes.find((n) => n.name === victim)?.unschedulable, `${victim} stays cordoned`);
-    assert.equal((await workloadPods(kc)).filter((p) => p.ready).length, 3, "no workload pod was evicted");
+  it(
+    "stops safely when a PodDisruptionBudget blocks the drain past its deadline, and continues once it allows " + "it",
+    async () => {
+      const kc = await labKubeConfig(adminConf());
+      await setPdb(kc, 3); // 3 replicas, minAvailable 3: no eviction is allowed
+      wd.writeStackConfig(STACK, stackYaml(`k8s-v${V2}-os2`, { drainSeconds: 15 }));
+      const before = (await stored()).nodes.map((n) => n.name);
+      const blocked = await rollout();
+      const s = summaryOf(blocked);
+      assert.equal(blocked.code, 7, blocked.stdout + blocked.stderr);
+      assert.equal(s.result, "failed");
+      assert.match(s.reason, /drain of .* did not finish within 15s .*disruption budget.*No node was removed/);
+      const mid = await view();
+      assert.equal(mid.stored.nodes.length, 4, "the new node stays, nothing was removed");
+      assert.equal(mid.etcd.voters, 4, "every etcd member is in place");
+      const victim = before[0];
+      assert.ok(mid.kube.nodes.find((n) => n.name === victim)?.unschedulable, `${victim} stays cordoned`);
+      assert.equal((await workloadPods(kc)).filter((p) => p.ready).length, 3, "no workload pod was evicted");
 
-    await setPdb(kc, 2);
-    const { run, api } = await withApiProbe(rollout);
-    assert.equal(run.code, 0, run.stderr);
-    assert.equal(kinds(run)[0].kind, "drain", "the next run continues with the drain");
-    assertRetirementOrder(run, before);
-    figures.baseImageRollWallMs = summaryOf(run).wallMs;
-    figures.baseImageRollApi = { requests: api.requests, failures: api.failures, longestOutageMs: api.longestOutageMs };
-    assert.ok(api.longestOutageMs <= 1000, `API unavailable for ${api.longestOutageMs} ms`);
-    await assertAt(`k8s-v${V2}-os2`, V2, "3.7");
-  });
+      await setPdb(kc, 2);
+      const { run, api } = await withApiProbe(rollout);
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(kinds(run)[0].kind, "drain", "the next run continues with the drain");
+      assertRetirementOrder(run, before);
+      figures.baseImageRollWallMs = summaryOf(run).wallMs;
+      figures.baseImageRollApi = {
+        requests: api.requests,
+        failures: api.failures,
+        longestOutageMs: api.longestOutageMs,
+      };
+      assert.ok(api.longestOutageMs <= 1000, `API unavailable for ${api.longestOutageMs} ms`);
+      await assertAt(`k8s-v${V2}-os2`, V2, "3.7");
+    },
+  );
 
   it("never shows the cluster's keys or a bootstrap token in its output or state in the clear", async () => {
     const st = await stored();

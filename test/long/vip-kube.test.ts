@@ -36,14 +36,17 @@ describe("API endpoint VIP with Kubernetes on the lab (long, lab t10)", function
     await suite.teardown();
   });
 
-  it("initialises Kubernetes through the VIP (kubeadm init and join with the VIP as controlPlaneEndpoint)", async () => {
-    suite.wd.writeStackConfig(STACK, yaml("k8s-v1.37.2"));
-    const run = await rollout();
-    const s = summaryOf(run);
-    figures.createWallMs = s.wallMs;
-    assert.equal(run.code, 0, `${s.result}: ${s.reason}\n${run.stderr.slice(-2000)}`);
-    assert.equal((await suite.stored()).apiEndpoint, `${VIP}:6443`);
-  });
+  it(
+    "initialises Kubernetes through the VIP (kubeadm init and join with the VIP as " + "controlPlaneEndpoint)",
+    async () => {
+      suite.wd.writeStackConfig(STACK, yaml("k8s-v1.37.2"));
+      const run = await rollout();
+      const s = summaryOf(run);
+      figures.createWallMs = s.wallMs;
+      assert.equal(run.code, 0, `${s.result}: ${s.reason}\n${run.stderr.slice(-2000)}`);
+      assert.equal((await suite.stored()).apiEndpoint, `${VIP}:6443`);
+    },
+  );
 
   it("rolls to a new base image with an API client through the VIP", async () => {
     const st = await suite.stored();

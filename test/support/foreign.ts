@@ -316,7 +316,8 @@ cert() {
   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $PKI/$1.key 2>/dev/null
   openssl req -new -key $PKI/$1.key -subj "/O=$3/CN=$2" -out $PKI/$1.csr 2>/dev/null
   printf 'keyUsage=critical,digitalSignature,keyEncipherment\\nextendedKeyUsage=%s\\n%s\\n' "$4" "$5" > $PKI/$1.ext
-  openssl x509 -req -in $PKI/$1.csr -CA $PKI/ca.crt -CAkey $PKI/ca.key -CAcreateserial -days 365 -sha256 -extfile $PKI/$1.ext -out $PKI/$1.crt 2>/dev/null
+  openssl x509 -req -in $PKI/$1.csr -CA $PKI/ca.crt -CAkey $PKI/ca.key -CAcreateserial -days 365 -sha256 \\
+    -extfile $PKI/$1.ext -out $PKI/$1.crt 2>/dev/null
   rm -f $PKI/$1.csr $PKI/$1.ext
 }
 SANS="subjectAltName=DNS:${n.name},DNS:localhost,IP:${n.address},IP:127.0.0.1"
@@ -328,7 +329,8 @@ setsid /usr/local/bin/etcd --name ${n.name} --data-dir /var/lib/etcd \\
   --listen-peer-urls https://${n.address}:2380 --initial-advertise-peer-urls https://${n.address}:2380 \\
   --initial-cluster ${cluster} --initial-cluster-state new --initial-cluster-token installer \\
   --cert-file $PKI/server.crt --key-file $PKI/server.key --client-cert-auth --trusted-ca-file $PKI/ca.crt \\
-  --peer-cert-file $PKI/peer.crt --peer-key-file $PKI/peer.key --peer-client-cert-auth --peer-trusted-ca-file $PKI/ca.crt \\
+  --peer-cert-file $PKI/peer.crt --peer-key-file $PKI/peer.key --peer-client-cert-auth \\
+  --peer-trusted-ca-file $PKI/ca.crt \\
   >>/var/log/molt/installer-etcd.log 2>&1 </dev/null &
 echo $! > /run/installer-etcd.pid
 `,
@@ -362,7 +364,8 @@ async function bootstrapKubernetes(
   imagePullPolicy: Never`;
   // The API server's certificate names the node's address (kubeadm's advertise address), not 127.0.0.1.
   const ready = (n: ForeignNode) =>
-    `for i in $(seq 1 600); do curl -fsS --cacert /etc/kubernetes/pki/ca.crt https://${n.address}:6443/readyz >/dev/null 2>&1 && exit 0; sleep 0.5; done; echo "kube-apiserver not ready" >&2; exit 1`;
+    `for i in $(seq 1 600); do curl -fsS --cacert /etc/kubernetes/pki/ca.crt https://${n.address}:6443/readyz ` +
+    `>/dev/null 2>&1 && exit 0; sleep 0.5; done; echo "kube-apiserver not ready" >&2; exit 1`;
   const certificateKey = (await ssh(first.name, "kubeadm certs certificate-key")).trim();
   await ssh(
     first.name,
@@ -395,7 +398,8 @@ etcd:
   local:
     dataDir: /var/lib/etcd
 CFG
-kubeadm init --config /etc/kubernetes/installer-init.yaml --upload-certs --skip-token-print >/var/log/molt/installer-kubeadm.log 2>&1 || { tail -n 20 /var/log/molt/installer-kubeadm.log >&2; exit 1; }
+kubeadm init --config /etc/kubernetes/installer-init.yaml --upload-certs --skip-token-print \\
+  >/var/log/molt/installer-kubeadm.log 2>&1 || { tail -n 20 /var/log/molt/installer-kubeadm.log >&2; exit 1; }
 ${ready(first)}
 `,
   );
@@ -404,7 +408,8 @@ ${ready(first)}
     const hash = (
       await ssh(
         first.name,
-        "openssl x509 -pubkey -noout -in /etc/kubernetes/pki/ca.crt | openssl pkey -pubin -outform der 2>/dev/null | sha256sum | cut -d' ' -f1",
+        "openssl x509 -pubkey -noout -in /etc/kubernetes/pki/ca.crt | openssl pkey -pubin -outform der 2>/dev/null " +
+          "| sha256sum | cut -d' ' -f1",
       )
     ).trim();
     await ssh(
@@ -429,7 +434,8 @@ controlPlane:
 skipPhases:
 - preflight
 CFG
-kubeadm join --config /etc/kubernetes/installer-join.yaml >/var/log/molt/installer-kubeadm.log 2>&1 || { tail -n 20 /var/log/molt/installer-kubeadm.log >&2; exit 1; }
+kubeadm join --config /etc/kubernetes/installer-join.yaml >/var/log/molt/installer-kubeadm.log 2>&1 ||
+  { tail -n 20 /var/log/molt/installer-kubeadm.log >&2; exit 1; }
 rm -f /etc/kubernetes/installer-join.yaml
 ${ready(n)}
 `,

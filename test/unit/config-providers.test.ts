@@ -56,20 +56,24 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
     );
 
   describe("the example stacks", () => {
-    it("stacks/Pulumi.aws.yaml: typed AWS settings, zones as failure domains, the SSH user without a key in the clear", () => {
-      const c = load(example("aws"));
-      assert.equal(c.lab, undefined);
-      assert.equal(c.sshUser, "ubuntu");
-      assert.ok(c.cloud?.provider === "aws");
-      assert.deepEqual(c.cloud.ssh, { user: "ubuntu" });
-      assert.deepEqual(c.cloud.failureDomains, ["eu-central-1a", "eu-central-1b", "eu-central-1c"]);
-      assert.equal(c.cloud.aws.instanceType, "m6i.large");
-      assert.deepEqual(Object.keys(c.cloud.aws.subnetIdsByZone), ["eu-central-1a", "eu-central-1b", "eu-central-1c"]);
-      assert.equal(c.cloud.aws.rootVolume.iops, 4000);
-      assert.deepEqual(c.cloud.bootstrap.install, { source: "packages" });
-      assert.equal(c.cloud.bootstrap.controlPlaneEndpoint, "api.prod.example.com:6443");
-      assert.ok(!JSON.stringify(c).includes("secure"), "the secret's ciphertext stays in the file");
-    });
+    it(
+      "stacks/Pulumi.aws.yaml: typed AWS settings, zones as failure domains, the SSH user without a key in the " +
+        "clear",
+      () => {
+        const c = load(example("aws"));
+        assert.equal(c.lab, undefined);
+        assert.equal(c.sshUser, "ubuntu");
+        assert.ok(c.cloud?.provider === "aws");
+        assert.deepEqual(c.cloud.ssh, { user: "ubuntu" });
+        assert.deepEqual(c.cloud.failureDomains, ["eu-central-1a", "eu-central-1b", "eu-central-1c"]);
+        assert.equal(c.cloud.aws.instanceType, "m6i.large");
+        assert.deepEqual(Object.keys(c.cloud.aws.subnetIdsByZone), ["eu-central-1a", "eu-central-1b", "eu-central-1c"]);
+        assert.equal(c.cloud.aws.rootVolume.iops, 4000);
+        assert.deepEqual(c.cloud.bootstrap.install, { source: "packages" });
+        assert.equal(c.cloud.bootstrap.controlPlaneEndpoint, "api.prod.example.com:6443");
+        assert.ok(!JSON.stringify(c).includes("secure"), "the secret's ciphertext stays in the file");
+      },
+    );
 
     it("stacks/Pulumi.azure.yaml: typed Azure settings, zones 1-3", () => {
       const c = load(example("azure"));
@@ -80,14 +84,18 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
       assert.equal(c.cloud.azure.osDisk.sizeGiB, 128);
     });
 
-    it("stacks/Pulumi.vsphere.yaml: typed vSphere settings, racks as failure domains, a should-rule for anti-affinity", () => {
-      const c = load(example("vsphere"));
-      assert.ok(c.cloud?.provider === "vsphere");
-      assert.deepEqual(c.cloud.failureDomains, ["rack-a", "rack-b", "rack-c"]);
-      assert.equal(c.cloud.vsphere.failureDomains["rack-a"].host, "esx-a1.example.com");
-      assert.deepEqual(c.cloud.antiAffinity, { mandatory: false });
-      assert.deepEqual(c.cloud.bootstrap.install, { source: "image" });
-    });
+    it(
+      "stacks/Pulumi.vsphere.yaml: typed vSphere settings, racks as failure domains, a should-rule for " +
+        "anti-affinity",
+      () => {
+        const c = load(example("vsphere"));
+        assert.ok(c.cloud?.provider === "vsphere");
+        assert.deepEqual(c.cloud.failureDomains, ["rack-a", "rack-b", "rack-c"]);
+        assert.equal(c.cloud.vsphere.failureDomains["rack-a"].host, "esx-a1.example.com");
+        assert.deepEqual(c.cloud.antiAffinity, { mandatory: false });
+        assert.deepEqual(c.cloud.bootstrap.install, { source: "image" });
+      },
+    );
 
     it("stacks/Pulumi.lab.yaml: no cloud settings (the lab's StackConfig is unchanged)", () => {
       const c = loadStackConfig(repo, "lab");

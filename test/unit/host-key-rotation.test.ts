@@ -118,22 +118,27 @@ describe("host key rotation over the first pinned connection", () => {
       rmSync(dir, { recursive: true, force: true });
     });
 
-    it("installs the next key over the first connection, then pins it; the first key no longer opens the node", async () => {
-      const next = rotatedHostKey(client.privateKey, first.publicKey);
-      const { session, hostKey } = await connectRotating(target, { deadlineMs: 20_000, sshd: files() });
-      try {
-        assert.equal(hostKey, next.publicKey);
-        assert.equal(session.acceptedHostKey, next.publicKey);
-        assert.equal((await session.run("echo ok", "probe")).trim(), "ok");
-      } finally {
-        session.close();
-      }
-      assert.equal(statSync(files().hostKeyFile).mode & 0o777, 0o600);
-      assert.ok(
-        readFileSync(`${files().hostKeyFile}.pub`, "utf8").startsWith(next.publicKey.split(" ").slice(0, 2).join(" ")),
-      );
-      await assert.rejects(SshSession.connect(target), HostKeyMismatchError);
-    });
+    it(
+      "installs the next key over the first connection, then pins it; the first key no longer opens the " + "node",
+      async () => {
+        const next = rotatedHostKey(client.privateKey, first.publicKey);
+        const { session, hostKey } = await connectRotating(target, { deadlineMs: 20_000, sshd: files() });
+        try {
+          assert.equal(hostKey, next.publicKey);
+          assert.equal(session.acceptedHostKey, next.publicKey);
+          assert.equal((await session.run("echo ok", "probe")).trim(), "ok");
+        } finally {
+          session.close();
+        }
+        assert.equal(statSync(files().hostKeyFile).mode & 0o777, 0o600);
+        assert.ok(
+          readFileSync(`${files().hostKeyFile}.pub`, "utf8").startsWith(
+            next.publicKey.split(" ").slice(0, 2).join(" "),
+          ),
+        );
+        await assert.rejects(SshSession.connect(target), HostKeyMismatchError);
+      },
+    );
 
     it("a create retried after the rotation accepts the rotated key and installs nothing again", async () => {
       const before = statSync(files().hostKeyFile).mtimeMs;

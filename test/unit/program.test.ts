@@ -198,35 +198,38 @@ describe("the stack program (infra/program.ts)", () => {
       assert.deepEqual((await storedStateOf("lab", r)).nodes, entries, "observe.ts reads adopted entries back");
     });
 
-    it("joins a new lab node through the oldest adopted node, through the bastion, attached to the named LB", async () => {
-      const c = labCfg();
-      const fresh = newEntry(
-        { intent: c.intent, nodes: entries, endpoints: [], expired: [], orphans: [] },
-        "lab",
-        false,
-      );
-      assert.equal(fresh.generation, 3, "after the adopted generations");
-      const r = await run(c, [...entries, fresh]);
-      const material = r.rec.resources.find((x) => x.type === "pulumi-nodejs:dynamic/molt:LabJoinMaterial")!;
-      const seed = reveal(material.inputs.seed) as Record<string, unknown>;
-      assert.equal(seed.host, "10.0.1.10");
-      assert.equal(seed.user, "ubuntu");
-      assert.equal(seed.agent, true);
-      assert.equal((seed.bastion as { host: string }).host, "203.0.113.7");
-      const machine = r.rec.resources.find((x) => x.type === "pulumi-nodejs:dynamic/molt:LabMachine")!;
-      assert.equal(machine.inputs.isolated, true);
-      const lb = reveal(
-        r.rec.resources.find((x) => x.type === "pulumi-nodejs:dynamic/molt:LabLbAttachment")!.inputs.lb,
-      ) as Record<string, unknown>;
-      assert.deepEqual([lb.lab, lb.port, lb.bind], ["foreign", 6443, "10.0.1.5"]);
-      const bootstrap = reveal(r.rec.resources.find((x) => x.type === DYNAMIC)!.inputs) as {
-        environment: Record<string, string>;
-        connection: { bastion: { host: string } };
-      };
-      assert.equal(bootstrap.environment.LB_ENDPOINT, "10.0.1.5:6443");
-      assert.equal(bootstrap.environment.JOIN_ENDPOINTS, "https://10.0.1.10:2379,https://10.0.1.11:2379");
-      assert.equal(bootstrap.connection.bastion.host, "203.0.113.7");
-    });
+    it(
+      "joins a new lab node through the oldest adopted node, through the bastion, attached to the named " + "LB",
+      async () => {
+        const c = labCfg();
+        const fresh = newEntry(
+          { intent: c.intent, nodes: entries, endpoints: [], expired: [], orphans: [] },
+          "lab",
+          false,
+        );
+        assert.equal(fresh.generation, 3, "after the adopted generations");
+        const r = await run(c, [...entries, fresh]);
+        const material = r.rec.resources.find((x) => x.type === "pulumi-nodejs:dynamic/molt:LabJoinMaterial")!;
+        const seed = reveal(material.inputs.seed) as Record<string, unknown>;
+        assert.equal(seed.host, "10.0.1.10");
+        assert.equal(seed.user, "ubuntu");
+        assert.equal(seed.agent, true);
+        assert.equal((seed.bastion as { host: string }).host, "203.0.113.7");
+        const machine = r.rec.resources.find((x) => x.type === "pulumi-nodejs:dynamic/molt:LabMachine")!;
+        assert.equal(machine.inputs.isolated, true);
+        const lb = reveal(
+          r.rec.resources.find((x) => x.type === "pulumi-nodejs:dynamic/molt:LabLbAttachment")!.inputs.lb,
+        ) as Record<string, unknown>;
+        assert.deepEqual([lb.lab, lb.port, lb.bind], ["foreign", 6443, "10.0.1.5"]);
+        const bootstrap = reveal(r.rec.resources.find((x) => x.type === DYNAMIC)!.inputs) as {
+          environment: Record<string, string>;
+          connection: { bastion: { host: string } };
+        };
+        assert.equal(bootstrap.environment.LB_ENDPOINT, "10.0.1.5:6443");
+        assert.equal(bootstrap.environment.JOIN_ENDPOINTS, "https://10.0.1.10:2379,https://10.0.1.11:2379");
+        assert.equal(bootstrap.connection.bastion.host, "203.0.113.7");
+      },
+    );
   });
 
   describe("lab", () => {
@@ -290,39 +293,43 @@ describe("the stack program (infra/program.ts)", () => {
         );
       });
 
-      it("initialises the first node and joins the others through the oldest node, each bootstrap pinned to its own host key", () => {
-        const bootstrap = (n: string) =>
-          reveal(r.rec.resources.find((x) => x.type === DYNAMIC && x.name === `${n}-kubeadm`)!.inputs) as {
-            create: string;
-            stdin?: string;
-            connection: { hostKey: string; user: string; privateKey: string };
-          };
-        const [first, ...joining] = names;
-        assert.match(bootstrap(first).create, /kubeadm init/);
-        assert.equal(bootstrap(first).stdin, undefined);
-        for (const n of joining) {
-          assert.match(bootstrap(n).create, /kubeadm join/);
-          assert.ok(bootstrap(n).stdin, `${n} gets join material on stdin`);
-        }
-        for (const n of names) {
-          assert.equal(bootstrap(n).connection.hostKey, hostKeyOf(`${n}-hostkey`).publicKey);
-          assert.equal(bootstrap(n).connection.user, cfg.sshUser);
-          assert.equal(bootstrap(n).connection.privateKey, clientKey.privateKey);
-        }
-        const material = r.rec.resources.filter((x) => x.type === JOIN_MATERIAL);
-        assert.deepEqual(
-          material.map((m) => m.name).sort(),
-          joining.map((n) => `${n}-kubeadm-join-material`),
-        );
-        for (const m of material) {
-          const seed = (reveal(m.inputs) as { seed: { host: string; hostKey: string } }).seed;
+      it(
+        "initialises the first node and joins the others through the oldest node, each bootstrap pinned to its own " +
+          "host key",
+        () => {
+          const bootstrap = (n: string) =>
+            reveal(r.rec.resources.find((x) => x.type === DYNAMIC && x.name === `${n}-kubeadm`)!.inputs) as {
+              create: string;
+              stdin?: string;
+              connection: { hostKey: string; user: string; privateKey: string };
+            };
+          const [first, ...joining] = names;
+          assert.match(bootstrap(first).create, /kubeadm init/);
+          assert.equal(bootstrap(first).stdin, undefined);
+          for (const n of joining) {
+            assert.match(bootstrap(n).create, /kubeadm join/);
+            assert.ok(bootstrap(n).stdin, `${n} gets join material on stdin`);
+          }
+          for (const n of names) {
+            assert.equal(bootstrap(n).connection.hostKey, hostKeyOf(`${n}-hostkey`).publicKey);
+            assert.equal(bootstrap(n).connection.user, cfg.sshUser);
+            assert.equal(bootstrap(n).connection.privateKey, clientKey.privateKey);
+          }
+          const material = r.rec.resources.filter((x) => x.type === JOIN_MATERIAL);
           assert.deepEqual(
-            [seed.host, seed.hostKey],
-            [addressOf(first), hostKeyOf(`${first}-hostkey`).publicKey],
-            `${m.name} is obtained from ${first}`,
+            material.map((m) => m.name).sort(),
+            joining.map((n) => `${n}-kubeadm-join-material`),
           );
-        }
-      });
+          for (const m of material) {
+            const seed = (reveal(m.inputs) as { seed: { host: string; hostKey: string } }).seed;
+            assert.deepEqual(
+              [seed.host, seed.hostKey],
+              [addressOf(first), hostKeyOf(`${first}-hostkey`).publicKey],
+              `${m.name} is obtained from ${first}`,
+            );
+          }
+        },
+      );
 
       it(
         provider === "vsphere"
@@ -341,22 +348,26 @@ describe("the stack program (infra/program.ts)", () => {
         },
       );
 
-      it("exports the molt output that observe.ts reads back: nodes, endpoints, the SSH user and key, the API endpoint", async () => {
-        const stored = await storedStateOf(provider, r);
-        assert.deepEqual(stored.nodes, nodes);
-        assert.deepEqual(
-          stored.endpoints.map((e) => [e.name, e.privateAddress, e.sshHost, e.sshPort, e.hostPublicKey]),
-          names.map((n) => [n, addressOf(n), addressOf(n), 22, hostKeyOf(`${n}-hostkey`).publicKey]),
-        );
-        for (const e of stored.endpoints) assert.match(e.providerId, new RegExp(`^${provider}://`));
-        assert.equal(stored.sshUser, cfg.sshUser);
-        assert.equal(stored.sshPrivateKey, clientKey.privateKey);
-        assert.equal(stored.apiEndpoint, cfg.cloud!.bootstrap.controlPlaneEndpoint);
-        assert.ok(
-          await (r.outputs.sshPrivateKey as unknown as { isSecret: Promise<boolean> }).isSecret,
-          "the client key is exported as a secret",
-        );
-      });
+      it(
+        "exports the molt output that observe.ts reads back: nodes, endpoints, the SSH user and key, the API " +
+          "endpoint",
+        async () => {
+          const stored = await storedStateOf(provider, r);
+          assert.deepEqual(stored.nodes, nodes);
+          assert.deepEqual(
+            stored.endpoints.map((e) => [e.name, e.privateAddress, e.sshHost, e.sshPort, e.hostPublicKey]),
+            names.map((n) => [n, addressOf(n), addressOf(n), 22, hostKeyOf(`${n}-hostkey`).publicKey]),
+          );
+          for (const e of stored.endpoints) assert.match(e.providerId, new RegExp(`^${provider}://`));
+          assert.equal(stored.sshUser, cfg.sshUser);
+          assert.equal(stored.sshPrivateKey, clientKey.privateKey);
+          assert.equal(stored.apiEndpoint, cfg.cloud!.bootstrap.controlPlaneEndpoint);
+          assert.ok(
+            await (r.outputs.sshPrivateKey as unknown as { isSecret: Promise<boolean> }).isSecret,
+            "the client key is exported as a secret",
+          );
+        },
+      );
     });
   }
 

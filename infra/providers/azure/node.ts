@@ -30,7 +30,8 @@ function zoneOf(node: NodeEntry, zones: string[]): string[] {
   }
   if (!zones.includes(node.failureDomain)) {
     throw new Error(
-      `node ${node.name} is in failure domain ${JSON.stringify(node.failureDomain)}, not one of the zones ${zones.join(", ") || "(none)"}`,
+      `node ${node.name} is in failure domain ${JSON.stringify(node.failureDomain)}, not one of the zones ` +
+        `${zones.join(", ") || "(none)"}`,
     );
   }
   return [node.failureDomain];

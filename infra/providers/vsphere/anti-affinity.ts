@@ -6,7 +6,10 @@ import type { VsphereControlPlaneNode } from "./node";
 export interface VsphereControlPlaneAntiAffinityArgs {
   clusterName: string;
   nodes: readonly VsphereControlPlaneNode[];
-  /** Mandatory rules block power-on when they cannot be met (default false: DRS tries hard, HA may still restart VMs together). */
+  /**
+   * Mandatory rules block power-on when they cannot be met (default false: DRS tries hard,
+   * HA may still restart VMs together).
+   */
   mandatory?: boolean;
 }
 

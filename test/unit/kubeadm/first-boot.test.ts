@@ -99,7 +99,8 @@ sleep() { :; }`;
     it("asks kubeadm for the pause image of the node's version in the configured repository", () => {
       const script = renderJoinScript(node, { ...settings, imageRepository: "harbor.example.com/k8s" });
       const r = bash(
-        `${definitionsOf(script)}\nkubeadm() { echo "$*" >${dir}/args; printf '%s\\n' harbor.example.com/k8s/kube-apiserver:v1.34.2 harbor.example.com/k8s/pause:3.10; }\nkubeadm_pause_image`,
+        `${definitionsOf(script)}\nkubeadm() { echo "$*" >${dir}/args; printf '%s\\n' ` +
+          `harbor.example.com/k8s/kube-apiserver:v1.34.2 harbor.example.com/k8s/pause:3.10; }\nkubeadm_pause_image`,
       );
       assert.equal(r.stdout.trim(), "harbor.example.com/k8s/pause:3.10");
       assert.equal(
@@ -201,16 +202,19 @@ systemctl() { [ "$*" = "is-active --quiet firewalld" ] && ${firewalld ? "return 
       const script = renderJoinMaterialScript({ joiningNode: "cp-g4-b", raiseClusterVersionTo: "1.33.1" });
       assert.match(script, /readonly DROP_FEATURE_GATES='EtcdLearnerMode'/);
       const config =
-        "apiVersion: kubeadm.k8s.io/v1beta4\\nkind: ClusterConfiguration\\nfeatureGates:\\n  EtcdLearnerMode: true\\nkubernetesVersion: v1.32.4\\nclusterName: prod\\n";
+        "apiVersion: kubeadm.k8s.io/v1beta4\\nkind: ClusterConfiguration\\nfeatureGates:\\n  EtcdLearnerMode: " +
+        "true\\nkubernetesVersion: v1.32.4\\nclusterName: prod\\n";
       const r = bash(
-        `${definitionsOf(script)}\nadmin_kubectl() { case "$*" in *"get configmap"*) printf '${config}' ;; *"create configmap"*) cat ;; *replace*) cat >/dev/null ;; esac; }\nraise_cluster_version`,
+        `${definitionsOf(script)}\nadmin_kubectl() { case "$*" in *"get configmap"*) printf '${config}' ;; *"create ` +
+          `configmap"*) cat ;; *replace*) cat >/dev/null ;; esac; }\nraise_cluster_version`,
       );
       assert.equal(r.status, 0, r.stderr);
       assert.match(r.stderr, /from v1\.32\.4 to v1\.33\.1, without the feature gates EtcdLearnerMode/);
       const kept = renderJoinMaterialScript({ joiningNode: "cp-g4-b", raiseClusterVersionTo: "1.32.5" });
       assert.match(kept, /readonly DROP_FEATURE_GATES=''/);
       const filtered = bash(
-        `${definitionsOf(script)}\nprintf 'a: 1\\nfeatureGates:\\n  EtcdLearnerMode: true\\n  Other: false\\nb: 2\\n' | drop_feature_gates`,
+        `${definitionsOf(script)}\nprintf 'a: 1\\nfeatureGates:\\n  EtcdLearnerMode: true\\n  Other: false\\nb: ` +
+          `2\\n' | drop_feature_gates`,
       );
       assert.equal(filtered.stdout, "a: 1\nfeatureGates:\n  Other: false\nb: 2\n");
       const emptied = bash(

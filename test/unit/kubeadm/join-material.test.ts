@@ -37,7 +37,9 @@ describe("join material from a healthy control-plane node", () => {
     const fakeKubectl = (current: string) =>
       `admin_kubectl() {
   case "$*" in
-    *"get configmap"*) printf 'apiVersion: kubeadm.k8s.io/v1beta4\\nkind: ClusterConfiguration\\nkubernetesVersion: %s\\nclusterName: prod\\n' '${current}' ;;
+    *"get configmap"*)
+      printf 'apiVersion: kubeadm.k8s.io/v1beta4\\nkind: ClusterConfiguration\\nkubernetesVersion: %s\\nclusterName: prod\\n' \\
+        '${current}' ;;
     *"create configmap"*) cat >/dev/null; echo replaced-with ;;
     *replace*) cat ;;
   esac

@@ -219,9 +219,11 @@ describe("rendered kubeadm scripts", () => {
       const script = renderJoinScript(node, settings);
       const probe = (kubeadm: string, kubelet: string, kubectl: string | null = "v1.34.2") =>
         bash(
-          `${definitionsOf(script)}\nkubeadm() { echo ${kubeadm}; }\nkubelet() { echo "Kubernetes ${kubelet}"; }\ncontainerd() { :; }\n` +
+          `${definitionsOf(script)}\nkubeadm() { echo ${kubeadm}; }\nkubelet() { echo "Kubernetes ${kubelet}"; ` +
+            `}\ncontainerd() { :; }\n` +
             (kubectl
-              ? `kubectl() { printf '{\\n  "clientVersion": {\\n    "gitVersion": "%s",\\n    "major": "1"\\n  }\\n}\\n' ${kubectl}; }\n`
+              ? `kubectl() { printf '{\\n  "clientVersion": {\\n    "gitVersion": "%s",\\n    "major": "1"\\n  ` +
+                `}\\n}\\n' ${kubectl}; }\n`
               : "") +
             "if installed_versions_match; then echo match; else echo differ; fi",
         ).stdout.trim();

@@ -152,11 +152,14 @@ describe("AWS control-plane node", () => {
     assert.equal(await value(node.providerId), "aws:///eu-central-1b/cp-g2-a-id");
   });
 
-  it("replaces the machine rather than updating it when its AMI would change, and keeps its user data as created", () => {
-    const opts = rec.transformed.find((t) => t.type === "aws:ec2/instance:Instance")?.opts;
-    assert.deepEqual(opts?.replaceOnChanges, ["ami"]);
-    assert.deepEqual(opts?.ignoreChanges, ["userData"]);
-  });
+  it(
+    "replaces the machine rather than updating it when its AMI would change, and keeps its user data as " + "created",
+    () => {
+      const opts = rec.transformed.find((t) => t.type === "aws:ec2/instance:Instance")?.opts;
+      assert.deepEqual(opts?.replaceOnChanges, ["ami"]);
+      assert.deepEqual(opts?.ignoreChanges, ["userData"]);
+    },
+  );
 
   it("bootstraps again (reset, then join) only when the machine, image or version changes", () => {
     assert.deepEqual(bootstrapOf(rec, "cp-g2-a").inputs.triggers, ["cp-g2-a-id", "ami-0123456789abcdef0", "1.34.2"]);
@@ -222,21 +225,25 @@ describe("AWS first node of a brand-new cluster", () => {
 });
 
 describe("AWS control-plane security group", () => {
-  it("opens the API to the given sources and etcd, kubelet and controllers only between control-plane nodes", async () => {
-    const rec = installMocks(() => ({}));
-    const sg = new AwsControlPlaneSecurityGroup("prod-cp", {
-      vpcId: "vpc-1",
-      apiSourceCidrs: ["10.0.0.0/16"],
-      sshSourceCidrs: ["10.9.0.0/24"],
-    });
-    await value(sg.id);
-    await settle();
-    const ingress = one(rec, "aws:ec2/securityGroup:SecurityGroup").inputs.ingress as Array<Record<string, unknown>>;
-    const rule = (port: number, self: boolean) => ingress.find((r) => r.fromPort === port && Boolean(r.self) === self);
-    assert.deepEqual(rule(6443, false)?.cidrBlocks, ["10.0.0.0/16"]);
-    assert.deepEqual(rule(22, false)?.cidrBlocks, ["10.9.0.0/24"]);
-    assert.equal(rule(2379, true)?.toPort, 2380);
-    assert.equal(rule(2379, false), undefined);
-    assert.ok(rule(10250, true));
-  });
+  it(
+    "opens the API to the given sources and etcd, kubelet and controllers only between control-plane " + "nodes",
+    async () => {
+      const rec = installMocks(() => ({}));
+      const sg = new AwsControlPlaneSecurityGroup("prod-cp", {
+        vpcId: "vpc-1",
+        apiSourceCidrs: ["10.0.0.0/16"],
+        sshSourceCidrs: ["10.9.0.0/24"],
+      });
+      await value(sg.id);
+      await settle();
+      const ingress = one(rec, "aws:ec2/securityGroup:SecurityGroup").inputs.ingress as Array<Record<string, unknown>>;
+      const rule = (port: number, self: boolean) =>
+        ingress.find((r) => r.fromPort === port && Boolean(r.self) === self);
+      assert.deepEqual(rule(6443, false)?.cidrBlocks, ["10.0.0.0/16"]);
+      assert.deepEqual(rule(22, false)?.cidrBlocks, ["10.9.0.0/24"]);
+      assert.equal(rule(2379, true)?.toPort, 2380);
+      assert.equal(rule(2379, false), undefined);
+      assert.ok(rule(10250, true));
+    },
+  );
 });

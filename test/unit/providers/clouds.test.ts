@@ -104,33 +104,40 @@ describe("cloud fixes of issue #16 (mocks)", () => {
       .map((r) => ({ name: r.name, ...(reveal(r.inputs) as { create: string; rotateHostKey?: boolean }) }));
 
   describe("host keys", () => {
-    it("rotates every new node's host key over its first connection, and molt pins the rotated key from then on", async () => {
-      const { rec, molt, nodes } = await run(configOf("aws"));
-      for (const b of bootstraps(rec)) assert.equal(b.rotateHostKey, true, b.name);
-      assert.deepEqual(
-        molt.endpoints.map((e) => e.hostPublicKey),
-        nodes.map((n) => rotated.get(`${n.name}-kubeadm`)),
-      );
-      const seeds = rec.resources.filter((r) => r.type.endsWith("molt:KubeadmJoinMaterial"));
-      for (const m of seeds)
-        assert.equal(
-          (reveal(m.inputs) as { seed: { hostKey: string } }).seed.hostKey,
-          rotated.get(`${nodes[0].name}-kubeadm`),
-          "joins reach the seed with its rotated key",
+    it(
+      "rotates every new node's host key over its first connection, and molt pins the rotated key from then " + "on",
+      async () => {
+        const { rec, molt, nodes } = await run(configOf("aws"));
+        for (const b of bootstraps(rec)) assert.equal(b.rotateHostKey, true, b.name);
+        assert.deepEqual(
+          molt.endpoints.map((e) => e.hostPublicKey),
+          nodes.map((n) => rotated.get(`${n.name}-kubeadm`)),
         );
-    });
+        const seeds = rec.resources.filter((r) => r.type.endsWith("molt:KubeadmJoinMaterial"));
+        for (const m of seeds)
+          assert.equal(
+            (reveal(m.inputs) as { seed: { hostKey: string } }).seed.hostKey,
+            rotated.get(`${nodes[0].name}-kubeadm`),
+            "joins reach the seed with its rotated key",
+          );
+      },
+    );
   });
 
   describe("Azure", () => {
-    it("maps the endpoint's name to the local API server on every control-plane node (no hairpin), shellcheck-clean", async () => {
-      const { rec } = await run(configOf("azure"));
-      for (const b of bootstraps(rec)) {
-        assert.match(b.create, /readonly LOCAL_ENDPOINT_HOST='api\.prod\.example\.com'/, b.name);
-        assert.equal(shellcheck(b.create), "", b.name);
-      }
-      const aws = await run(configOf("aws"));
-      for (const b of bootstraps(aws.rec)) assert.match(b.create, /readonly LOCAL_ENDPOINT_HOST=''/);
-    });
+    it(
+      "maps the endpoint's name to the local API server on every control-plane node (no hairpin), " +
+        "shellcheck-clean",
+      async () => {
+        const { rec } = await run(configOf("azure"));
+        for (const b of bootstraps(rec)) {
+          assert.match(b.create, /readonly LOCAL_ENDPOINT_HOST='api\.prod\.example\.com'/, b.name);
+          assert.equal(shellcheck(b.create), "", b.name);
+        }
+        const aws = await run(configOf("aws"));
+        for (const b of bootstraps(aws.rec)) assert.match(b.create, /readonly LOCAL_ENDPOINT_HOST=''/);
+      },
+    );
 
     it("keeps a running zoneless VM out of a set it was made without (a VM joins a set only at creation)", async () => {
       const rec = installMocks(cloudState);
@@ -204,30 +211,36 @@ describe("cloud fixes of issue #16 (mocks)", () => {
   });
 
   describe("AWS security group", () => {
-    it("allows all traffic between members (CNI included), the API from the NLB subnets, SSH on molt's port", async () => {
-      const rec = installMocks(() => ({}));
-      const sg = new AwsControlPlaneSecurityGroup("prod-cp", {
-        vpcId: "vpc-1",
-        apiSourceCidrs: ["10.0.0.0/16"],
-        loadBalancerSubnetCidrs: ["10.0.100.0/24", "10.0.101.0/24"],
-        sshSourceCidrs: ["10.9.0.0/24"],
-        sshPort: 2222,
-      });
-      await value(sg.id);
-      await settle();
-      const ingress = one(rec, "aws:ec2/securityGroup:SecurityGroup").inputs.ingress as Array<Record<string, unknown>>;
-      assert.ok(ingress.some((r) => r.protocol === "-1" && r.self === true && r.fromPort === 0 && r.toPort === 0));
-      assert.ok(
-        ingress.some(
-          (r) =>
-            r.fromPort === 6443 && JSON.stringify(r.cidrBlocks) === JSON.stringify(["10.0.100.0/24", "10.0.101.0/24"]),
-        ),
-      );
-      assert.deepEqual(
-        ingress.filter((r) => r.description === "SSH (molt)").map((r) => [r.fromPort, r.toPort, r.cidrBlocks]),
-        [[2222, 2222, ["10.9.0.0/24"]]],
-      );
-      assert.ok(!ingress.some((r) => r.fromPort === 22), "no port 22 when molt uses 2222");
-    });
+    it(
+      "allows all traffic between members (CNI included), the API from the NLB subnets, SSH on molt's " + "port",
+      async () => {
+        const rec = installMocks(() => ({}));
+        const sg = new AwsControlPlaneSecurityGroup("prod-cp", {
+          vpcId: "vpc-1",
+          apiSourceCidrs: ["10.0.0.0/16"],
+          loadBalancerSubnetCidrs: ["10.0.100.0/24", "10.0.101.0/24"],
+          sshSourceCidrs: ["10.9.0.0/24"],
+          sshPort: 2222,
+        });
+        await value(sg.id);
+        await settle();
+        const ingress = one(rec, "aws:ec2/securityGroup:SecurityGroup").inputs.ingress as Array<
+          Record<string, unknown>
+        >;
+        assert.ok(ingress.some((r) => r.protocol === "-1" && r.self === true && r.fromPort === 0 && r.toPort === 0));
+        assert.ok(
+          ingress.some(
+            (r) =>
+              r.fromPort === 6443 &&
+              JSON.stringify(r.cidrBlocks) === JSON.stringify(["10.0.100.0/24", "10.0.101.0/24"]),
+          ),
+        );
+        assert.deepEqual(
+          ingress.filter((r) => r.description === "SSH (molt)").map((r) => [r.fromPort, r.toPort, r.cidrBlocks]),
+          [[2222, 2222, ["10.9.0.0/24"]]],
+        );
+        assert.ok(!ingress.some((r) => r.fromPort === 22), "no port 22 when molt uses 2222");
+      },
+    );
   });
 });

@@ -109,26 +109,29 @@ const commands = ["cp-g1-kubeadm", "cp-g2-kubeadm", "cp-g3-kubeadm"].map(
 );
 
 describe("example stacks rendered with mocks", () => {
-  it("stacks/Pulumi.aws.yaml: three instances across three zones, each in the API target group, each bootstrapped", async () => {
-    const t = await tree(
-      (c, nodes) =>
-        nodes.map(
-          (n) => new AwsControlPlaneNode(n.name, { ...common(c, n), settings: c["molt:aws"] as AwsNodeSettings }),
-        ),
-      "Pulumi.aws.yaml",
-    );
-    assert.deepEqual(
-      t,
-      [
-        ...commands,
-        ...["cp-g1", "cp-g2", "cp-g3"].flatMap((n) => [
-          `aws:ec2/instance:Instance ${n}`,
-          `aws:lb/targetGroupAttachment:TargetGroupAttachment ${n}-api`,
-          `molt:aws:ControlPlaneNode ${n}`,
-        ]),
-      ].sort(),
-    );
-  });
+  it(
+    "stacks/Pulumi.aws.yaml: three instances across three zones, each in the API target group, each " + "bootstrapped",
+    async () => {
+      const t = await tree(
+        (c, nodes) =>
+          nodes.map(
+            (n) => new AwsControlPlaneNode(n.name, { ...common(c, n), settings: c["molt:aws"] as AwsNodeSettings }),
+          ),
+        "Pulumi.aws.yaml",
+      );
+      assert.deepEqual(
+        t,
+        [
+          ...commands,
+          ...["cp-g1", "cp-g2", "cp-g3"].flatMap((n) => [
+            `aws:ec2/instance:Instance ${n}`,
+            `aws:lb/targetGroupAttachment:TargetGroupAttachment ${n}-api`,
+            `molt:aws:ControlPlaneNode ${n}`,
+          ]),
+        ].sort(),
+      );
+    },
+  );
 
   it("stacks/Pulumi.azure.yaml: three VMs and NICs across zones 1-3, each bootstrapped", async () => {
     const t = await tree(
@@ -151,31 +154,37 @@ describe("example stacks rendered with mocks", () => {
     );
   });
 
-  it("stacks/Pulumi.vsphere.yaml: three cloned VMs across racks, one DRS anti-affinity rule, each bootstrapped", async () => {
-    const t = await tree((c, nodes) => {
-      const built = nodes.map(
-        (n) =>
-          new VsphereControlPlaneNode(n.name, { ...common(c, n), settings: c["molt:vsphere"] as VsphereNodeSettings }),
+  it(
+    "stacks/Pulumi.vsphere.yaml: three cloned VMs across racks, one DRS anti-affinity rule, each " + "bootstrapped",
+    async () => {
+      const t = await tree((c, nodes) => {
+        const built = nodes.map(
+          (n) =>
+            new VsphereControlPlaneNode(n.name, {
+              ...common(c, n),
+              settings: c["molt:vsphere"] as VsphereNodeSettings,
+            }),
+        );
+        const aa = c["molt:vsphereAntiAffinity"] as { mandatory: boolean };
+        new VsphereControlPlaneAntiAffinity("cp-anti-affinity", {
+          clusterName: "prod",
+          nodes: built,
+          mandatory: aa.mandatory,
+        });
+        return built;
+      }, "Pulumi.vsphere.yaml");
+      assert.deepEqual(
+        t,
+        [
+          ...commands,
+          `${VSPHERE_TOKENS.antiAffinityRule} cp-anti-affinity-cl-prod`,
+          "molt:vsphere:ControlPlaneAntiAffinity cp-anti-affinity",
+          ...["cp-g1", "cp-g2", "cp-g3"].flatMap((n) => [
+            `${VSPHERE_TOKENS.virtualMachine} ${n}`,
+            `molt:vsphere:ControlPlaneNode ${n}`,
+          ]),
+        ].sort(),
       );
-      const aa = c["molt:vsphereAntiAffinity"] as { mandatory: boolean };
-      new VsphereControlPlaneAntiAffinity("cp-anti-affinity", {
-        clusterName: "prod",
-        nodes: built,
-        mandatory: aa.mandatory,
-      });
-      return built;
-    }, "Pulumi.vsphere.yaml");
-    assert.deepEqual(
-      t,
-      [
-        ...commands,
-        `${VSPHERE_TOKENS.antiAffinityRule} cp-anti-affinity-cl-prod`,
-        "molt:vsphere:ControlPlaneAntiAffinity cp-anti-affinity",
-        ...["cp-g1", "cp-g2", "cp-g3"].flatMap((n) => [
-          `${VSPHERE_TOKENS.virtualMachine} ${n}`,
-          `molt:vsphere:ControlPlaneNode ${n}`,
-        ]),
-      ].sort(),
-    );
-  });
+    },
+  );
 });

@@ -88,7 +88,8 @@ export function one(rec: Recorder, type: string, name?: string): Registered {
   const found = byType(rec, type).filter((r) => name === undefined || r.name === name);
   if (found.length !== 1)
     throw new Error(
-      `expected one ${type}${name ? ` named ${name}` : ""}, found ${found.length}: ${rec.resources.map((r) => `${r.type}/${r.name}`).join(", ")}`,
+      `expected one ${type}${name ? ` named ${name}` : ""}, found ${found.length}: ` +
+        `${rec.resources.map((r) => `${r.type}/${r.name}`).join(", ")}`,
     );
   return found[0];
 }

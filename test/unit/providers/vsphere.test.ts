@@ -88,20 +88,23 @@ describe("vSphere control-plane node", () => {
     assert.equal(vm.enableDiskUuid, true);
   });
 
-  it("passes cloud-init user data with the pinned host key through guestinfo, as a secret, and wipes it after boot", () => {
-    const extra = one(rec, VSPHERE_TOKENS.virtualMachine).inputs.extraConfig;
-    assert.ok(isSecretValue(extra));
-    const e = reveal(extra) as Record<string, string>;
-    assert.equal(e["guestinfo.userdata.encoding"], "base64");
-    const userData = Buffer.from(e["guestinfo.userdata"], "base64").toString();
-    assert.ok(userData.includes(hostKeyA.publicKey.trim()));
-    const metadata = parse(Buffer.from(e["guestinfo.metadata"], "base64").toString()) as Record<string, unknown>;
-    assert.deepEqual(metadata, {
-      "instance-id": "cp-g2-a",
-      "local-hostname": "cp-g2-a",
-      "cleanup-guestinfo": ["userdata", "vendordata"],
-    });
-  });
+  it(
+    "passes cloud-init user data with the pinned host key through guestinfo, as a secret, and wipes it after " + "boot",
+    () => {
+      const extra = one(rec, VSPHERE_TOKENS.virtualMachine).inputs.extraConfig;
+      assert.ok(isSecretValue(extra));
+      const e = reveal(extra) as Record<string, string>;
+      assert.equal(e["guestinfo.userdata.encoding"], "base64");
+      const userData = Buffer.from(e["guestinfo.userdata"], "base64").toString();
+      assert.ok(userData.includes(hostKeyA.publicKey.trim()));
+      const metadata = parse(Buffer.from(e["guestinfo.metadata"], "base64").toString()) as Record<string, unknown>;
+      assert.deepEqual(metadata, {
+        "instance-id": "cp-g2-a",
+        "local-hostname": "cp-g2-a",
+        "cleanup-guestinfo": ["userdata", "vendordata"],
+      });
+    },
+  );
 
   it("asks the engine for the pinned pulumi-vsphere plugin version", () => {
     const opts = rec.transformed.find((t) => t.type === VSPHERE_TOKENS.virtualMachine)?.opts;

@@ -1,0 +1,139 @@
+// Reaching the hosts of a cluster molt did not create: the bastion, host keys scanned
+// without trust and compared with what the user named, and a login to each host.
+import type { StackConfig } from "../config";
+import { fingerprintOf, scanHostKey, SshSession, type BastionTarget, type SshTarget } from "../../infra/remote/ssh";
+import { HostKeysNotConfirmedError, refuseUnless, type AdoptEvent, type Refuse, type SeenHostKey } from "./errors";
+import type { ExpectedHostKeys } from "./host-keys";
+import type { AdoptionHost, AdoptionInput } from "./input";
+import { probeScript, parseProbe, type HostFacts } from "./probe";
+
+/**
+ * Each host's key, checked against what the user named: a mismatch refuses, keys nobody
+ * named are confirmed by `confirm` or refused (exit 6).
+ */
+export async function pinnedHostKeys(
+  hosts: AdoptionHost[],
+  bastion: BastionTarget | undefined,
+  expected: ExpectedHostKeys,
+  confirm: ((seen: SeenHostKey[]) => Promise<boolean>) | undefined,
+  emit: (e: AdoptEvent) => void,
+  refuse: Refuse,
+): Promise<Map<AdoptionHost, string>> {
+  const seen = await scanAll(hosts, bastion, refuse);
+  const unknown: SeenHostKey[] = [];
+  const wrong: string[] = [];
+  for (const [h, keyLine] of seen) {
+    const v = expected.verdict(h.sshHost, h.sshPort, keyLine);
+    const fp = fingerprintOf(keyLine);
+    if (v.kind === "mismatch")
+      wrong.push(
+        `host ${h.sshHost}:${h.sshPort} presents ${fp}, but ${v.source} expects ${v.expected.join(" or ")}: ` +
+          "a replaced machine, a wrong address, or someone in the middle",
+      );
+    else if (v.kind === "unknown")
+      unknown.push({ host: h.sshHost, port: h.sshPort, role: "host", keyLine, fingerprint: fp });
+    else emit({ type: "host-key", host: h.sshHost, port: h.sshPort, fingerprint: fp, trust: v.source });
+  }
+  if (wrong.length) refuse(...wrong);
+  if (unknown.length) {
+    if (!confirm || !(await confirm(unknown))) throw new HostKeysNotConfirmedError(unknown);
+    for (const k of unknown)
+      emit({ type: "host-key", host: k.host, port: k.port, fingerprint: k.fingerprint, trust: "confirmed" });
+  }
+  return seen;
+}
+
+/** The bastion of molt:ssh, checked against the installer's. */
+export function bastionOf(cfg: StackConfig, input: AdoptionInput, refuse: Refuse): BastionTarget | undefined {
+  const mine = cfg.sshAccess.bastion;
+  const theirs = input.bastion;
+  if (theirs && !mine)
+    refuse(
+      `the hosts are reached through bastion ${theirs.user ? `${theirs.user}@` : ""}${theirs.host}:${theirs.port}; ` +
+        `add it to ${cfg.file} as molt:ssh.bastion: { host: ${theirs.host}, port: ${theirs.port}` +
+        `${theirs.user ? `, user: ${theirs.user}` : ""}, hostKey: "<its host key>" } (every connection molt makes ` +
+        `goes through it)`,
+    );
+  if (theirs && mine && (theirs.host !== mine.host || theirs.port !== mine.port))
+    refuse(
+      `the installer's bastion is ${theirs.host}:${theirs.port}, but molt:ssh.bastion is ${mine.host}:${mine.port}; ` +
+        `make them the same`,
+    );
+  if (theirs?.hostKey && mine && fingerprintOf(theirs.hostKey) !== fingerprintOf(mine.hostKey))
+    refuse(
+      `the installer records bastion host key ${fingerprintOf(theirs.hostKey)}, but molt:ssh.bastion.hostKey is ` +
+        `${fingerprintOf(mine.hostKey)}; one of them is wrong`,
+    );
+  if (!mine) return undefined;
+  return {
+    host: mine.host,
+    port: mine.port,
+    user: mine.user,
+    hostKey: mine.hostKey,
+    agent: true,
+  };
+}
+
+async function scanAll(
+  hosts: AdoptionHost[],
+  bastion: BastionTarget | undefined,
+  refuse: Refuse,
+): Promise<Map<AdoptionHost, string>> {
+  const seen = new Map<AdoptionHost, string>();
+  const problems: string[] = [];
+  // One at a time through a bastion (sshd's MaxStartups), in parallel otherwise.
+  const scan = async (h: AdoptionHost) => {
+    try {
+      seen.set(h, await scanHostKey(h.sshHost, h.sshPort, bastion ? { bastion } : {}));
+    } catch (e) {
+      problems.push(
+        `${bastionHint(e)}host ${h.sshHost}:${h.sshPort} is not reachable over SSH: ${(e as Error).message}`,
+      );
+    }
+  };
+  if (bastion) for (const h of hosts) await scan(h);
+  else await Promise.all(hosts.map(scan));
+  // The bastion's own failure is the same for every host: said once.
+  const bastionProblems = problems.filter((p) => p.startsWith("the bastion"));
+  if (bastionProblems.length) refuse(bastionProblems[0]);
+  refuseUnless(problems, refuse);
+  return seen;
+}
+
+function bastionHint(e: unknown): string {
+  const n = (e as Error).name;
+  if (n === "BastionError") return `the bastion refused: ${(e as Error).message}; `;
+  if (n === "HostKeyMismatchError" && /bastion/.test((e as Error).message))
+    return `the bastion's host key is not molt:ssh.bastion.hostKey: ${(e as Error).message}; `;
+  return "";
+}
+
+export async function probeAll(
+  hosts: AdoptionHost[],
+  target: (h: AdoptionHost) => SshTarget,
+  refuse: Refuse,
+): Promise<Map<AdoptionHost, HostFacts>> {
+  const facts = new Map<AdoptionHost, HostFacts>();
+  const problems: string[] = [];
+  await Promise.all(
+    hosts.map(async (h) => {
+      let ssh: SshSession | undefined;
+      try {
+        ssh = await SshSession.connect(target(h), { readyTimeoutMs: 15_000 });
+        const r = await ssh.exec(probeScript(ssh.target.user));
+        facts.set(h, parseProbe(r.stdout));
+      } catch (e) {
+        problems.push(
+          `${bastionHint(e)}host ${h.sshHost}:${h.sshPort}: cannot log in as ${target(h).user}: ` +
+            `${(e as Error).message}`,
+        );
+      } finally {
+        ssh?.close();
+      }
+    }),
+  );
+  const bastionProblems = problems.filter((p) => p.startsWith("the bastion"));
+  if (bastionProblems.length) refuse(bastionProblems[0]);
+  refuseUnless(problems, refuse);
+  return facts;
+}

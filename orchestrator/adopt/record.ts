@@ -1,0 +1,80 @@
+// Recording an adopted cluster: its nodes as "adopted" entries (the leader last), written by
+// one engine run of the program, which makes no machine for them.
+import { ADOPTED_IMAGE } from "../../infra/adopted";
+import type { NodeEntry } from "../../infra/node";
+import { buildProgram } from "../../infra/program";
+import type { BastionTarget } from "../../infra/remote/ssh";
+import type { StackConfig } from "../config";
+import { programInputFor } from "../program-input";
+import { openStack } from "../stack/driver";
+import { parseStoredState } from "../stack/state";
+import type { AdoptedView } from "./errors";
+import type { EtcdView } from "./etcd-checks";
+import type { AdoptionHost, AdoptionInput } from "./input";
+
+/** The node entries of the adopted hosts, the leader last (retired last: one leadership move fewer). */
+export function adoptedEntries(
+  input: AdoptionInput,
+  etcd: EtcdView,
+  seen: Map<AdoptionHost, string>,
+  kubeVersions: Record<string, string>,
+  cfg: StackConfig,
+  bastion: BastionTarget | undefined,
+): NodeEntry[] {
+  const isLeader = (h: AdoptionHost) => Number(etcd.byHost.get(h)!.member.id === etcd.leader);
+  const order = [...input.hosts].sort((a, b) => isLeader(a) - isLeader(b));
+  return order.map((h, i) => {
+    const { member, status } = etcd.byHost.get(h)!;
+    return {
+      name: member.name,
+      image: ADOPTED_IMAGE,
+      ...(kubeVersions[h.address] ? { kubernetesVersion: kubeVersions[h.address] } : {}),
+      role: "control-plane",
+      generation: i + 1,
+      init: false,
+      adopted: {
+        address: h.address,
+        ssh: { host: h.sshHost, port: h.sshPort, user: h.sshUser ?? cfg.sshUser },
+        hostKey: seen.get(h)!,
+        ...(bastion ? { bastion: `${bastion.user}@${bastion.host}:${bastion.port ?? 22}` } : {}),
+        etcdVersion: status.version,
+        source: input.source,
+      },
+    };
+  });
+}
+
+/** How `recorded` shows an adopted node. */
+export function adoptedView(n: NodeEntry, input: AdoptionInput, etcd: EtcdView): AdoptedView {
+  const a = n.adopted!;
+  const host = input.hosts.find((h) => h.address === a.address)!;
+  return {
+    name: n.name,
+    address: a.address,
+    ssh: `${a.ssh.user}@${a.ssh.host}:${a.ssh.port}${a.bastion ? ` via ${a.bastion}` : ""}`,
+    etcdVersion: a.etcdVersion,
+    ...(n.kubernetesVersion ? { kubernetesVersion: n.kubernetesVersion } : {}),
+    generation: n.generation,
+    leader: etcd.byHost.get(host)!.member.id === etcd.leader,
+  };
+}
+
+/** One engine run of the program with the adopted entries: no machine is made for them. */
+export async function record(
+  o: { stack: string; env?: Record<string, string> },
+  workDir: string,
+  cfg: StackConfig,
+  entries: NodeEntry[],
+): Promise<NodeEntry[]> {
+  const stack = await openStack({
+    stackName: o.stack,
+    workDir,
+    env: o.env,
+    program: buildProgram(programInputFor(cfg, entries)),
+  });
+  const result = await stack.up();
+  const stored = await parseStoredState(stack, result.outputs);
+  if (JSON.stringify(stored.nodes) !== JSON.stringify(entries))
+    throw new Error(`internal: the stack recorded [${stored.nodes.map((n) => n.name)}], not the adopted entries`);
+  return stored.nodes;
+}
