@@ -98,34 +98,38 @@ export async function waitForBanner(
   deadlineMs: number,
   gaveUp?: () => string | undefined,
 ): Promise<void> {
-  const until = Date.now() + deadlineMs;
-  let backoff = 20;
-  let last = "";
-  while (Date.now() < until) {
-    // The process that would answer has already exited: no point waiting out the deadline.
-    const why = gaveUp?.();
-    if (why) throw new LabHostError(`${host}:${port} will not answer: ${why}`);
-    const ok = await new Promise<boolean>((resolve) => {
+  const answers = () =>
+    new Promise<string | undefined>((resolve) => {
       const s = connect({ host, port, timeout: 2_000 });
       let buf = "";
       s.on("data", (d) => {
         buf += d.toString();
         if (buf.startsWith(banner)) {
           s.destroy();
-          resolve(true);
+          resolve(undefined);
         }
       });
-      s.on("timeout", () => (s.destroy(), resolve(false)));
-      s.on("error", (e) => ((last = e.message), resolve(false)));
-      s.on("close", () => resolve(buf.startsWith(banner)));
+      s.on("timeout", () => (s.destroy(), resolve("no answer within 2s")));
+      s.on("error", (e) => resolve(e.message));
+      s.on("close", () =>
+        resolve(buf.startsWith(banner) ? undefined : buf ? `answered ${JSON.stringify(buf)}` : "closed"),
+      );
     });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, backoff)); // poll backoff, bounded by the deadline
-    backoff = Math.min(backoff * 2, 500);
+  try {
+    await pollUntil(
+      async (miss) => {
+        // The process that would answer has already exited: no point waiting out the deadline.
+        const why = gaveUp?.();
+        if (why) throw new LabHostError(`${host}:${port} will not answer: ${why}`);
+        const problem = await answers();
+        return problem ? miss(problem) : true;
+      },
+      { what: `${host}:${port} answering with "${banner}"`, deadlineMs, intervalMs: 20, maxIntervalMs: 500 },
+    );
+  } catch (e) {
+    if (e instanceof DeadlineError) throw new LabHostError(e.message);
+    throw e;
   }
-  throw new LabHostError(
-    `${host}:${port} did not answer with "${banner}" within ${deadlineMs / 1000}s (${last || "no answer"})`,
-  );
 }
 
 /** Waits until `check()` is true or the deadline passes. */
