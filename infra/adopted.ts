@@ -51,11 +51,21 @@ const recordProvider: pulumi.dynamic.ResourceProvider = {
   },
 };
 
+/**
+ * An adopted node in the program. `machine` is its machine when `molt adopt --import` took
+ * it into the stack: the record depends on it, so a targeted update that drops the node
+ * deletes the record first, then the machine.
+ */
 export function adoptedNode(
   entry: NodeEntry,
   ssh: { privateKey?: pulumi.Input<string>; access?: SshAccessSettings },
+  machine?: pulumi.Resource,
 ): AdoptedNodeOutputs {
-  const record = new AdoptedNodeRecord(entry.name, { endpoint: adoptedEndpoint(entry) });
+  const record = new AdoptedNodeRecord(
+    entry.name,
+    { endpoint: adoptedEndpoint(entry) },
+    machine ? { dependsOn: [machine] } : undefined,
+  );
   const ep = record.endpoint;
   return {
     privateAddress: ep.privateAddress,

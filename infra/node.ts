@@ -55,6 +55,13 @@ export interface AdoptedNode {
   source: "kubeone" | "hosts";
   /** The installer's machine id, when it gave one (a cloud instance id; lab://...). */
   providerId?: string;
+  /**
+   * The machine itself, taken into the stack (`molt adopt --import HOST=ID`, through the
+   * engine's import): when the node retires, molt destroys it like one of its own instead
+   * of leaving it to its owner. `importId` is the provider's id of it (an EC2 instance id,
+   * an Azure VM resource id, a vSphere inventory path, a lab machine's name).
+   */
+  machine?: { importId: string };
 }
 
 export interface SshSettings {

@@ -67,6 +67,8 @@ export type RolloutEvent =
   | { type: "warning"; node?: string; message: string }
   /** An adopted machine was retired: reset, released, and left running for its owner to delete. */
   | { type: "left-for-owner"; node: string; address: string; ssh: string; providerId?: string; done: string[] }
+  /** An adopted machine taken into the stack (`molt adopt --import`) was retired and destroyed. */
+  | { type: "adopted-destroyed"; node: string; address: string; machine: string; done: string[] }
   | {
       type: "summary";
       result: RolloutResultKind;

@@ -7,6 +7,7 @@ import { moltOutput } from "../outputs";
 import { SshKeyPair } from "../remote/keypair";
 import type { SshAccessSettings } from "../remote/access";
 import { adoptedNode, type AdoptedNodeOutputs } from "../adopted";
+import { LabImportedMachine } from "./imported-machine";
 import { parseSubnet } from "./host";
 import { LabLoadBalancer, labLbInputs } from "./lb";
 import { LabControlPlaneNode, type LabSettings } from "./node";
@@ -36,7 +37,17 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
   const built: (LabControlPlaneNode | AdoptedNodeOutputs)[] = [];
   for (const entry of input.nodes) {
     if (entry.adopted) {
-      built.push(adoptedNode(entry, { privateKey: clientKey.privateKey, access: input.sshAccess }));
+      const imported = entry.adopted.machine;
+      const machine = imported
+        ? new LabImportedMachine(`${entry.name}-machine`, {
+            lab: input.lab.lab,
+            labRoot: input.lab.labRoot,
+            subnet: input.lab.subnet,
+            name: imported.importId,
+            hostPublicKey: entry.adopted.hostKey,
+          })
+        : undefined;
+      built.push(adoptedNode(entry, { privateKey: clientKey.privateKey, access: input.sshAccess }, machine));
       continue;
     }
     // Join through the oldest other node: when molt surges, every existing node has

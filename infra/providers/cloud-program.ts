@@ -24,6 +24,7 @@ export function cloudProvider<C extends CloudConfigBase & { provider: string }, 
     sections: def.sections,
     plugins: def.plugins,
     clusterWideTypes: def.clusterWideTypes,
+    importIdProblem: (id) => def.importIdProblem(id),
     imageProblem: (image) => def.imageProblem(image),
     domains: (sections) => def.domains(sections),
     config: (sections, common) => def.config(sections, common),
@@ -51,7 +52,9 @@ function cloudProgram<C extends CloudConfigBase & { provider: string }, S>(
   const built: (CloudControlPlaneNode | AdoptedNodeOutputs)[] = [];
   for (const entry of input.nodes) {
     if (entry.adopted) {
-      built.push(adoptedNode(entry, { privateKey, access: input.sshAccess }));
+      const imported = entry.adopted.machine;
+      const machine = imported ? def.importMachine(`${entry.name}-machine`, imported.importId, cloud) : undefined;
+      built.push(adoptedNode(entry, { privateKey, access: input.sshAccess }, machine));
       continue;
     }
     // Host keys are made ahead of the machine (cloud-init installs them), so every

@@ -7,6 +7,7 @@ import { labProgram, type LabProgramInput } from "../lab/program";
 import type { LabProviderDefinition } from "./provider";
 
 const NAME = /^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$/;
+const MACHINE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
 const labSection = z
   .object({
@@ -68,6 +69,9 @@ export const labProvider: LabProviderDefinition<LabSettings, LabProgramInput> = 
   sections: { "molt:lab": labSection.optional() },
   plugins: [],
   clusterWideTypes: [],
+  // A machine of the stack's lab, by name (the lab checks before recording that it runs and
+  // presents the host key adoption pinned).
+  importIdProblem: (id) => (MACHINE.test(id) ? undefined : `"${id}" is not a lab machine name`),
   problems(raw, stack) {
     const problems: string[] = [];
     const ssh = raw["molt:ssh"] as { privateKey?: unknown; port?: unknown; bastion?: unknown } | undefined;

@@ -4,6 +4,7 @@
 // orchestrator/stack/plugins.ts checks its engine plugins, and orchestrator/stack/targets.ts
 // targets its cluster-wide components. Adding a provider is a new definition, its
 // component, its tests and docs, and one line in the registry.
+import type * as pulumi from "@pulumi/pulumi";
 import type { SshAccessSettings } from "../remote/access";
 import type { z } from "zod";
 import type { KubeadmBootstrapSettings } from "../kubeadm/settings";
@@ -32,6 +33,11 @@ interface DefinitionBase<K extends string> {
    * stack (or first needed with a second node) is created by the next surge.
    */
   clusterWideTypes: readonly string[];
+  /**
+   * What is wrong with a machine id given to `molt adopt --import` (the message after
+   * "--import HOST=ID: "), or undefined when it has the provider's shape.
+   */
+  importIdProblem(id: string): string | undefined;
 }
 
 /** The lab: molt's embedded cloud on this host (infra/providers/lab.ts). */
@@ -97,6 +103,12 @@ export interface CloudProviderDefinition<
   node(entry: NodeEntry, args: CloudNodeArgs, cloud: C, shared: Shared): CloudControlPlaneNode;
   /** Cluster-wide resources over all nodes (vSphere's anti-affinity rule), made after them. */
   cluster?(cloud: C, nodes: readonly CloudControlPlaneNode[]): void;
+  /**
+   * An adopted node's machine taken into the stack by the engine's import (`molt adopt
+   * --import`): the provider's own resource for it, declared with `importOptions(id)` so the
+   * engine reads it instead of creating it and never changes it; deleted when the node retires.
+   */
+  importMachine(name: string, id: string, cloud: C): pulumi.CustomResource;
 }
 
 /**
@@ -112,6 +124,16 @@ export interface RegisteredCloudProvider<C extends CloudConfigBase & { provider:
   config(sections: Record<string, unknown>, common: CloudConfigBase): C;
   problems(cloud: CloudConfigBase & { provider: string }): string[];
   program(input: CloudProgramInput): Record<string, unknown>;
+}
+
+/**
+ * The options of a machine taken into the stack: the engine imports `id` (reads it; an id
+ * that names nothing fails the import, and molt previews it before recording anything),
+ * takes every input from what it read (`ignoreChanges: ["*"]`, so no update is ever planned
+ * for a machine molt did not build), and deletes it when its node leaves the stack.
+ */
+export function importOptions(id: string): pulumi.CustomResourceOptions {
+  return { import: id, ignoreChanges: ["*"], retainOnDelete: false };
 }
 
 /** The resource plugin a Pulumi SDK package asks the engine for: its own package version. */

@@ -3,8 +3,9 @@
 // except that the machine is not molt's and stays running. It is reset over SSH (`kubeadm
 // reset`; an etcd-only node's data wiped once its removed member stopped), released from the
 // provider's attachments (the lab's HAProxy), its Node deleted, and its entry dropped with a
-// targeted `up` (its AdoptedNode record goes). Every step is idempotent: a crash anywhere
-// repeats them on the next run, the entry still listed.
+// targeted `up` (its AdoptedNode record goes). A machine taken into the stack with `molt adopt
+// --import` goes with that update, like one of molt's own. Every step is idempotent: a crash
+// anywhere repeats them on the next run, the entry still listed.
 import type { Act } from "./context";
 import { shellQuote } from "../../infra/remote/ssh";
 
@@ -47,6 +48,12 @@ export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
   await ctx.timed("provision", op.kind, op.node, () =>
     ctx.edges.stack.apply({ op, prev, next: prev.filter((n) => n.name !== op.node), node: op.node }),
   );
+  if (a.machine) {
+    // Taken into the stack by `molt adopt --import`: the update that dropped the entry destroyed it.
+    done.push("machine destroyed");
+    ctx.report({ type: "adopted-destroyed", node: op.node, address: a.address, machine: a.machine.importId, done });
+    return { kind: "done" };
+  }
   ctx.report({
     type: "left-for-owner",
     node: op.node,

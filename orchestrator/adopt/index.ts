@@ -21,6 +21,7 @@ import { AdoptionRefusedError, refuseUnless, type AdoptEvent, type SeenHostKey }
 import { etcdProblems, observeEtcd, stackedEtcdProblems } from "./etcd-checks";
 import type { ExpectedHostKeys } from "./host-keys";
 import type { AdoptionHost, AdoptionInput } from "./input";
+import { checkLabImports, matchImports, type ImportRequest } from "./imports";
 import { kubeChecks } from "./kube-checks";
 import { bastionOf, pinnedHostKeys, probeAll } from "./reach";
 import { adoptedEntries, adoptedView, record } from "./record";
@@ -35,6 +36,7 @@ export {
   type SeenHostKey,
 } from "./errors";
 export { stackedEtcdProblems } from "./etcd-checks";
+export { parseImportFlags, type ImportRequest } from "./imports";
 
 export interface AdoptOptions {
   stack: string;
@@ -45,6 +47,8 @@ export interface AdoptOptions {
   /** Asked with the host keys nobody named; true trusts exactly those. Absent: refuse (exit 6). */
   confirmHostKeys?: (seen: SeenHostKey[]) => Promise<boolean>;
   onEvent?: (e: AdoptEvent) => void;
+  /** `--import HOST=ID`: machines taken into the stack, destroyed by molt when their nodes retire. */
+  imports?: ImportRequest[];
 }
 
 export interface AdoptResult {
@@ -62,6 +66,7 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
   };
   // The provider's engine plugins first, as a rollout does: without them nothing is written.
   checkProviderPlugins(cfg.intent.provider, o.env);
+  const imports = matchImports(o.imports ?? [], o.input.hosts, cfg, refuse);
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
   const lock = await acquireLock(backend, o.stack, "adopt", { ttlSeconds: cfg.lockSeconds, env: o.env });
   try {
@@ -105,6 +110,7 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
 
     // 3. Host keys: scanned without trust, compared with what the user named.
     const seen = await pinnedHostKeys(o.input.hosts, bastion, o.hostKeys, o.confirmHostKeys, emit, refuse);
+    await checkLabImports(imports, seen, cfg, refuse);
 
     // 4. SSH with the pinned keys, and what each host runs.
     const endpoints: NodeEndpoint[] = o.input.hosts.map((h) => ({
@@ -153,10 +159,10 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
       }
 
       // 7. Record: the leader last (retired last: one leadership move fewer).
-      const entries = adoptedEntries(o.input, etcd, seen, kubeVersions, cfg, bastion);
+      const entries = adoptedEntries(o.input, etcd, seen, kubeVersions, cfg, bastion, imports);
       await access!.close();
       access = undefined;
-      const recorded = await record(o, workDir, cfg, entries);
+      const recorded = await record(o, workDir, cfg, entries, refuse);
       emit({ type: "recorded", stack: o.stack, nodes: recorded.map((n) => adoptedView(n, o.input, etcd)) });
       return { stack: o.stack, nodes: recorded, ...(o.input.apiEndpoint ? { apiEndpoint: o.input.apiEndpoint } : {}) };
     } finally {

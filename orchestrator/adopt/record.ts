@@ -8,7 +8,7 @@ import type { StackConfig } from "../config";
 import { programInputFor } from "../program-input";
 import { openStack } from "../stack/driver";
 import { parseStoredState } from "../stack/state";
-import type { AdoptedView } from "./errors";
+import type { AdoptedView, Refuse } from "./errors";
 import type { EtcdView } from "./etcd-checks";
 import type { AdoptionHost, AdoptionInput } from "./input";
 
@@ -20,6 +20,7 @@ export function adoptedEntries(
   kubeVersions: Record<string, string>,
   cfg: StackConfig,
   bastion: BastionTarget | undefined,
+  imports: ReadonlyMap<AdoptionHost, string> = new Map(),
 ): NodeEntry[] {
   const isLeader = (h: AdoptionHost) => Number(etcd.byHost.get(h)!.member.id === etcd.leader);
   const order = [...input.hosts].sort((a, b) => isLeader(a) - isLeader(b));
@@ -39,6 +40,7 @@ export function adoptedEntries(
         ...(bastion ? { bastion: `${bastion.user}@${bastion.host}:${bastion.port ?? 22}` } : {}),
         etcdVersion: status.version,
         source: input.source,
+        ...(imports.has(h) ? { machine: { importId: imports.get(h)! } } : {}),
       },
     };
   });
@@ -59,12 +61,17 @@ export function adoptedView(n: NodeEntry, input: AdoptionInput, etcd: EtcdView):
   };
 }
 
-/** One engine run of the program with the adopted entries: no machine is made for them. */
+/**
+ * One engine run of the program with the adopted entries: no machine is made for them. With
+ * machines to import, a preview first: the engine reads each one there, and an id that names
+ * no machine (or one the provider cannot read) refuses the adoption with nothing recorded.
+ */
 export async function record(
   o: { stack: string; env?: Record<string, string> },
   workDir: string,
   cfg: StackConfig,
   entries: NodeEntry[],
+  refuse: Refuse,
 ): Promise<NodeEntry[]> {
   const stack = await openStack({
     stackName: o.stack,
@@ -72,9 +79,20 @@ export async function record(
     env: o.env,
     program: buildProgram(programInputFor(cfg, entries)),
   });
+  if (!cfg.lab && entries.some((e) => e.adopted?.machine)) {
+    const problem = await stack.preview().then(
+      () => undefined,
+      (e: Error) => e.message,
+    );
+    if (problem) refuse(`the engine cannot import the machines named with --import: ${lastLines(problem, 8)}`);
+  }
   const result = await stack.up();
   const stored = await parseStoredState(stack, result.outputs);
   if (JSON.stringify(stored.nodes) !== JSON.stringify(entries))
     throw new Error(`internal: the stack recorded [${stored.nodes.map((n) => n.name)}], not the adopted entries`);
   return stored.nodes;
+}
+
+function lastLines(text: string, n: number): string {
+  return text.trim().split("\n").slice(-n).join("\n");
 }

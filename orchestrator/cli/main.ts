@@ -35,6 +35,7 @@ import {
   InvalidAdoptionInputError,
   InvalidHostKeyInputError,
   parseHostList,
+  parseImportFlags,
   parseKubeOneOutput,
   type AdoptEvent,
   type SeenHostKey,
@@ -295,6 +296,8 @@ export function humanRenderer(o: {
         return out(
           `adopted machine ${e.node} (${e.address}) retired: ${e.done.join(", ")}; it is left running for its owner`,
         );
+      case "adopted-destroyed":
+        return out(`adopted machine ${e.node} (${e.address}, imported as ${e.machine}) retired: ${e.done.join(", ")}`);
       case "summary": {
         out(`${e.result.toUpperCase()}: ${e.reason}`);
         for (const m of e.leftForOwner ?? [])
@@ -531,6 +534,13 @@ export async function main(argv: string[]): Promise<number> {
     .option("--api-endpoint <host:port>", "with --host: the API load balancer (none for an etcd-only cluster)")
     .option("--host-key <host=SHA256:...>", "an expected SSH host key fingerprint (repeatable)", collect, [])
     .option("--known-hosts <file>", "expected SSH host keys, as an OpenSSH known_hosts file")
+    .option(
+      "--import <host=id>",
+      "take a host's machine into the stack (EC2 instance id, Azure VM id, vSphere VM path, lab machine): " +
+        "molt destroys it when it retires the node, instead of leaving it to you (repeatable)",
+      collect,
+      [],
+    )
     .option("--json", "one JSON event per line on stdout")
     .action(
       async (opts: {
@@ -540,6 +550,7 @@ export async function main(argv: string[]): Promise<number> {
         apiEndpoint?: string;
         hostKey: string[];
         knownHosts?: string;
+        import: string[];
         json?: boolean;
       }) => {
         const json = !!opts.json;
@@ -557,6 +568,8 @@ export async function main(argv: string[]): Promise<number> {
           const input = opts.terraformOutput
             ? parseKubeOneOutput(readInput(opts.terraformOutput), opts.terraformOutput)
             : parseHostList(opts.host, opts.apiEndpoint);
+          const imports = parseImportFlags(opts.import);
+          if (imports.problems.length) throw new InvalidAdoptionInputError("the command line", imports.problems);
           const keys = new ExpectedHostKeys().addFlags(opts.hostKey);
           if (opts.knownHosts) keys.addKnownHosts(readInput(opts.knownHosts), opts.knownHosts);
           for (const h of input.hosts) if (h.hostKey) keys.addInstallerKey(h.sshHost, h.sshPort, h.hostKey);
@@ -564,6 +577,7 @@ export async function main(argv: string[]): Promise<number> {
             stack: opts.stack,
             input,
             hostKeys: keys,
+            imports: imports.requests,
             ...(!json && process.stdin.isTTY ? { confirmHostKeys: confirmKeysOnTty } : {}),
             onEvent: print,
           });

@@ -24,7 +24,10 @@ export function plannedReplacements(nodes: NodeEntry[], intent: Intent): Planned
       from: desc(n),
       to: desc(intent),
       reason: n.adopted
-        ? `adopted (etcd ${n.adopted.etcdVersion}): replaced by a molt node; its machine is left to its owner`
+        ? `adopted (etcd ${n.adopted.etcdVersion}): replaced by a molt node; ` +
+          (n.adopted.machine
+            ? `its machine (imported: ${n.adopted.machine.importId}) is destroyed`
+            : "its machine is left to its owner")
         : k8sChange(n)
           ? `Kubernetes ${n.kubernetesVersion ?? "?"} → ` +
             `${intent.kubernetesVersion ?? "?"}${n.image !== intent.image ? ", new image" : ""}`

@@ -265,6 +265,35 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
       await assertNothingRecorded();
     },
   );
+  it(
+    "bad input, exit 2 and nothing recorded: --import of a machine the lab does not have, or of another " + "host",
+    async () => {
+      const [a, b] = foreign.nodes;
+      let run = await adopt(
+        ...hostArgs(foreign),
+        "--known-hosts",
+        knownHosts(foreign),
+        "--import",
+        `${a.address}=nosuch`,
+      );
+      assert.equal(run.code, 2, run.stdout + run.stderr);
+      assert.match(errorOf(run)!.message, /--import .*=nosuch: lab t18 has no machine named "nosuch"/);
+      // Another host's machine: its host key is not the one pinned for this host.
+      run = await adopt(
+        ...hostArgs(foreign),
+        "--known-hosts",
+        knownHosts(foreign),
+        "--import",
+        `${a.address}=${b.name}`,
+      );
+      assert.equal(run.code, 2, run.stdout + run.stderr);
+      assert.match(errorOf(run)!.message, /is another host: its SSH host key is not the one adoption pinned/);
+      run = await adopt(...hostArgs(foreign), "--known-hosts", knownHosts(foreign), "--import", "10.1.2.3=x");
+      assert.equal(run.code, 2);
+      assert.match(errorOf(run)!.message, /10\.1\.2\.3 is none of the cluster's hosts/);
+      await assertNothingRecorded();
+    },
+  );
   // External etcd (a kube-apiserver using etcd elsewhere) is refused in the Kubernetes
   // scenario (test/long/adopt-kube.test.ts) and in the probe's unit table.
 
@@ -273,7 +302,15 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     this.timeout(300_000);
     const before = await members();
     const t = Date.now();
-    const run = await adopt(...hostArgs(foreign), "--known-hosts", knownHosts(foreign));
+    // The first host's machine is taken into the stack: molt destroys it when it retires it.
+    const imported = foreign.nodes[0];
+    const run = await adopt(
+      ...hostArgs(foreign),
+      "--known-hosts",
+      knownHosts(foreign),
+      "--import",
+      `${imported.address}=${imported.name}`,
+    );
     figures.adoptMs = Date.now() - t;
     assert.equal(run.code, 0, run.stdout + run.stderr);
     const st = await suite.stored();
@@ -286,6 +323,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
       assert.equal(n.adopted.hostKey.split(" ").slice(0, 2).join(" "), f.hostKey.split(" ").slice(0, 2).join(" "));
       assert.equal(n.adopted.etcdVersion, "3.5.11");
       assert.match(n.adopted.bastion!, /^root@10\.77\.117\.\d+:22$/);
+      assert.deepEqual(n.adopted.machine, n.name === imported.name ? { importId: imported.name } : undefined);
       assert.ok(n.generation >= 1 && n.generation <= 3);
     }
     assert.deepEqual(await members(), before, "the members are the same");
@@ -365,8 +403,17 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
         );
         assert.deepEqual(await members(), st.nodes.map((n) => n.name).sort(), "members == molt's nodes");
         if (etcd === "3.5.35") {
-          assert.deepEqual(s.leftForOwner?.map((m) => m.node).sort(), NAMES, "the foreign machines are listed");
-          for (const n of foreign.nodes) {
+          const [imported, ...others] = foreign.nodes;
+          assert.deepEqual(
+            s.leftForOwner?.map((m) => m.node).sort(),
+            others.map((n) => n.name),
+            "the foreign machines not imported are listed",
+          );
+          const destroyed = run.events.find((e) => e.type === "adopted-destroyed") as { node: string } | undefined;
+          assert.equal(destroyed?.node, imported.name, "the imported machine was destroyed");
+          assert.ok(!existsSync(join(lab.labRoot, "labs", lab.lab, "machines", imported.name)), "its machine is gone");
+          assert.ok(!labLeftovers(lab).netns.includes(`molt-${lab.lab}-${imported.name}`), "its namespace is gone");
+          for (const n of others) {
             assert.ok(
               !existsSync(join(lab.labRoot, "labs", lab.lab, "machines", n.name, "root/var/lib/etcd/member")),
               `${n.name}'s etcd data is gone`,

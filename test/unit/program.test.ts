@@ -178,6 +178,49 @@ describe("the stack program (infra/program.ts)", () => {
     };
     const entries = [adopted("k1-cp-0", 1, "10.0.1.10"), adopted("k1-cp-1", 2, "10.0.1.11")];
 
+    const imported = (e: NodeEntry, importId: string): NodeEntry => ({
+      ...e,
+      adopted: { ...e.adopted!, machine: { importId } },
+    });
+
+    it("takes a lab machine named with --import into the stack (found and checked, never made)", async () => {
+      const r = await run(labCfg(), [imported(entries[0], "k1-cp-0-vm"), entries[1]]);
+      const machines = r.rec.resources.filter((x) => x.type === "pulumi-nodejs:dynamic/molt:LabImportedMachine");
+      assert.deepEqual(
+        machines.map((m) => [m.name, m.inputs.name, m.inputs.hostPublicKey]),
+        [["k1-cp-0-machine", "k1-cp-0-vm", hostKeyOf("k1-cp-0").publicKey]],
+        "one machine, for the imported node only, pinned to the key adoption saw",
+      );
+      assert.ok(!r.rec.resources.some((x) => x.type === "pulumi-nodejs:dynamic/molt:LabMachine"), "nothing is made");
+      const stored = await storedStateOf("lab", r);
+      assert.deepEqual(stored.nodes[0].adopted?.machine, { importId: "k1-cp-0-vm" }, "observe.ts reads it back");
+    });
+
+    for (const [provider, type, id, extra] of [
+      ["aws", "aws:ec2/instance:Instance", "i-0123456789abcdef0", {}],
+      [
+        "azure",
+        "azure-native:compute:VirtualMachine",
+        "/subscriptions/s1/resourceGroups/kubeone-rg/providers/Microsoft.Compute/virtualMachines/cp-0",
+        { resourceGroupName: "kubeone-rg", vmName: "cp-0" },
+      ],
+      ["vsphere", "vsphere:index/virtualMachine:VirtualMachine", "/dc1/vm/kubeone/cp-0", {}],
+    ] as const) {
+      it(
+        `asks the engine to import an adopted node's ${provider} machine named with --import, and nothing ` + `else`,
+        async () => {
+          const c = { ...loadStackConfig(repo, provider), sshAccess: cfg().sshAccess };
+          const r = await run(c, [imported(entries[0], id), entries[1]]);
+          const machines = r.rec.resources.filter((x) => x.type === type);
+          assert.equal(machines.length, 1, machines.map((m) => m.name).join(", "));
+          assert.equal(machines[0].name, "k1-cp-0-machine");
+          assert.equal(machines[0].importId, id, "declared with the import option");
+          assert.deepEqual(machines[0].inputs, extra, "no input of molt's beyond what names the machine");
+          assert.ok(!r.rec.resources.some((x) => x.type === DYNAMIC), "no bootstrap, no teardown script");
+        },
+      );
+    }
+
     it("makes no machine for an adopted node, only its record; its endpoint is what adoption recorded", async () => {
       const r = await run(labCfg(), entries);
       const types = r.rec.resources.map((x) => x.type);

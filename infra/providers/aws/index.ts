@@ -5,6 +5,7 @@ import type { CloudConfigBase } from "../provider";
 import { sdkPlugin } from "../provider";
 import { amiProblem, awsSection, type AwsNodeSettings } from "./config";
 import { AwsControlPlaneNode } from "./node";
+import { awsImport } from "../imported";
 
 export * from "./config";
 export * from "./node";
@@ -30,4 +31,6 @@ export const awsProvider = cloudProvider<AwsCloudConfig>({
   },
   config: (sections, common) => ({ provider: "aws", ...common, aws: (sections as Parsed)["molt:aws"] }),
   node: (entry, args, cloud) => new AwsControlPlaneNode(entry.name, { ...args, settings: cloud.aws }),
+  importIdProblem: awsImport.problem,
+  importMachine: awsImport.machine,
 });

@@ -1,6 +1,7 @@
 // Provider "azure": VMs whose NICs sit in the API load balancer's backend pool; zones as
 // failure domains, or one availability set where the region has no zones.
 import { cloudProvider } from "../cloud-program";
+import { azureImport } from "../imported";
 import type { CloudCommonSections } from "../cloud-config";
 import { sdkPlugin, type CloudConfigBase } from "../provider";
 import { azureSection, imageReference, type AzureNodeSettings } from "./config";
@@ -64,4 +65,6 @@ export const azureProvider = cloudProvider<AzureCloudConfig, AzureControlPlaneAv
       settings: cloud.azure,
       ...(set ? { availabilitySetId: set.id } : {}),
     }),
+  importIdProblem: azureImport.problem,
+  importMachine: azureImport.machine,
 });

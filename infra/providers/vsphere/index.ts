@@ -1,6 +1,7 @@
 // Provider "vsphere": VMs cloned from a template, placed per failure domain (compute
 // cluster, datastore, host), kept apart by a DRS anti-affinity rule.
 import { cloudProvider } from "../cloud-program";
+import { vsphereImport } from "../imported";
 import type { CloudCommonSections } from "../cloud-config";
 import type { CloudConfigBase } from "../provider";
 import { VsphereControlPlaneAntiAffinity } from "./anti-affinity";
@@ -60,4 +61,6 @@ export const vsphereProvider = cloudProvider<VsphereCloudConfig>({
       mandatory: cloud.antiAffinity.mandatory,
     });
   },
+  importIdProblem: vsphereImport.problem,
+  importMachine: vsphereImport.machine,
 });

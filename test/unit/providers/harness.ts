@@ -10,6 +10,8 @@ export interface Registered {
   type: string;
   name: string;
   inputs: Record<string, unknown>;
+  /** The id the engine is asked to import (the `import` resource option), if any. */
+  importId?: string;
 }
 
 export interface Transformed {
@@ -46,7 +48,7 @@ export function installMocks(
     {
       newResource(args) {
         const inputs = args.inputs as Record<string, unknown>;
-        rec.resources.push({ type: args.type, name: args.name, inputs });
+        rec.resources.push({ type: args.type, name: args.name, inputs, ...(args.id ? { importId: args.id } : {}) });
         return { id: `${args.name}-id`, state: { ...inputs, ...state(args.type, args.name, inputs) } };
       },
       call(args) {
