@@ -7,7 +7,6 @@
 import type { Stack } from "@pulumi/pulumi/automation";
 import type { NodeEndpoint, NodeEntry } from "../../infra/node";
 import { buildProgram } from "../../infra/program";
-import { accessFields } from "../../infra/remote/access";
 import type { SshTarget } from "../../infra/remote/ssh";
 import { loadStackConfig, resolveLabImage } from "../config";
 import { EtcdAccess } from "../edges/etcd";
@@ -23,7 +22,7 @@ import type { ExpectedHostKeys } from "./host-keys";
 import type { AdoptionHost, AdoptionInput } from "./input";
 import { checkLabImports, matchImports, type ImportRequest } from "./imports";
 import { kubeChecks } from "./kube-checks";
-import { bastionOf, pinnedHostKeys, probeAll } from "./reach";
+import { adoptCredentials, bastionOf, pinnedHostKeys, probeAll } from "./reach";
 import { adoptedEntries, adoptedView, record } from "./record";
 
 export { InvalidAdoptionInputError, parseHostList, parseKubeOneOutput, type AdoptionInput } from "./input";
@@ -92,19 +91,14 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
 
     // 2. How molt will log in, and through which bastion: the stack's settings, which the
     // rollout uses later too; they must agree with what the installer says.
-    const bastion = bastionOf(cfg, o.input, refuse);
-    const credentials = accessFields(cfg.sshAccess, undefined);
-    if (!credentials.agent)
-      refuse(
-        "molt has no SSH credential for hosts it did not create: set molt:ssh.agent: true in " +
-          `${cfg.file} and load the installer's key into ssh-agent ` +
-          `(ssh-add ${o.input.sshKeySource?.privateKeyFile ?? "KEYFILE"})`,
-      );
+    const privateKey = stack && cfg.cloud ? await stackPrivateKey(stack) : undefined;
+    const credentials = adoptCredentials(cfg, privateKey, o.input, refuse);
+    const bastion = bastionOf(cfg, o.input, refuse, credentials);
     const login = (h: AdoptionHost): Omit<SshTarget, "hostKey"> => ({
       host: h.sshHost,
       port: h.sshPort,
       user: h.sshUser ?? cfg.sshUser,
-      agent: true,
+      ...credentials,
       ...(bastion ? { bastion } : {}),
     });
 
@@ -130,7 +124,7 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
     // 5. etcd: members == hosts, all healthy, no alarm, one leader.
     let access: EtcdAccess | undefined;
     try {
-      access = await EtcdAccess.open(endpoints, { user: cfg.sshUser, agent: true, ...(bastion ? { bastion } : {}) });
+      access = await EtcdAccess.open(endpoints, { user: cfg.sshUser, ...credentials, ...(bastion ? { bastion } : {}) });
     } catch (e) {
       refuse(`etcd cannot be reached on any host: ${(e as Error).message}`);
     }
@@ -170,5 +164,16 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
     }
   } finally {
     await lock.release();
+  }
+}
+
+/** molt:ssh.privateKey of an existing cloud stack, decrypted by the engine; undefined when unset. */
+async function stackPrivateKey(stack: Stack): Promise<string | undefined> {
+  try {
+    const v = await stack.getConfig("molt:ssh.privateKey", true);
+    return v.value || undefined;
+  } catch (e) {
+    if (/configuration key .* not found|missing required configuration/i.test((e as Error).message)) return undefined;
+    throw e;
   }
 }

@@ -1,7 +1,14 @@
 // Reaching the hosts of a cluster molt did not create: the bastion, host keys scanned
 // without trust and compared with what the user named, and a login to each host.
 import type { StackConfig } from "../config";
-import { fingerprintOf, scanHostKey, SshSession, type BastionTarget, type SshTarget } from "../../infra/remote/ssh";
+import {
+  fingerprintOf,
+  scanHostKey,
+  SshSession,
+  type BastionTarget,
+  type SshCredentials,
+  type SshTarget,
+} from "../../infra/remote/ssh";
 import { HostKeysNotConfirmedError, refuseUnless, type AdoptEvent, type Refuse, type SeenHostKey } from "./errors";
 import type { ExpectedHostKeys } from "./host-keys";
 import type { AdoptionHost, AdoptionInput } from "./input";
@@ -43,8 +50,39 @@ export async function pinnedHostKeys(
   return seen;
 }
 
+/**
+ * What molt logs in to hosts it did not create with: the ssh-agent (molt:ssh.agent) and, on a
+ * cloud stack, the stack's own key (molt:ssh.privateKey) when it is set - the one the rollout
+ * uses later too. Neither: refused, saying how to give one.
+ */
+export function adoptCredentials(
+  cfg: Pick<StackConfig, "file" | "sshAccess" | "cloud">,
+  privateKey: string | undefined,
+  input: Pick<AdoptionInput, "sshKeySource">,
+  refuse: Refuse,
+): SshCredentials {
+  const agent = cfg.sshAccess.agent === true;
+  if (!agent && !privateKey) {
+    const file = input.sshKeySource?.privateKeyFile ?? "KEYFILE";
+    refuse(
+      "molt has no SSH credential for hosts it did not create: set molt:ssh.agent: true in " +
+        `${cfg.file} and load the installer's key into ssh-agent (ssh-add ${file})` +
+        (cfg.cloud
+          ? ", or make it the stack's own key: pulumi config set --secret --path molt:ssh.privateKey " +
+            `--stack STACK < ${file}`
+          : ""),
+    );
+  }
+  return { ...(privateKey ? { privateKey } : {}), ...(agent ? { agent: true as const } : {}) };
+}
+
 /** The bastion of molt:ssh, checked against the installer's. */
-export function bastionOf(cfg: StackConfig, input: AdoptionInput, refuse: Refuse): BastionTarget | undefined {
+export function bastionOf(
+  cfg: StackConfig,
+  input: AdoptionInput,
+  refuse: Refuse,
+  credentials: SshCredentials = { agent: true },
+): BastionTarget | undefined {
   const mine = cfg.sshAccess.bastion;
   const theirs = input.bastion;
   if (theirs && !mine)
@@ -70,7 +108,7 @@ export function bastionOf(cfg: StackConfig, input: AdoptionInput, refuse: Refuse
     port: mine.port,
     user: mine.user,
     hostKey: mine.hostKey,
-    agent: true,
+    ...credentials,
   };
 }
 

@@ -4,6 +4,7 @@ import * as assert from "node:assert/strict";
 import { providerOf } from "../../infra/providers/registry";
 import { importOptions } from "../../infra/providers/provider";
 import { matchImports, parseImportFlags } from "../../orchestrator/adopt/imports";
+import { adoptCredentials } from "../../orchestrator/adopt/reach";
 import type { AdoptionHost } from "../../orchestrator/adopt/input";
 import type { StackConfig } from "../../orchestrator/config";
 
@@ -107,5 +108,30 @@ describe("molt adopt --import (unit)", () => {
       ignoreChanges: ["*"],
       retainOnDelete: false,
     });
+  });
+});
+
+describe("molt adopt: the credential for hosts molt did not create (unit)", () => {
+  const cfg = (agent: boolean, cloud: boolean) =>
+    ({
+      file: "stacks/Pulumi.prod.yaml",
+      sshAccess: agent ? { agent: true } : {},
+      ...(cloud ? { cloud: {} } : {}),
+    }) as unknown as Parameters<typeof adoptCredentials>[0];
+  const input = { sshKeySource: { privateKeyFile: "~/.ssh/kubeone" } } as Parameters<typeof adoptCredentials>[2];
+  it("uses the stack's own key on a cloud stack, and the agent beside it when asked", () => {
+    assert.deepEqual(adoptCredentials(cfg(false, true), "KEY", input, refuse), { privateKey: "KEY" });
+    assert.deepEqual(adoptCredentials(cfg(true, true), "KEY", input, refuse), { privateKey: "KEY", agent: true });
+    assert.deepEqual(adoptCredentials(cfg(true, false), undefined, input, refuse), { agent: true });
+  });
+  it("bad input: neither an agent nor a key is refused, saying both ways to give one on a cloud stack", () => {
+    assert.throws(
+      () => adoptCredentials(cfg(false, true), undefined, input, refuse),
+      /molt:ssh\.agent: true .*ssh-add ~\/\.ssh\/kubeone.*pulumi config set --secret --path molt:ssh\.privateKey/s,
+    );
+    assert.throws(
+      () => adoptCredentials(cfg(false, false), undefined, input, refuse),
+      (e: Error) => /ssh-add ~\/\.ssh\/kubeone\)$/.test(e.message),
+    );
   });
 });
