@@ -40,6 +40,8 @@ import {
   type SeenHostKey,
 } from "../adopt";
 import { readFileSync } from "node:fs";
+import { PromotionNotConfirmedError, PromotionRefusedError } from "../promotion/errors";
+import { registerPromotionCommands, renderPromotionEvent } from "./promotion";
 
 // The AWS SDK (the s3:// lock store) warns on every run that its future releases will need a
 // newer Node; the pinned release works on the Node molt supports.
@@ -104,6 +106,8 @@ function errorExit(e: unknown, json: boolean, stack?: string): number {
     [ConcurrentRolloutError, EXIT.locked],
     [EngineLockedError, EXIT.locked],
     [NotConfirmedError, EXIT.notConfirmed],
+    [PromotionRefusedError, EXIT.invalid],
+    [PromotionNotConfirmedError, EXIT.notConfirmed],
   ];
   const code = known.find(([cls]) => e instanceof cls)?.[1] ?? EXIT.unexpected;
   const message = e instanceof Error ? e.message : String(e);
@@ -295,6 +299,10 @@ export function humanRenderer(o: {
         return out(
           `adopted machine ${e.node} (${e.address}) retired: ${e.done.join(", ")}; it is left running for its owner`,
         );
+      case "release-check":
+      case "verification":
+      case "soak":
+        return renderPromotionEvent(e, out);
       case "summary": {
         out(`${e.result.toUpperCase()}: ${e.reason}`);
         for (const m of e.leftForOwner ?? [])
@@ -373,6 +381,13 @@ function printInspection(i: Inspection, what: "plan" | "status"): void {
     w("");
     for (const c of i.conditions) w(`${c.type.padEnd(22)} ${c.status.padEnd(8)} ${c.reason}`);
     w("");
+    if (i.release) {
+      w(`release ${i.release.description}`);
+      w(`  verification: ${i.release.verification.state}: ${i.release.verification.detail}`);
+      if (i.release.requireVerifiedOn.length)
+        w(`  rolls only releases verified on: ${i.release.requireVerifiedOn.join(", ")}`);
+      w("");
+    }
   } else {
     printPlanTable(i.replacements);
   }
@@ -462,6 +477,10 @@ export async function main(argv: string[]): Promise<number> {
     )
     .option("--verbose", "also print the engine's output")
     .option(
+      "--verify",
+      "with molt:release: soak the converged release now (molt:promotion.soakMinutes), as molt verify",
+    )
+    .option(
       "--replace-dead <node...>",
       "replace these nodes whose etcd member is dead, remove-first (quorum checked); never applied to a healthy member",
     )
@@ -473,6 +492,7 @@ export async function main(argv: string[]): Promise<number> {
         onFailure?: "rollback" | "pause";
         verbose?: boolean;
         replaceDead?: string[];
+        verify?: boolean;
       }) => {
         const json = !!opts.json;
         if (!opts.yes && (!process.stdin.isTTY || json)) {
@@ -500,6 +520,7 @@ export async function main(argv: string[]): Promise<number> {
             ...(opts.onFailure ? { onFailure: opts.onFailure } : {}),
             ...(opts.replaceDead ? { replaceDead: opts.replaceDead } : {}),
             engineOutput: !!opts.verbose,
+            verify: !!opts.verify,
             onEvent: (e) =>
               json
                 ? process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n")
@@ -573,6 +594,8 @@ export async function main(argv: string[]): Promise<number> {
         }
       },
     );
+
+  registerPromotionCommands(program, { setCode: (c) => (code = c), errorExit, cancelOnSignals });
 
   for (const what of ["plan", "status"] as const) {
     program
