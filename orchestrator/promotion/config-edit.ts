@@ -4,7 +4,7 @@
 import { parseDocument } from "yaml";
 import type { Release } from "./release";
 
-/** The file's text with `release` written in for stack `stack`. Throws when the text is not a YAML map with `config:`. */
+/** The file's text with `release` written in for stack `stack`; throws unless it is a YAML map with `config:`. */
 export function withRelease(text: string, release: Release, stack: string): string {
   const doc = parseDocument(text);
   if (doc.errors.length) throw new Error(`not valid YAML: ${doc.errors[0].message}`);

@@ -57,7 +57,9 @@ export async function releasePreflight(c: PromotionContext): Promise<void> {
               stack: s.stack,
               where,
               verified: true,
-              detail: `verified: converged ${stored!.record.converged.at}, soaked ${stored!.record.soak.minutes} min until ${stored!.record.soak.passedAt}`,
+              detail:
+                `verified: converged ${stored!.record.converged.at}, ` +
+                `soaked ${stored!.record.soak.minutes} min until ${stored!.record.soak.passedAt}`,
             };
       } catch (e) {
         return {

@@ -73,13 +73,15 @@ export async function promote(o: PromoteOptions): Promise<PromoteResult> {
         "verified",
         `${o.from} converged on ${release.name} at ${stored!.record.converged.at} ` +
           `(${stored!.record.converged.operations} operation(s), none failed) and stayed healthy for ` +
-          `${stored!.record.soak.minutes} min (${stored!.record.soak.observations} observations, until ${stored!.record.soak.passedAt})`,
+          `${stored!.record.soak.minutes} min ` +
+          `(${stored!.record.soak.observations} observations, until ${stored!.record.soak.passedAt})`,
       );
   } catch (e) {
     problem =
       e instanceof UnreadableRecordError
         ? e.message
-        : `the records of stack ${o.from} cannot be read from ${redactUrl(url)}: ${(e as Error).message.split("\n")[0]}`;
+        : `the records of stack ${o.from} cannot be read from ${redactUrl(url)}: ` +
+          (e as Error).message.split("\n")[0];
   }
   if (problem) throw new PromotionRefusedError(`promotion of ${release.name} refused: ${problem}; nothing was changed`);
 

@@ -23,7 +23,10 @@ export function verificationProblem(
       `roll ${source} to it and let it soak (molt rollout --stack ${source} --verify, or molt verify --stack ${source})`
     );
   if (record.stack !== source)
-    return `the record of release ${release.name} on stack ${source} names stack ${record.stack}: it was copied, not written there`;
+    return (
+      `the record of release ${release.name} on stack ${source} names stack ${record.stack}: ` +
+      `it was copied, not written there`
+    );
   const recomputed = releaseDigest(record.release);
   if (record.digest !== recomputed)
     return (
@@ -39,7 +42,8 @@ export function verificationProblem(
   if (record.soak.result !== "passed")
     return (
       `release ${release.name} converged on stack ${source} at ${record.converged.at} but its soak ` +
-      `(${record.soak.minutes} min, started ${record.soak.startedAt}) has not finished: run molt verify --stack ${source}`
+      `(${record.soak.minutes} min, started ${record.soak.startedAt}) has not finished: ` +
+      `run molt verify --stack ${source}`
     );
   return undefined;
 }

@@ -58,7 +58,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
     if (o.signal?.aborted)
       return {
         result: "cancelled",
-        reason: `cancelled during the soak of release ${record.release.name}; molt verify --stack ${o.stack} resumes it`,
+        reason:
+          `cancelled during the soak of release ${record.release.name}; ` + `molt verify --stack ${o.stack} resumes it`,
       };
     const world = await observe(o.edges, o.intent, { expired: [] });
     const t = now();

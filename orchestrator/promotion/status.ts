@@ -58,7 +58,9 @@ export async function releaseStatus(
         ...base,
         verification: {
           state: "soaking",
-          detail: `converged ${r.converged.at}; soak of ${r.soak.minutes} min since ${r.soak.startedAt}, last healthy ${r.soak.lastHealthyAt}`,
+          detail:
+            `converged ${r.converged.at}; soak of ${r.soak.minutes} min since ${r.soak.startedAt}, ` +
+            `last healthy ${r.soak.lastHealthyAt}`,
           ...times,
         },
       };

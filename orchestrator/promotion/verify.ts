@@ -115,6 +115,7 @@ function checkRecord(record: VerificationRecord | undefined, stack: string, rele
   if (record.digest !== digest || releaseDigest(record.release) !== digest)
     throw new PromotionRefusedError(
       `the record of release ${release} on stack ${stack} is of another release under the same name, or was altered; ` +
-        `nothing was changed. Run molt rollout --stack ${stack}: a converged rollout records the release as configured.`,
+        `nothing was changed. Run molt rollout --stack ${stack}: ` +
+        `a converged rollout records the release as configured.`,
     );
 }

@@ -133,7 +133,7 @@ describe("staging across environments (fake edges, file backends)", function () 
     assert.equal(worlds.prod.log.length, 0, "nothing was changed");
   });
 
-  it("records a converged rollout's release in staging's backend (soaking), and verify soaks it to verified", async () => {
+  it("records a converged rollout's release in staging's backend (soaking); verify soaks it to verified", async () => {
     stagingConfig(release("r2", "lab-v2"));
     const { summary, events } = await roll("staging");
     assert.equal(summary.result, "succeeded", summary.reason);
@@ -179,8 +179,8 @@ describe("staging across environments (fake edges, file backends)", function () 
       PromotionNotConfirmedError,
       /not confirmed/,
     );
-    assert.match(shown, /^-  molt:image: lab-v1$/m);
-    assert.match(shown, /^\+  molt:image: lab-v2$/m);
+    assert.match(shown, /^- {2}molt:image: lab-v1$/m);
+    assert.match(shown, /^\+ {2}molt:image: lab-v2$/m);
     assert.equal(readFileSync(stackFile("prod"), "utf8"), before);
   });
 

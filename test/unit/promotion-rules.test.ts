@@ -270,9 +270,9 @@ describe("promotion rules (orchestrator/promotion/)", () => {
       assert.deepEqual(c["molt:release"], R1);
       assert.equal(c["aws:region"], "eu-central-1");
       const d = lineDiff(before, after, "stacks/Pulumi.prod.yaml");
-      assert.match(d, /^-  molt:image: ami-0old$/m);
-      assert.match(d, /^\+  molt:image: ami-0bbb$/m);
-      assert.match(d, /^-  molt:kubernetesVersion: 1.36.3$/m);
+      assert.match(d, /^- {2}molt:image: ami-0old$/m);
+      assert.match(d, /^\+ {2}molt:image: ami-0bbb$/m);
+      assert.match(d, /^- {2}molt:kubernetesVersion: 1.36.3$/m);
       assert.doesNotMatch(d, /^[-+].*aws:region/m);
     });
     it("leaves a lab stack without molt:kubernetesVersion without it (the image decides)", () => {
