@@ -182,7 +182,7 @@ export function stagingScenario(full: boolean): void {
 
     // Registered in the full scenario only (test/long): npm test runs without it, not past it.
     if (full)
-      it("staging rolls to r2; promote waits for its soak; verify soaks; promote writes it; prod rolls to r2", async () => {
+      it("staging rolls to r2; promote waits for its soak; verify; promote; prod rolls to r2", async () => {
         stagingRelease(release("r2", "lab-v2"));
         const roll = await timed("stagingRoll", () => rollout("staging"));
         assert.equal(roll.code, 0, errorOf(roll));
