@@ -82,7 +82,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   // a run: missing ones are refused before anything is written, the lease included.
   if (!o.edges) checkProviderPlugins(cfg.intent.provider, o.env);
   // Staging across environments (orchestrator/promotion/): refuse an unverified release; record a converged one.
-  await releasePreflight({ cfg, stack: o.stack, backend, env: o.env, emit });
+  await releasePreflight({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
   const release = releaseRecorder({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
   // The stack's lease (orchestrator/lock-scope.ts): `lock.signal` aborts if it is ever lost,
   // which cancels an engine step in flight as the caller's signal does.

@@ -26,9 +26,20 @@ export interface PromotionContext {
 }
 
 /** Refuses (InvalidConfigError, PromotionRefusedError: exit 2) a run whose release may not roll here. */
-export async function releasePreflight(c: PromotionContext): Promise<void> {
+export async function releasePreflight(c: PromotionContext & { verify?: boolean }): Promise<void> {
   const { cfg, stack } = c;
   const release = cfg.release;
+  // --verify must never pass silently: without a release or a backend for records there is nothing to soak.
+  if (c.verify && !release)
+    throw new PromotionRefusedError(
+      `--verify: stack ${stack} names no molt:release, so there is nothing to verify; nothing was changed. ` +
+        `Declare the release in ${cfg.file}, or run without --verify.`,
+    );
+  if (c.verify && !openStore(c.backend, c.env))
+    throw new PromotionRefusedError(
+      `--verify: molt keeps verification records in file:// and s3:// backends only, and stack ${stack}'s is ` +
+        `${redactUrl(c.backend)}; nothing was changed`,
+    );
   if (release) {
     const problems = releaseIntentProblems(release, cfg.intent, stack);
     if (problems.length) throw new InvalidConfigError(cfg.file, problems);

@@ -345,6 +345,14 @@ export function stagingScenario(full: boolean): void {
           conf: () => writeStack("prod", last.image),
         },
         {
+          name: "rollout --verify on a stack without a release",
+          stack: "prod",
+          args: ["rollout", "--stack", "prod", "--yes", "--json", "--verify"],
+          code: 2,
+          message: /--verify: stack prod names no molt:release/,
+          conf: () => writeStack("prod", last.image),
+        },
+        {
           name: "rollout with a release whose image is not molt:image",
           stack: "staging",
           args: ["rollout", "--stack", "staging", "--yes", "--json"],

@@ -58,7 +58,7 @@ describe("staging across environments (fake edges, file backends)", function () 
     const summary = await rollout({
       stack,
       workDir: dir,
-      env: stack === "staging" ? stagingEnv : prodEnv,
+      env: stack === "prod" ? prodEnv : stagingEnv,
       edges,
       pollMs: 1,
       now: (() => {
@@ -248,6 +248,17 @@ describe("staging across environments (fake edges, file backends)", function () 
     assert.equal(summary.result, "noop", summary.reason);
     assert.ok(events.some((e) => e.type === "verification" && e.state === "verified"));
     assert.equal((await readRecord(stagingStore, "staging", "r3"))?.record.soak.result, "passed");
+  });
+
+  it("refuses rollout --verify on a stack without a release, before anything", async () => {
+    writeStack("plain", "lab-v1");
+    worlds.plain = FakeWorld.cluster(3, "lab-v1", "plain");
+    await refusal(
+      roll("plain", { verify: true }),
+      PromotionRefusedError,
+      /--verify: stack plain names no molt:release/,
+    );
+    assert.equal(worlds.plain.log.length, 0);
   });
 
   it("refuses a promotion whose release has no image for the target", async () => {
