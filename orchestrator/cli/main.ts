@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// molt's command line: rollout, plan, status, adopt. Exit codes are part of the interface:
+// molt's command line: rollout, plan, status, adopt; verify and promote (cli/promotion.ts).
+// Exit codes are part of the interface:
 //   0 succeeded or nothing to do      2 invalid input or refused preflight (nothing changed)
 //   3 another run holds the stack     4 a new node failed and was rolled back (old nodes intact)
 //   5 paused for inspection           6 not confirmed, or no --yes without a terminal (nothing changed)
