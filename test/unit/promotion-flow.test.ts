@@ -266,6 +266,30 @@ describe("staging across environments (fake edges, file backends)", function () 
     await refusal(promoteToProd(), PromotionRefusedError, /names no image for stack prod/);
   });
 
+  it("chains dev -> staging -> prod: each stack requires the one before it", async () => {
+    const r5: Release = { name: "r5", images: { dev: "lab-v1", staging: "lab-v1", prod: "lab-v1" } };
+    worlds.dev = FakeWorld.cluster(3, "lab-v2", "dev");
+    writeStack("dev", "lab-v1", { "molt:release": r5, "molt:promotion": { soakMinutes: 0 } });
+    const devEnv = stagingEnv; // dev and staging share a backend here; prod has its own
+    const dev = await rollout({ stack: "dev", workDir: dir, env: devEnv, edges, pollMs: 1, verify: true });
+    assert.equal(dev.result, "succeeded", dev.reason);
+    // staging requires dev: its rollout is refused until r5 is promoted into its config.
+    writeStack("staging", "lab-v2", {
+      "molt:release": release("r3", "lab-v2"),
+      "molt:promotion": { soakMinutes: 0, requireVerifiedOn: ["dev"] },
+    });
+    await refusal(roll("staging"), PromotionRefusedError, /release r3 has no verification record on stack dev/);
+    await promote({ from: "dev", to: "staging", workDir: dir, env: stagingEnv, edges });
+    assert.equal((await roll("staging", { verify: true })).summary.result, "succeeded");
+    await promoteToProd();
+    const { summary } = await roll("prod");
+    assert.equal(summary.result, "succeeded", summary.reason);
+    assert.deepEqual(
+      worlds.prod.list.map((n) => n.image),
+      ["lab-v1", "lab-v1", "lab-v1"],
+    );
+  });
+
   it("status shows the release and its verification", async () => {
     stagingConfig(release("r3", "lab-v2"));
     const i = await inspect({ stack: "staging", workDir: dir, env: stagingEnv, edges });
