@@ -78,7 +78,7 @@ describe("verification records in an S3 bucket (molt-s3 on loopback, fake cluste
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("records staging's convergence in its bucket and soaks it there (verify holds the lease in the bucket)", async () => {
+  it("records staging's convergence in its bucket and soaks it there (verify holds its lease there)", async () => {
     writeStack("staging", { "molt:promotion": { soakMinutes: 0 } });
     const env = { PULUMI_BACKEND_URL: stagingUrl };
     const s = await roll("staging", env);
