@@ -25,6 +25,7 @@ import {
 import type { VipSettings } from "../infra/vip/keepalived";
 import type { VsphereNodeSettings } from "../infra/providers/vsphere/config";
 import { checkStaticAddresses, resolveApiEndpoint } from "./config-endpoint";
+import { resolvePromotion, type PromotionSettings, type Release } from "./promotion/release";
 import type { Intent } from "./model";
 
 export type { CloudConfig };
@@ -152,6 +153,10 @@ export interface StackConfig {
   lockSeconds: number;
   /** molt:apiEndpoint mode vip: keepalived on the control-plane nodes (lab, vsphere); absent: a load balancer. */
   apiEndpoint?: VipSettings;
+  /** molt:release: what this stack's rollout converges to (orchestrator/promotion/). */
+  release?: Release;
+  /** molt:promotion: the soak and the stacks a release must have been verified on first. */
+  promotion: PromotionSettings;
   file: string;
 }
 
@@ -187,6 +192,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
     .safeParse(config, { reportInput: true });
   // Rules across keys are checked on the raw values too, so every problem is reported at once.
   const crossProblems = [...crossFieldProblems(raw), ...(def?.family === "lab" ? def.problems(raw, stack) : [])];
+  const { release, promotion } = resolvePromotion(raw, stack, crossProblems);
   const cloudSections = def?.family === "cloud" ? parseCloudSections(def, config) : undefined;
   if (!r.success || cloudSections?.ok === false) {
     const issues = r.success ? [] : r.error.issues;
@@ -261,6 +267,8 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
     lab: labSettings ? { ...labSettings, ...(apiEndpoint ? { vip: apiEndpoint } : {}) } : undefined,
     ...(cloud ? { cloud } : {}),
     ...(apiEndpoint ? { apiEndpoint } : {}),
+    ...(release ? { release } : {}),
+    promotion,
   };
 }
 
@@ -316,6 +324,8 @@ const KNOWN_KEYS = [
   ...Object.keys(cloudCommonSections).filter((k) => !(k in baseSections)),
   ...PROVIDER_SECTION_KEYS,
   "molt:apiEndpoint",
+  "molt:release",
+  "molt:promotion",
 ];
 
 /**

@@ -1,5 +1,6 @@
 // What a rollout tells its caller, as a discriminated union (CLI --json prints one per line).
 import type { Operation, OperationKind } from "./model";
+import type { PromotionEvent } from "./promotion/events";
 
 export type Phase = "observe" | "provision" | "etcd" | "kube" | "endpoint" | "wait" | "snapshot";
 
@@ -15,6 +16,8 @@ export interface NodeView {
 }
 
 export type RolloutEvent =
+  /** Releases and their verification (orchestrator/promotion/). */
+  | PromotionEvent
   | {
       type: "start";
       stack: string;

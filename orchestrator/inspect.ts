@@ -13,6 +13,7 @@ import type { StackEdge, StackState } from "./stack/edge";
 import { backendUrl, repoRoot } from "./stack/engine";
 import { nodeViews } from "./views";
 import { hexMemberId } from "./etcd-id";
+import { releaseStatus, type ReleaseStatus } from "./promotion/status";
 
 export interface Condition {
   type: "EtcdClusterHealthy" | "EtcdMembersMatchNodes" | "MachinesUpToDate" | "ControlPlaneHealthy" | "Available";
@@ -31,6 +32,8 @@ export interface Inspection {
   conditions: Condition[];
   next: Operation;
   replacements: PlannedReplacement[];
+  /** molt:release and its verification record (orchestrator/promotion/). */
+  release?: ReleaseStatus;
 }
 
 export async function inspect(o: {
@@ -157,6 +160,7 @@ export async function inspect(o: {
     conditions,
     next,
     replacements: plannedReplacements(stored.nodes, intent),
+    ...(cfg.release ? { release: await releaseStatus(cfg, o.stack, backend, o.env) } : {}),
   };
 }
 

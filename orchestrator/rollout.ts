@@ -12,6 +12,7 @@ import { retainBackups, takeBackup } from "./etcd-backup";
 import type { NodeView, RolloutEvent } from "./events";
 import { holdStack } from "./lock-scope";
 import { checkProviderPlugins } from "./stack/plugins";
+import { releasePreflight, releaseRecorder } from "./promotion/hooks";
 import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory, type Stop } from "./loop/memory";
 import { RunClock } from "./loop/timing";
 import type { Intent, Operation, World } from "./model";
@@ -57,6 +58,8 @@ export interface RolloutOptions {
   edges?: EdgeFactory;
   /** The clock wait deadlines are measured on (ms since the epoch); tests pass a fast one. */
   now?: () => number;
+  /** With molt:release: soak the converged release inline (molt:promotion.soakMinutes), as `molt verify` does. */
+  verify?: boolean;
 }
 
 export type Summary = Extract<RolloutEvent, { type: "summary" }>;
@@ -78,6 +81,9 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   // A run that may `up` needs the provider's engine plugins, which molt never downloads during
   // a run: missing ones are refused before anything is written, the lease included.
   if (!o.edges) checkProviderPlugins(cfg.intent.provider, o.env);
+  // Staging across environments (orchestrator/promotion/): refuse an unverified release; record a converged one.
+  await releasePreflight({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
+  const release = releaseRecorder({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
   // The stack's lease (orchestrator/lock-scope.ts): `lock.signal` aborts if it is ever lost,
   // which cancels an engine step in flight as the caller's signal does.
   const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env);
@@ -154,7 +160,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       const decided = afterDecision(memory, op, now(), intent.timeouts);
       memory = decided.memory;
       const end = endOf(memory, op);
-      if (end) return finish(end);
+      if (end)
+        return finish(await release.settle(end, { edges: e, nodes: views, operations: memory.operations, signal }));
       if (!isChange(op)) {
         // A wait: observe again after the poll interval (at once when its deadline just passed).
         if (!decided.expiredNow)

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// molt's command line: rollout, plan, status, adopt. Exit codes are part of the interface:
+// molt's command line: rollout, plan, status, adopt; verify and promote (cli/promotion.ts).
+// Exit codes are part of the interface:
 //   0 succeeded or nothing to do      2 invalid input or refused preflight (nothing changed)
 //   3 another run holds the stack     4 a new node failed and was rolled back (old nodes intact)
 //   5 paused for inspection           6 not confirmed, or no --yes without a terminal (nothing changed)
@@ -41,6 +42,8 @@ import {
   type SeenHostKey,
 } from "../adopt";
 import { readFileSync } from "node:fs";
+import { PromotionNotConfirmedError, PromotionRefusedError } from "../promotion/errors";
+import { registerPromotionCommands, renderPromotionEvent } from "./promotion";
 
 // The AWS SDK (the s3:// lock store) warns on every run that its future releases will need a
 // newer Node; the pinned release works on the Node molt supports.
@@ -105,6 +108,8 @@ function errorExit(e: unknown, json: boolean, stack?: string): number {
     [ConcurrentRolloutError, EXIT.locked],
     [EngineLockedError, EXIT.locked],
     [NotConfirmedError, EXIT.notConfirmed],
+    [PromotionRefusedError, EXIT.invalid],
+    [PromotionNotConfirmedError, EXIT.notConfirmed],
   ];
   const code = known.find(([cls]) => e instanceof cls)?.[1] ?? EXIT.unexpected;
   const message = e instanceof Error ? e.message : String(e);
@@ -298,6 +303,10 @@ export function humanRenderer(o: {
         );
       case "adopted-destroyed":
         return out(`adopted machine ${e.node} (${e.address}, imported as ${e.machine}) retired: ${e.done.join(", ")}`);
+      case "release-check":
+      case "verification":
+      case "soak":
+        return renderPromotionEvent(e, out);
       case "summary": {
         out(`${e.result.toUpperCase()}: ${e.reason}`);
         for (const m of e.leftForOwner ?? [])
@@ -376,6 +385,13 @@ function printInspection(i: Inspection, what: "plan" | "status"): void {
     w("");
     for (const c of i.conditions) w(`${c.type.padEnd(22)} ${c.status.padEnd(8)} ${c.reason}`);
     w("");
+    if (i.release) {
+      w(`release ${i.release.description}`);
+      w(`  verification: ${i.release.verification.state}: ${i.release.verification.detail}`);
+      if (i.release.requireVerifiedOn.length)
+        w(`  rolls only releases verified on: ${i.release.requireVerifiedOn.join(", ")}`);
+      w("");
+    }
   } else {
     printPlanTable(i.replacements);
   }
@@ -465,6 +481,10 @@ export async function main(argv: string[]): Promise<number> {
     )
     .option("--verbose", "also print the engine's output")
     .option(
+      "--verify",
+      "with molt:release: soak the converged release now (molt:promotion.soakMinutes), as molt verify",
+    )
+    .option(
       "--replace-dead <node...>",
       "replace these nodes whose etcd member is dead, remove-first (quorum checked); never applied to a healthy member",
     )
@@ -476,6 +496,7 @@ export async function main(argv: string[]): Promise<number> {
         onFailure?: "rollback" | "pause";
         verbose?: boolean;
         replaceDead?: string[];
+        verify?: boolean;
       }) => {
         const json = !!opts.json;
         if (!opts.yes && (!process.stdin.isTTY || json)) {
@@ -503,6 +524,7 @@ export async function main(argv: string[]): Promise<number> {
             ...(opts.onFailure ? { onFailure: opts.onFailure } : {}),
             ...(opts.replaceDead ? { replaceDead: opts.replaceDead } : {}),
             engineOutput: !!opts.verbose,
+            verify: !!opts.verify,
             onEvent: (e) =>
               json
                 ? process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n")
@@ -587,6 +609,8 @@ export async function main(argv: string[]): Promise<number> {
         }
       },
     );
+
+  registerPromotionCommands(program, { setCode: (c) => (code = c), errorExit, cancelOnSignals });
 
   for (const what of ["plan", "status"] as const) {
     program

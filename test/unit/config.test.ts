@@ -82,6 +82,26 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         },
         lab: { lab: "lab", labRoot: "/var/lib/molt-lab", bridge: "moltbr0", subnet: "10.77.0.0/24", lbPort: 6443 },
         backups: { keep: 3 },
+        promotion: { soakMinutes: 30, requireVerifiedOn: [] },
+      });
+    });
+
+    it("reads molt:release and molt:promotion (sources as names or with a backend)", () => {
+      const c = load(
+        stackYaml([
+          ...labLines,
+          "molt:release: { name: os-2026-11, etcdVersion: v3.4.23, images: { prod: lab-v1, lab: lab-v1 } }",
+          "molt:promotion: { soakMinutes: 0.5, requireVerifiedOn: [staging, { stack: dev, backend: 's3://b/x' }] }",
+        ]),
+      );
+      assert.deepEqual(c.release, {
+        name: "os-2026-11",
+        etcdVersion: "3.4.23",
+        images: { lab: "lab-v1", prod: "lab-v1" },
+      });
+      assert.deepEqual(c.promotion, {
+        soakMinutes: 0.5,
+        requireVerifiedOn: [{ stack: "staging" }, { stack: "dev", backend: "s3://b/x" }],
       });
     });
 
@@ -347,6 +367,103 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         "molt:lab.loadBalancer.address",
         /IPv4:port/,
       ],
+      [
+        "release without a name",
+        [...labLines, "molt:release: { images: { lab: lab-v1 } }"],
+        "molt:release.name",
+        /release's name/,
+      ],
+      [
+        "release name with a slash",
+        [...labLines, "molt:release: { name: a/b, images: { lab: lab-v1 } }"],
+        "molt:release.name",
+        /letters, digits/,
+      ],
+      [
+        "release as a bare string",
+        [...labLines, "molt:release: k8s-1.37.2-os-2026-11"],
+        "molt:release",
+        /name, images/,
+      ],
+      [
+        "release without this stack's image",
+        [...labLines, "molt:release: { name: r1, images: { prod: lab-v1 } }"],
+        "molt:release.images",
+        /no image for this stack \(lab\)/,
+      ],
+      [
+        "release with no images",
+        [...labLines, "molt:release: { name: r1, images: {} }"],
+        "molt:release.images",
+        /at least/,
+      ],
+      [
+        "release image not molt:image",
+        [...labLines, "molt:release: { name: r1, images: { lab: lab-v2 } }"],
+        "molt:image",
+        /not release r1's image for stack lab \(lab-v2\)/,
+      ],
+      [
+        "release Kubernetes version not molt:kubernetesVersion",
+        [...awsLines, "molt:release: { name: r1, kubernetesVersion: 1.35.0, images: { lab: ami-0123456789abcdef0 } }"],
+        "molt:kubernetesVersion",
+        /not release r1's Kubernetes version \(1.35.0\)/,
+      ],
+      [
+        "release etcd version not a version",
+        [...labLines, "molt:release: { name: r1, etcdVersion: '3.6', images: { lab: lab-v1 } }"],
+        "molt:release.etcdVersion",
+        /full etcd version/,
+      ],
+      [
+        "unknown key in molt:release",
+        [...labLines, "molt:release: { name: r1, image: lab-v1, images: { lab: lab-v1 } }"],
+        "molt:release",
+        /image/,
+      ],
+      [
+        "negative soakMinutes",
+        [...labLines, "molt:promotion: { soakMinutes: -1 }"],
+        "molt:promotion.soakMinutes",
+        /0 or more/,
+      ],
+      [
+        "soakMinutes as words",
+        [...labLines, "molt:promotion: { soakMinutes: half-an-hour }"],
+        "molt:promotion.soakMinutes",
+        /minutes the cluster must stay healthy/,
+      ],
+      [
+        "requireVerifiedOn naming this stack",
+        [...labLines, "molt:promotion: { requireVerifiedOn: [lab] }"],
+        "molt:promotion.requireVerifiedOn",
+        /is this stack/,
+      ],
+      [
+        "requireVerifiedOn as a string",
+        [...labLines, "molt:promotion: { requireVerifiedOn: staging }"],
+        "molt:promotion.requireVerifiedOn",
+        /a list of stacks/,
+      ],
+      [
+        "requireVerifiedOn empty",
+        [...labLines, "molt:promotion: { requireVerifiedOn: [] }"],
+        "molt:promotion.requireVerifiedOn",
+        /at least one stack/,
+      ],
+      [
+        "requireVerifiedOn twice the same stack",
+        [...labLines, "molt:promotion: { requireVerifiedOn: [staging, { stack: staging }] }"],
+        "molt:promotion.requireVerifiedOn",
+        /named twice/,
+      ],
+      [
+        "requireVerifiedOn with a Pulumi Cloud backend",
+        [...labLines, "molt:promotion: { requireVerifiedOn: [{ stack: staging, backend: 'https://api.pulumi.com' }] }"],
+        "molt:promotion.requireVerifiedOn.0.backend",
+        /file:\/\/ or s3:\/\//,
+      ],
+      ["unknown key in molt:promotion", [...labLines, "molt:promotion: { soak: 5 }"], "molt:promotion", /soak/],
     ];
     for (const [title, lines, key, why] of table) {
       it(`rejects ${title}`, () => {

@@ -1,0 +1,238 @@
+// The rollout's two calls into promotion (orchestrator/rollout.ts):
+//  - releasePreflight, before the lease is taken: the release agrees with the stack's intent,
+//    and (molt:promotion.requireVerifiedOn) every named stack holds a valid verification
+//    record of exactly this release; else the run is refused, nothing changed;
+//  - releaseRecorder(...).settle, when the loop ends converged: the record of the release is
+//    written to the stack's backend (soaking), and with `verify` the soak runs inline.
+import type { StackConfig } from "../config";
+import { InvalidConfigError } from "../config";
+import { openStore, redactUrl } from "../backend/store";
+import type { Edges } from "../edges/types";
+import type { RolloutEvent } from "../events";
+import type { Stop } from "../loop/memory";
+import { PromotionRefusedError } from "./errors";
+import { readRecord, UnreadableRecordError, writeRecord, type StoredRecord } from "./record";
+import { releaseDigest } from "./release";
+import { describeRelease, releaseIntentProblems, verificationProblem } from "./rules";
+import { runSoak } from "./soak";
+
+export interface PromotionContext {
+  cfg: StackConfig;
+  stack: string;
+  /** This stack's backend URL. */
+  backend: string;
+  env?: Record<string, string>;
+  emit: (e: RolloutEvent) => void;
+}
+
+/** Refuses (InvalidConfigError, PromotionRefusedError: exit 2) a run whose release may not roll here. */
+export async function releasePreflight(c: PromotionContext & { verify?: boolean }): Promise<void> {
+  const { cfg, stack } = c;
+  const release = cfg.release;
+  // --verify must never pass silently: without a release or a backend for records there is nothing to soak.
+  if (c.verify && !release)
+    throw new PromotionRefusedError(
+      `--verify: stack ${stack} names no molt:release, so there is nothing to verify; nothing was changed. ` +
+        `Declare the release in ${cfg.file}, or run without --verify.`,
+    );
+  if (c.verify && !openStore(c.backend, c.env))
+    throw new PromotionRefusedError(
+      `--verify: molt keeps verification records in file:// and s3:// backends only, and stack ${stack}'s is ` +
+        `${redactUrl(c.backend)}; nothing was changed`,
+    );
+  if (release) {
+    const problems = releaseIntentProblems(release, cfg.intent, stack);
+    if (problems.length) throw new InvalidConfigError(cfg.file, problems);
+  }
+  const sources = cfg.promotion.requireVerifiedOn;
+  if (sources.length === 0) return;
+  if (!release)
+    throw new PromotionRefusedError(
+      `stack ${stack} rolls only releases verified on ${sources.map((s) => s.stack).join(", ")} ` +
+        `(molt:promotion.requireVerifiedOn), but its config names no molt:release; nothing was changed. ` +
+        `Write it with molt promote --from ${sources[0].stack} --to ${stack}.`,
+    );
+  const results = await Promise.all(
+    sources.map(async (s) => {
+      const url = s.backend ?? c.backend;
+      const where = redactUrl(url);
+      const store = openStore(url, c.env);
+      if (!store) return { stack: s.stack, where, verified: false, detail: `molt cannot read records from ${where}` };
+      try {
+        await store.check();
+        const stored = await readRecord(store, s.stack, release.name);
+        const problem = verificationProblem(stored?.record, release, s.stack);
+        return problem
+          ? { stack: s.stack, where, verified: false, detail: problem }
+          : {
+              stack: s.stack,
+              where,
+              verified: true,
+              detail:
+                `verified: converged ${stored!.record.converged.at}, ` +
+                `soaked ${stored!.record.soak.minutes} min until ${stored!.record.soak.passedAt}`,
+            };
+      } catch (e) {
+        return {
+          stack: s.stack,
+          where,
+          verified: false,
+          detail:
+            e instanceof UnreadableRecordError
+              ? (e as Error).message
+              : `the records of stack ${s.stack} cannot be read from ${where}: ${(e as Error).message.split("\n")[0]}`,
+        };
+      }
+    }),
+  );
+  c.emit({ type: "release-check", stack, release: release.name, digest: releaseDigest(release), sources: results });
+  const missing = results.filter((r) => !r.verified);
+  if (missing.length)
+    throw new PromotionRefusedError(
+      `rollout of stack ${stack} to release ${describeRelease(release)} refused: molt:promotion.requireVerifiedOn ` +
+        `needs a valid verification on ${sources.map((s) => s.stack).join(", ")}; nothing was changed.\n` +
+        missing.map((m) => `  - ${m.stack} (${m.where}): ${m.detail}`).join("\n"),
+    );
+}
+
+export interface ConvergedRun {
+  edges: Edges;
+  /** The nodes as the run last observed them. */
+  nodes: { name: string; image: string; kubernetesVersion?: string }[];
+  operations: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Writes the verification record when a run converges on a stack with a release (and, with
+ * `verify`, soaks inline). Returns the run's end, changed only when recording or the soak failed.
+ */
+export function releaseRecorder(c: PromotionContext & { verify?: boolean; soakIntervalMs?: number }) {
+  const startedAt = Date.now();
+  return {
+    async settle(end: Stop, run: ConvergedRun): Promise<Stop> {
+      const release = c.cfg.release;
+      if (!release || (end.result !== "succeeded" && end.result !== "noop")) return end;
+      const store = openStore(c.backend, c.env);
+      if (!store) {
+        c.emit({
+          type: "warning",
+          message:
+            `no verification record of release ${release.name}: molt keeps records in file:// and s3:// backends ` +
+            `only, and this stack's is ${redactUrl(c.backend)}`,
+        });
+        return c.verify ? { result: "failed", reason: "converged, but no record can be kept in this backend" } : end;
+      }
+      try {
+        const current = await currentRecord(store, c.stack, release.name);
+        let stored = current.stored;
+        const digest = releaseDigest(release);
+        const same = stored && stored.record.digest === digest && releaseDigest(stored.record.release) === digest;
+        const where = store.location;
+        if (same) {
+          c.emit({
+            type: "verification",
+            stack: c.stack,
+            release: release.name,
+            digest,
+            where,
+            state: "kept",
+            detail:
+              stored!.record.soak.result === "passed"
+                ? `already verified (soak passed ${stored!.record.soak.passedAt})`
+                : `converged ${stored!.record.converged.at}, soak running since ${stored!.record.soak.startedAt}`,
+          });
+        } else {
+          const now = new Date().toISOString();
+          const record = {
+            kind: "molt-verification" as const,
+            version: 1 as const,
+            stack: c.stack,
+            release,
+            digest,
+            converged: {
+              at: now,
+              result: end.result as "succeeded" | "noop",
+              operations: run.operations,
+              failures: 0 as const,
+              wallMs: Date.now() - startedAt,
+              nodes: run.nodes.map((n) => ({
+                name: n.name,
+                image: n.image,
+                ...(n.kubernetesVersion ? { kubernetesVersion: n.kubernetesVersion } : {}),
+              })),
+            },
+            soak: {
+              minutes: c.cfg.promotion.soakMinutes,
+              startedAt: now,
+              lastHealthyAt: now,
+              observations: 0,
+              result: "running" as const,
+            },
+          };
+          const etag = await writeRecord(store, record, current.etag);
+          if (etag === undefined)
+            return {
+              result: "failed",
+              reason:
+                `converged on release ${release.name}, but its verification record was changed by another run ` +
+                `while this one wrote it; rerun molt rollout --stack ${c.stack}`,
+            };
+          stored = { record: { ...record, writtenAt: now, writtenBy: "" }, etag };
+          c.emit({
+            type: "verification",
+            stack: c.stack,
+            release: release.name,
+            digest,
+            where,
+            state: "soaking",
+            detail:
+              `converged (${run.operations} operation(s), none failed); soak of ${c.cfg.promotion.soakMinutes} min ` +
+              (c.verify ? "starts now" : `to run: molt verify --stack ${c.stack}`),
+          });
+        }
+        if (!c.verify) return end;
+        const soak = await runSoak({
+          edges: run.edges,
+          intent: c.cfg.intent,
+          stack: c.stack,
+          store,
+          stored: stored!,
+          emit: c.emit,
+          ...(run.signal ? { signal: run.signal } : {}),
+          ...(c.soakIntervalMs !== undefined ? { intervalMs: c.soakIntervalMs } : {}),
+        });
+        if (soak.result === "passed") return end;
+        if (soak.result === "cancelled") return { result: "cancelled", reason: soak.reason };
+        return {
+          result: "failed",
+          reason:
+            `converged on release ${release.name}, but ${soak.reason}; no verification record is left: ` +
+            `fix the cluster, then molt rollout --stack ${c.stack} --verify`,
+        };
+      } catch (e) {
+        return {
+          result: "failed",
+          reason:
+            `converged on release ${release.name}, but its verification record could not be written or read ` +
+            `(${(e as Error).message.split("\n")[0]}); rerun molt rollout --stack ${c.stack}`,
+        };
+      }
+    },
+  };
+}
+
+/** The stored record and its version; one that cannot be read is replaced by a new convergence. */
+async function currentRecord(
+  store: NonNullable<ReturnType<typeof openStore>>,
+  stack: string,
+  release: string,
+): Promise<{ stored?: StoredRecord; etag?: string }> {
+  try {
+    const stored = await readRecord(store, stack, release);
+    return stored ? { stored, etag: stored.etag } : {};
+  } catch (e) {
+    if (e instanceof UnreadableRecordError) return { etag: e.etag };
+    throw e;
+  }
+}

@@ -1,0 +1,174 @@
+// A release: what a rollout converges to - Kubernetes version, etcd version and the base
+// image as each environment names it (an AMI copied to another account has another ID) -
+// declared in stack config as molt:release, and the promotion settings (molt:promotion).
+// Validated here with the other keys (orchestrator/config.ts calls in); the digest is what
+// a verification record carries, so a record can only vouch for exactly this release.
+import { createHash } from "node:crypto";
+import * as semver from "semver";
+import { z } from "zod";
+
+export interface Release {
+  name: string;
+  kubernetesVersion?: string;
+  etcdVersion?: string;
+  /** The base image per stack name, as that stack's provider names it. */
+  images: Record<string, string>;
+}
+
+/** A stack whose verification a rollout requires, and the backend its records live in (default: this stack's). */
+export interface VerificationSource {
+  stack: string;
+  backend?: string;
+}
+
+export interface PromotionSettings {
+  /** How long the cluster must stay healthy after convergence before the release counts as verified. */
+  soakMinutes: number;
+  requireVerifiedOn: VerificationSource[];
+}
+
+export const DEFAULT_SOAK_MINUTES = 30;
+
+const STACK_NAME = /^[A-Za-z0-9_.-]+$/;
+const fullVersion = (what: string) =>
+  z
+    .string({ message: `a full ${what} version such as ${what === "Kubernetes" ? "1.37.2" : "3.6.16"}` })
+    .refine((v) => semver.valid(v.replace(/^v/, "")) !== null, `a full ${what} version (major.minor.patch)`);
+
+export const releaseSchema = z
+  .object(
+    {
+      name: z
+        .string({ message: "the release's name, such as k8s-1.37.2-os-2026-11" })
+        .regex(
+          /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/,
+          "letters, digits, '.', '_' and '-' (at most 100; it names the release's record in the backend)",
+        ),
+      kubernetesVersion: fullVersion("Kubernetes").optional(),
+      etcdVersion: fullVersion("etcd").optional(),
+      images: z
+        .record(
+          z.string().regex(STACK_NAME, "a stack name (letters, digits, '-', '_', '.')"),
+          z.string({ message: "the base image as that stack names it" }).min(1, "the base image, not empty"),
+          { message: "the base image per stack, such as { staging: ami-0aaa, prod: ami-0bbb }" },
+        )
+        .refine((m) => Object.keys(m).length > 0, "at least this stack's image"),
+    },
+    { message: "{ name, images: { <stack>: <image> }, kubernetesVersion?, etcdVersion? }" },
+  )
+  .strict();
+
+const sourceSchema = z.union(
+  [
+    z.string().regex(STACK_NAME, "a stack name (letters, digits, '-', '_', '.')"),
+    z
+      .object({
+        stack: z.string().regex(STACK_NAME, "a stack name (letters, digits, '-', '_', '.')"),
+        backend: z
+          .string({ message: "the source stack's backend URL" })
+          .regex(
+            /^(file|s3):\/\/./,
+            "a file:// or s3:// backend URL (molt reads verification records from those backends only)",
+          )
+          .optional(),
+      })
+      .strict(),
+  ],
+  { message: "a stack name, or { stack, backend } when its backend is not this stack's" },
+);
+
+export const promotionSchema = z
+  .object({
+    soakMinutes: z
+      .number({ message: "minutes the cluster must stay healthy after convergence (fractions allowed, e.g. 0.5)" })
+      .min(0, "0 or more")
+      .max(10080, "at most 10080 (a week)")
+      .optional(),
+    requireVerifiedOn: z
+      .array(sourceSchema, { message: "a list of stacks, such as [staging]" })
+      .min(1, "at least one stack, or remove the key")
+      .optional(),
+  })
+  .strict();
+
+/** Normalised: no "v" prefix, images sorted, so equal releases have equal digests. */
+function canonical(r: Release): Release {
+  return {
+    name: r.name,
+    ...(r.kubernetesVersion ? { kubernetesVersion: r.kubernetesVersion.replace(/^v/, "") } : {}),
+    ...(r.etcdVersion ? { etcdVersion: r.etcdVersion.replace(/^v/, "") } : {}),
+    images: Object.fromEntries(Object.entries(r.images).sort(([a], [b]) => a.localeCompare(b))),
+  };
+}
+
+/** sha256 over the release's canonical JSON: equal for the same release, whatever the key order. */
+export function releaseDigest(r: Release): string {
+  return (
+    "sha256:" +
+    createHash("sha256")
+      .update(JSON.stringify(canonical(r)))
+      .digest("hex")
+  );
+}
+
+/**
+ * molt:release and molt:promotion of stack `stack`, validated; problems are added to
+ * `problems` with their key. `image`/`kubernetesVersion`: the raw molt:image and
+ * molt:kubernetesVersion, which the release must agree with.
+ */
+export function resolvePromotion(
+  raw: Record<string, unknown>,
+  stack: string,
+  problems: string[],
+): { release?: Release; promotion: PromotionSettings } {
+  const describe = (key: string, r: z.ZodSafeParseError<unknown>) =>
+    r.error.issues.map(
+      (i) =>
+        `${[key, ...i.path].join(".")}: ${i.message}` +
+        ("input" in i && i.input !== undefined ? ` (got ${JSON.stringify(i.input)})` : ""),
+    );
+  let release: Release | undefined;
+  if (raw["molt:release"] !== undefined) {
+    const r = releaseSchema.safeParse(raw["molt:release"], { reportInput: true });
+    if (!r.success) problems.push(...describe("molt:release", r));
+    else {
+      release = canonical(r.data);
+      const mine = release.images[stack];
+      if (mine === undefined)
+        problems.push(
+          `molt:release.images: no image for this stack (${stack}); add "${stack}: <image>" ` +
+            `(have: ${Object.keys(release.images).join(", ")})`,
+        );
+      else if (typeof raw["molt:image"] === "string" && raw["molt:image"] !== mine)
+        problems.push(
+          `molt:image: ${raw["molt:image"]} is not release ${release.name}'s image for stack ${stack} (${mine}); ` +
+            `write the same image in both (molt promote does)`,
+        );
+      const k = raw["molt:kubernetesVersion"];
+      if (typeof k === "string" && release.kubernetesVersion && k.replace(/^v/, "") !== release.kubernetesVersion)
+        problems.push(
+          `molt:kubernetesVersion: ${k} is not release ${release.name}'s Kubernetes version ` +
+            `(${release.kubernetesVersion}); write the same version in both`,
+        );
+    }
+  }
+  let promotion: PromotionSettings = { soakMinutes: DEFAULT_SOAK_MINUTES, requireVerifiedOn: [] };
+  if (raw["molt:promotion"] !== undefined) {
+    const r = promotionSchema.safeParse(raw["molt:promotion"], { reportInput: true });
+    if (!r.success) problems.push(...describe("molt:promotion", r));
+    else {
+      const sources = (r.data.requireVerifiedOn ?? []).map((s) => (typeof s === "string" ? { stack: s } : s));
+      const seen = new Set<string>();
+      for (const s of sources) {
+        if (s.stack === stack)
+          problems.push(
+            `molt:promotion.requireVerifiedOn: ${stack} is this stack; name the stacks a release must pass first`,
+          );
+        if (seen.has(s.stack)) problems.push(`molt:promotion.requireVerifiedOn: ${s.stack} is named twice`);
+        seen.add(s.stack);
+      }
+      promotion = { soakMinutes: r.data.soakMinutes ?? DEFAULT_SOAK_MINUTES, requireVerifiedOn: sources };
+    }
+  }
+  return { ...(release ? { release } : {}), promotion };
+}

@@ -1,0 +1,121 @@
+// `molt verify --stack S`: runs, or resumes, the soak of the release S converged on. It holds
+// the stack's lease while it watches (no rollout may change the cluster under a soak), never
+// changes the cluster, and writes only the record.
+import { loadStackConfig, resolveLabImage } from "../config";
+import { requireStore } from "../backend/store";
+import { openEdges, type EdgeFactory } from "../edges/open";
+import type { Edges } from "../edges/types";
+import { acquireLock } from "../lock";
+import { backendUrl, repoRoot } from "../stack/engine";
+import { PromotionRefusedError } from "./errors";
+import type { VerifyEvent } from "./events";
+import { readRecord, type VerificationRecord } from "./record";
+import { releaseDigest } from "./release";
+import { releaseIntentProblems } from "./rules";
+import { InvalidConfigError } from "../config";
+import { runSoak } from "./soak";
+
+export interface VerifyOptions {
+  stack: string;
+  workDir?: string;
+  env?: Record<string, string>;
+  signal?: AbortSignal;
+  onEvent?: (e: VerifyEvent) => void;
+  edges?: EdgeFactory;
+  /** Between soak observations (default: from the soak's length, 1-30 s). */
+  soakIntervalMs?: number;
+}
+
+export type VerifySummary = Extract<VerifyEvent, { type: "verify-summary" }>;
+
+export async function verify(o: VerifyOptions): Promise<VerifySummary> {
+  const t0 = Date.now();
+  const emit = (e: VerifyEvent) => o.onEvent?.(e);
+  const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
+  const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
+  const release = cfg.release;
+  if (!release)
+    throw new PromotionRefusedError(
+      `stack ${o.stack} names no molt:release, so there is nothing to verify; nothing was changed. ` +
+        `Declare the release in ${cfg.file} (see README, "Staging across environments").`,
+    );
+  const problems = releaseIntentProblems(release, cfg.intent, o.stack);
+  if (problems.length) throw new InvalidConfigError(cfg.file, problems);
+  const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
+  const store = requireStore(backend, "verification records", o.env);
+  await store.check();
+  const finish = (result: VerifySummary["result"], reason: string): VerifySummary => {
+    const s: VerifySummary = {
+      type: "verify-summary",
+      stack: o.stack,
+      release: release.name,
+      result,
+      reason,
+      wallMs: Date.now() - t0,
+    };
+    emit(s);
+    return s;
+  };
+  const first = await readRecord(store, o.stack, release.name);
+  checkRecord(first?.record, o.stack, release.name, releaseDigest(release));
+  if (first!.record.soak.result === "passed")
+    return finish("already-verified", `release ${release.name} passed its soak at ${first!.record.soak.passedAt}`);
+
+  const lock = await acquireLock(backend, o.stack, "verify", { ttlSeconds: cfg.lockSeconds, env: o.env });
+  const signal = o.signal ? AbortSignal.any([o.signal, lock.signal]) : lock.signal;
+  let edges: Edges | undefined;
+  try {
+    // Read again under the lease: a rollout may have replaced the record in between.
+    const stored = await readRecord(store, o.stack, release.name);
+    checkRecord(stored?.record, o.stack, release.name, releaseDigest(release));
+    edges = await (o.edges ?? openEdges)({
+      stackName: o.stack,
+      workDir,
+      env: o.env,
+      backend,
+      config: cfg,
+      create: false,
+    });
+    const soak = await runSoak({
+      edges,
+      intent: cfg.intent,
+      stack: o.stack,
+      store,
+      stored: stored!,
+      signal,
+      emit,
+      ...(o.soakIntervalMs !== undefined ? { intervalMs: o.soakIntervalMs } : {}),
+    });
+    if (soak.result === "passed")
+      return finish(
+        "verified",
+        `release ${release.name} stayed healthy on stack ${o.stack} for ${soak.record.soak.minutes} min ` +
+          `(${soak.record.soak.observations} observations)`,
+      );
+    if (lock.signal.aborted) return finish("cancelled", `${(lock.signal.reason as Error)?.message ?? "lease lost"}`);
+    return finish(soak.result === "failed" ? "soak-failed" : "cancelled", soak.reason);
+  } finally {
+    await edges?.nodes.close();
+    // A lease that cannot be given up expires by itself after its time to live.
+    await lock.release().catch((e: unknown) =>
+      emit({
+        type: "warning",
+        message: `giving the stack lock up failed: ${(e as Error).message.split("\n")[0]}; it expires by itself`,
+      }),
+    );
+  }
+}
+
+function checkRecord(record: VerificationRecord | undefined, stack: string, release: string, digest: string): void {
+  if (!record)
+    throw new PromotionRefusedError(
+      `release ${release} has not converged on stack ${stack} (no verification record); nothing was changed. ` +
+        `Run molt rollout --stack ${stack} first: a converged rollout records it, then molt verify soaks it.`,
+    );
+  if (record.digest !== digest || releaseDigest(record.release) !== digest)
+    throw new PromotionRefusedError(
+      `the record of release ${release} on stack ${stack} is of another release under the same name, or was altered; ` +
+        `nothing was changed. Run molt rollout --stack ${stack}: ` +
+        `a converged rollout records the release as configured.`,
+    );
+}
