@@ -40,7 +40,10 @@ const entrySchema = z
         etcdVersion: z.string(),
         source: z.enum(["kubeone", "hosts"]),
         providerId: z.string().optional(),
-        machine: z.object({ importId: z.string().min(1) }).strict().optional(),
+        machine: z
+          .object({ importId: z.string().min(1) })
+          .strict()
+          .optional(),
       })
       .strict()
       .optional(),
