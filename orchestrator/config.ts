@@ -26,7 +26,9 @@ import type { VipSettings } from "../infra/vip/keepalived";
 import type { VsphereNodeSettings } from "../infra/providers/vsphere/config";
 import { checkStaticAddresses, resolveApiEndpoint } from "./config-endpoint";
 import { resolvePromotion, type PromotionSettings, type Release } from "./promotion/release";
-import type { Intent } from "./model";
+import type { HookName, Intent } from "./model";
+import { windowSchema, type MaintenanceWindow } from "./controls/window";
+import { DEFAULT_HOOK_TIMEOUT_SECONDS, HOOK_NAMES, hookSchema } from "./controls/hook-config";
 
 export type { CloudConfig };
 
@@ -92,7 +94,30 @@ const baseSections = {
         .optional(),
       onFailure: z.enum(["rollback", "pause"]).optional(),
       maxAppliedLag: z.number().int().min(0).optional(),
+      soakSeconds: z
+        .number({ message: "seconds a healthy new node is observed before the next retirement" })
+        .int("a whole number of seconds")
+        .min(0, "0 (no soak) or more")
+        .max(86400, "at most 86400 (a day)")
+        .optional(),
+      replaceCertificatesExpiringWithinDays: z
+        .number({ message: "days: a node whose certificates expire within them is replaced" })
+        .int("a whole number of days")
+        .min(1, "at least 1")
+        .max(3650, "at most 3650")
+        .optional(),
+      window: windowSchema.optional(),
     })
+    .strict()
+    .optional(),
+  "molt:hooks": z
+    .object(
+      Object.fromEntries(HOOK_NAMES.map((h) => [h, hookSchema.optional()])) as Record<
+        HookName,
+        z.ZodOptional<typeof hookSchema>
+      >,
+      { message: `a map of hooks (${HOOK_NAMES.join(", ")}) to { command, timeoutSeconds? }` },
+    )
     .strict()
     .optional(),
   "molt:timeouts": z
@@ -257,11 +282,28 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
         maxSurge: c["molt:rollout"]?.maxSurge ?? 1,
         onFailure: c["molt:rollout"]?.onFailure ?? "rollback",
         maxAppliedLag: c["molt:rollout"]?.maxAppliedLag ?? 1000,
+        ...(c["molt:rollout"]?.replaceCertificatesExpiringWithinDays !== undefined
+          ? { replaceCertificatesExpiringWithinDays: c["molt:rollout"].replaceCertificatesExpiringWithinDays }
+          : {}),
+        ...(c["molt:rollout"]?.window
+          ? { window: { days: [], ...c["molt:rollout"].window } as MaintenanceWindow }
+          : {}),
       },
+      ...(c["molt:hooks"] && Object.keys(c["molt:hooks"]).length
+        ? {
+            hooks: Object.fromEntries(
+              Object.entries(c["molt:hooks"]).map(([h, v]) => [
+                h,
+                { command: v!.command, timeoutSeconds: v!.timeoutSeconds ?? DEFAULT_HOOK_TIMEOUT_SECONDS },
+              ]),
+            ),
+          }
+        : {}),
       timeouts: {
         joinSeconds: c["molt:timeouts"]?.joinSeconds ?? 300,
         settleSeconds: c["molt:timeouts"]?.settleSeconds ?? 60,
         drainSeconds: c["molt:timeouts"]?.drainSeconds ?? 300,
+        ...(c["molt:rollout"]?.soakSeconds ? { soakSeconds: c["molt:rollout"].soakSeconds } : {}),
       },
     },
     lab: labSettings ? { ...labSettings, ...(apiEndpoint ? { vip: apiEndpoint } : {}) } : undefined,

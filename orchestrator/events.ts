@@ -1,8 +1,8 @@
 // What a rollout tells its caller, as a discriminated union (CLI --json prints one per line).
-import type { Operation, OperationKind } from "./model";
+import type { HookName, Operation, OperationKind } from "./model";
 import type { PromotionEvent } from "./promotion/events";
 
-export type Phase = "observe" | "provision" | "etcd" | "kube" | "endpoint" | "wait" | "snapshot";
+export type Phase = "observe" | "provision" | "etcd" | "kube" | "endpoint" | "wait" | "snapshot" | "hook";
 
 export interface NodeView {
   name: string;
@@ -66,8 +66,24 @@ export type RolloutEvent =
   /** Older etcd backups of the stack removed after this run's (molt:backups.keep). */
   | { type: "backups-pruned"; stack: string; keep: number; removed: string[] }
   | { type: "engine"; line: string }
+  /** An engine resource step of an `up` (live progress): `op` is the engine's (create, delete, ...). */
+  | { type: "resource"; op: string; resource: string; kind: string; status: "started" | "done" | "failed" }
   /** Something that did not stop the run but must not pass silently (a teardown skipped or tolerated). */
   | { type: "warning"; node?: string; message: string }
+  /** A line a hook printed (stdout or stderr), as it comes. */
+  | { type: "hook-output"; hook: HookName; node: string; line: string }
+  /** A hook finished: its result and its output (the last 64 KiB). */
+  | {
+      type: "hook";
+      hook: HookName;
+      node: string;
+      /** "command": molt:hooks; "callback": the library's RolloutOptions.hooks. */
+      source: "command" | "callback";
+      ok: boolean;
+      ms: number;
+      output: string;
+      error?: string;
+    }
   /** An adopted machine was retired: reset, released, and left running for its owner to delete. */
   | { type: "left-for-owner"; node: string; address: string; ssh: string; providerId?: string; done: string[] }
   /** An adopted machine taken into the stack (`molt adopt --import`) was retired and destroyed. */
@@ -82,6 +98,8 @@ export type RolloutEvent =
       phases: Record<Phase | "molt", number>;
       nodes: NodeView[];
       snapshotPath?: string;
+      /** Nodes this run retired (their etcd member removed), in order: the replacements done. */
+      replaced: string[];
       /** Adopted machines this run retired: reset and left running, yours to delete. */
       leftForOwner?: Omit<Extract<RolloutEvent, { type: "left-for-owner" }>, "type">[];
     };

@@ -57,3 +57,10 @@ export {
   type VerifyEvent,
   type PromoteEvent,
 } from "./promotion";
+// Operator controls: hooks as callbacks, the maintenance window, and the event stream's
+// reporters (Prometheus text for a textfile collector, a JSON webhook).
+export type { HookCallback, HookCallbacks, HookContext } from "./controls/hooks";
+export type { HookName, RunControls } from "./model";
+export { OutsideWindowError, windowState, type MaintenanceWindow } from "./controls/window";
+export { metricsText, writeMetricsFile } from "./report/metrics";
+export { WebhookNotifier, isNotable, type NotifyOptions } from "./report/notify";

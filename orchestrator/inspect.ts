@@ -34,6 +34,10 @@ export interface Inspection {
   replacements: PlannedReplacement[];
   /** molt:release and its verification record (orchestrator/promotion/). */
   release?: ReleaseStatus;
+  /** How far a roll is: nodes up to date of replicas, and the outdated ones left. */
+  progress: { upToDate: number; replicas: number; outdated: string[] };
+  /** molt:rollout.replaceCertificatesExpiringWithinDays: each node's first certificate to expire. */
+  certificates?: World["certificates"];
 }
 
 export async function inspect(o: {
@@ -124,12 +128,12 @@ export async function inspect(o: {
               `[${stored.nodes.map((n) => n.name)}]`,
           }
       : { type: "EtcdMembersMatchNodes", status: "Unknown", reason: "etcd not observed" },
-    stored.nodes.some((n) => isOutdated(n, intent))
+    stored.nodes.some((n) => isOutdated(n, intent, snapshot.certificates))
       ? {
           type: "MachinesUpToDate",
           status: "False",
           reason: `outdated: ${stored.nodes
-            .filter((n) => isOutdated(n, intent))
+            .filter((n) => isOutdated(n, intent, snapshot.certificates))
             .map((n) => `${n.name} (${n.image})`)
             .join(", ")}`,
         }
@@ -159,8 +163,10 @@ export async function inspect(o: {
     alarms: (snapshot.etcd?.alarms ?? []).map((a) => `${a.alarm}@${hexMemberId(a.memberId)}`),
     conditions,
     next,
-    replacements: plannedReplacements(stored.nodes, intent),
     ...(cfg.release ? { release: await releaseStatus(cfg, o.stack, backend, o.env) } : {}),
+    replacements: plannedReplacements(stored.nodes, intent, snapshot.certificates),
+    ...(snapshot.certificates ? { certificates: snapshot.certificates } : {}),
+    progress: rolloutProgress(snapshot, intent),
   };
 }
 
@@ -203,4 +209,9 @@ class EmptyStack implements StackEdge {
   async releaseAdopted(): Promise<string[]> {
     throw new Error(`stack ${this.name} does not exist`);
   }
+}
+
+function rolloutProgress(s: World, intent: World["intent"]): Inspection["progress"] {
+  const outdated = s.nodes.filter((n) => isOutdated(n, intent, s.certificates)).map((n) => n.name);
+  return { upToDate: s.nodes.length - outdated.length, replicas: intent.replicas, outdated };
 }

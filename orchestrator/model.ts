@@ -5,6 +5,7 @@ import type { ProviderKind } from "../infra/providers/registry";
 import type { Alarm, EndpointStatus, Member } from "./edges/etcd";
 import type { KubeObservation } from "./edges/kube";
 import type { VipObservation } from "./edges/vip";
+import type { MaintenanceWindow } from "./controls/window";
 
 export type { Alarm, EndpointStatus, KubeObservation, Member, NodeEndpoint, NodeEntry, VipObservation };
 
@@ -40,7 +41,15 @@ export interface Intent {
     onFailure: "rollback" | "pause";
     /** A voter whose applied index trails the leader's by more is not caught up. */
     maxAppliedLag: number;
+    /** --max-replacements: this run starts no replacement after this many (result paused). */
+    maxReplacements?: number;
+    /** A node with a certificate expiring within this many days is outdated (replaced). */
+    replaceCertificatesExpiringWithinDays?: number;
+    /** molt:rollout.window: when replacements may start (checked by the loop, not the planner). */
+    window?: MaintenanceWindow;
   };
+  /** Hooks (molt:hooks, library callbacks): which run, and how long each may take. */
+  hooks?: Partial<Record<HookName, HookSpec>>;
   timeouts: {
     /** A new node must be a healthy, caught-up voter within this. */
     joinSeconds: number;
@@ -48,6 +57,11 @@ export interface Intent {
     settleSeconds: number;
     /** Draining a node (evictions, PodDisruptionBudgets) must finish within this. */
     drainSeconds: number;
+    /**
+     * molt:rollout.soakSeconds: a new node, once healthy, is observed this long before the next
+     * retirement (a `soak:` wait whose expiry means it passed).
+     */
+    soakSeconds?: number;
   };
 }
 
@@ -72,6 +86,8 @@ export type WaitKey =
   | `health:${string}`
   | `stale-node:${string}`
   | `retry:${string}:${string}`
+  /** A new node observed for molt:rollout.soakSeconds before the next retirement (expiry: it passed). */
+  | `soak:${string}`
   | "leader"
   | "kube"
   | "addons"
@@ -104,7 +120,41 @@ export interface World {
   joining?: string;
   /** The new node this run is rolling back, and why its surge failed when it did. */
   rollingBack?: { node: string; why?: string };
+  /** The operator controls' part of the loop's memory (orchestrator/controls/, plan/control-steps.ts). */
+  controls?: RunControls;
+  /**
+   * molt:rollout.replaceCertificatesExpiringWithinDays: per node, its first certificate to
+   * expire (observed over SSH), or why none could be read.
+   */
+  certificates?: Record<string, CertificateObservation>;
 }
+
+/** The part of the World the loop's memory supplies. */
+export type WorldMemory = Pick<World, "expired" | "joining" | "rollingBack" | "controls">;
+
+export type HookName = "postJoin" | "preRetire" | "postRetire";
+
+export interface HookSpec {
+  /** A command for `sh -c` on the machine running molt (molt:hooks); absent: a library callback only. */
+  command?: string;
+  timeoutSeconds: number;
+}
+
+export interface RunControls {
+  /** Nodes whose etcd member this run removed to retire them (replacements done), in order. */
+  retired: string[];
+  /** The node this run added and then saw healthy: its postJoin hook and soak come before the next retirement. */
+  watching?: string;
+  /** Hooks that passed in this run, as `<hook>:<node>`. */
+  hooksPassed: string[];
+  /** A hook that failed in this run. */
+  hookFailed?: { hook: HookName; node: string; why: string };
+  /** Why no new replacement may start now (the maintenance window closed), when so. */
+  windowClosed?: string;
+}
+
+export type CertificateObservation =
+  { ok: true; path: string; notAfter: string; expiring: boolean; count: number } | { ok: false; error: string };
 
 export type Operation =
   | { kind: "done"; reason: string }
@@ -127,7 +177,10 @@ export type Operation =
   | { kind: "wait"; key: WaitKey; node?: string; reason: string }
   /** Removes the new node's member (through `via`, when it has one) and destroys it. */
   | { kind: "rollback"; node: string; memberId?: string; via?: string; reason: string; unreachable?: boolean }
-  | { kind: "pause"; node: string; reason: string }
+  /** Ends the run as paused: a new node left for inspection, or (no node) a stop at a replacement boundary. */
+  | { kind: "pause"; node?: string; reason: string }
+  /** Runs an operator hook for `node` (orchestrator/act/hooks.ts). */
+  | { kind: "hook"; hook: HookName; node: string; reason: string }
   | { kind: "refuse"; condition: string; reason: string }
   | { kind: "update-cluster-config"; version: string; via: string; reason: string }
   | { kind: "drain"; node: string; via: string; reason: string }

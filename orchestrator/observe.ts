@@ -1,16 +1,13 @@
 // Observation: everything the planner needs, read once per pass into one World. The same
 // function serves `rollout`, `plan` and `status`.
 import type { EtcdAccess } from "./edges/etcd";
+import { observeCertificates } from "./edges/certs";
 import { KubeAccess, type ComponentHealth, type KubeObservation } from "./edges/kube";
 import type { Edges, EtcdEdge, KubeEdge } from "./edges/types";
-import type { EtcdObservation, Intent, Member, NodeEntry, StatusResult, World } from "./model";
+import type { EtcdObservation, Intent, Member, NodeEntry, StatusResult, World, WorldMemory } from "./model";
 
 /** Reads the stack state, etcd and (when the intent runs Kubernetes) the Kubernetes control plane. */
-export async function observe(
-  edges: Edges,
-  intent: Intent,
-  memory: Pick<World, "expired" | "joining" | "rollingBack">,
-): Promise<World> {
+export async function observe(edges: Edges, intent: Intent, memory: WorldMemory): Promise<World> {
   const state = await edges.stack.state();
   const world: World = {
     intent,
@@ -28,6 +25,10 @@ export async function observe(
   } catch (e) {
     world.etcdError = (e as Error).message;
   }
+  // molt:rollout.replaceCertificatesExpiringWithinDays: each node's first certificate to expire.
+  const days = intent.rollout.replaceCertificatesExpiringWithinDays;
+  if (days !== undefined && etcd)
+    world.certificates = await observeCertificates(edges.nodes, state.nodes, days, Date.now());
   // The API endpoint VIP (molt:apiEndpoint mode vip): which node holds it.
   if (intent.vip && etcd && edges.nodes.vip) {
     world.vip = await (

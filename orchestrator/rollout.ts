@@ -22,6 +22,8 @@ import { EngineCancelledError } from "./stack/driver";
 import { backendUrl, repoRoot } from "./stack/engine";
 import type { StackState } from "./stack/edge";
 import { isHealthyNode, nodeViews } from "./views";
+import { checkWindowAtStart, controlsClock, windowClosedReason } from "./controls/window";
+import { controlsIntent, type HookCallbacks } from "./controls/intent";
 
 export { plannedReplacements, type PlannedReplacement };
 
@@ -60,6 +62,12 @@ export interface RolloutOptions {
   now?: () => number;
   /** With molt:release: soak the converged release inline (molt:promotion.soakMinutes), as `molt verify` does. */
   verify?: boolean;
+  /** --max-replacements: start no replacement after this many; the run ends paused and the next continues. */
+  maxReplacements?: number;
+  /** Hook callbacks (postJoin, preRetire, postRetire), run after the molt:hooks command of the same name. */
+  hooks?: HookCallbacks;
+  /** The wall clock molt:rollout.window is judged on (ms since the epoch); default: now. */
+  wallClock?: () => number;
 }
 
 export type Summary = Extract<RolloutEvent, { type: "summary" }>;
@@ -75,7 +83,10 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   };
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
-  const intent = intentOf(cfg, o);
+  const intent = controlsIntent(intentOf(cfg, o), o);
+  // molt:rollout.window: outside it nothing starts (OutsideWindowError, CLI exit 8).
+  const wall = o.wallClock ?? controlsClock();
+  checkWindowAtStart(intent.rollout.window, wall());
   emit({ type: "start", stack: o.stack, command: "rollout", ...startOf(intent), time: new Date().toISOString() });
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
   // A run that may `up` needs the provider's engine plugins, which molt never downloads during
@@ -107,6 +118,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       phases,
       nodes: views,
       ...(backupPath ? { snapshotPath: backupPath } : {}),
+      replaced: [...memory.controls.retired],
       ...(leftForOwner.length ? { leftForOwner } : {}),
     };
     emit(s);
@@ -131,7 +143,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
     const cleared = await edges.stack.prepare();
     if (cleared.length) emit({ type: "pending-cleared", operations: cleared });
     checkReplaceDead(intent, await edges.stack.state(), o.stack);
-    const ctx = { edges, intent, signal, pollMs, timed: clock.timed, report: emit };
+    const ctx = { edges, intent, signal, pollMs, timed: clock.timed, report: emit, hookCallbacks: o.hooks };
 
     for (let pass = 1; ; pass++) {
       if (lock.signal.aborted) return finish({ result: "failed", reason: lock.lostReason() });
@@ -149,7 +161,9 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       // Observe.
       const t = Date.now();
       const e = edges;
-      const world = await clock.timed("observe", "wait", undefined, () => observe(e, intent, worldMemory(memory)));
+      const world = await clock.timed("observe", "wait", undefined, () =>
+        observe(e, intent, worldMemory(memory, windowClosedReason(intent.rollout.window, wall()))),
+      );
       views = nodeViews(world);
       memory = afterObservation(memory, (n) => isHealthyNode(views, n, intent.kubernetesVersion !== undefined));
       emit({ type: "observed", pass, nodes: views, ms: Date.now() - t });
@@ -171,7 +185,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
 
       // Act.
       if (!confirmed) {
-        confirmed = await o.confirm!(plannedReplacements(world.nodes, intent));
+        confirmed = await o.confirm!(plannedReplacements(world.nodes, intent, world.certificates));
         if (!confirmed) return finish({ result: "cancelled", reason: "not confirmed; nothing was changed" });
       }
       await o.beforeOperation?.(op, world);

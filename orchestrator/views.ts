@@ -16,7 +16,7 @@ export function nodeViews(s: World): NodeView[] {
       image: n.image,
       ...(n.kubernetesVersion ? { kubernetesVersion: n.kubernetesVersion } : {}),
       generation: n.generation,
-      outdated: isOutdated(n, s.intent),
+      outdated: isOutdated(n, s.intent, s.certificates),
       ...(s.kube
         ? {
             kube: {

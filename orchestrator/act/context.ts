@@ -5,6 +5,7 @@ import type { RolloutEvent } from "../events";
 import type { Intent, Operation, World } from "../model";
 import type { ActOutcome } from "../loop/memory";
 import type { Timed } from "../loop/timing";
+import type { HookCallbacks } from "../controls/hooks";
 
 export interface ActContext {
   edges: Edges;
@@ -15,6 +16,8 @@ export interface ActContext {
   pollMs: number;
   timed: Timed;
   report(e: RolloutEvent): void;
+  /** The library's hook callbacks (RolloutOptions.hooks), run after molt:hooks commands. */
+  hookCallbacks?: HookCallbacks;
 }
 
 export type Act<K extends Operation["kind"]> = (

@@ -8,6 +8,7 @@ import { deleteNode, drain, stopApiServer, updateAddons, updateClusterConfig } f
 import { prune, pruneOrphans, rollback, surge } from "./provision";
 import { releaseVip } from "./endpoint";
 import { retireAdopted } from "./adopted";
+import { hook } from "./hooks";
 
 export type Change = Exclude<Operation, { kind: "done" | "wait" | "refuse" | "pause" }>;
 
@@ -28,6 +29,7 @@ const ACTS: { [K in Change["kind"]]: (op: Extract<Operation, { kind: K }>, ctx: 
   "delete-node": deleteNode,
   "update-addons": updateAddons,
   "release-vip": releaseVip,
+  hook,
 };
 
 /** Does the operation change the cluster or the stack (rather than wait or end the run)? */

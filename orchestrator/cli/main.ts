@@ -5,8 +5,15 @@
 //   3 another run holds the stack     4 a new node failed and was rolled back (old nodes intact)
 //   5 paused for inspection           6 not confirmed, or no --yes without a terminal (nothing changed)
 //   7 failed after changes (see the report; rerun to converge)   130 cancelled (SIGINT/SIGTERM)
+//   8 outside the maintenance window (molt:rollout.window; nothing changed)
 //   1 unexpected error
-import { Command, Option } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { accessSync, constants as fsConstants } from "node:fs";
+import { dirname } from "node:path";
+import { OutsideWindowError } from "../controls/window";
+import { writeMetricsFile } from "../report/metrics";
+import { notifyUrlProblem, WebhookNotifier } from "../report/notify";
+import { LiveProgress } from "./progress";
 import { createInterface } from "node:readline/promises";
 import { InvalidConfigError, loadStackConfig } from "../config";
 import type { RolloutEvent } from "../events";
@@ -58,8 +65,17 @@ export const EXIT = {
   paused: 5,
   notConfirmed: 6,
   failed: 7,
+  outsideWindow: 8,
   cancelled: 130,
 } as const;
+
+/** A --metrics-file or --notify value that cannot work: bad input, nothing is changed. */
+class InvalidOptionError extends Error {
+  constructor(message: string) {
+    super(`${message}; nothing was changed`);
+    this.name = "InvalidOptionError";
+  }
+}
 
 /** A rollout that may not ask (no terminal, or --json) and was not given --yes. */
 class NotConfirmedError extends Error {
@@ -110,6 +126,8 @@ function errorExit(e: unknown, json: boolean, stack?: string): number {
     [NotConfirmedError, EXIT.notConfirmed],
     [PromotionRefusedError, EXIT.invalid],
     [PromotionNotConfirmedError, EXIT.notConfirmed],
+    [OutsideWindowError, EXIT.outsideWindow],
+    [InvalidOptionError, EXIT.invalid],
   ];
   const code = known.find(([cls]) => e instanceof cls)?.[1] ?? EXIT.unexpected;
   const message = e instanceof Error ? e.message : String(e);
@@ -180,6 +198,8 @@ export function humanRenderer(o: {
   tty: boolean;
   /** The deadline of a wait with this key, in seconds (from the stack's molt:timeouts). */
   deadlineOf?: (key: WaitKey) => number | undefined;
+  /** A live progress line (cli/progress.ts) shows engine steps: they are not printed as lines. */
+  live?: boolean;
   now?: () => number;
 }): (e: RolloutEvent) => void {
   const now = o.now ?? Date.now;
@@ -297,6 +317,17 @@ export function humanRenderer(o: {
         return out(`  | ${e.line}`);
       case "warning":
         return out(`  ! warning${e.node ? ` (${e.node})` : ""}: ${e.message}`);
+      case "hook-output":
+        return out(`  | ${e.hook} ${e.node}: ${e.line}`);
+      case "hook":
+        return out(
+          `  ${e.ok ? "✓" : "✗"} ${e.hook} hook (${e.source}) for ${e.node} ${(e.ms / 1000).toFixed(1)}s` +
+            (e.error ? `: ${e.error}` : ""),
+        );
+      case "resource":
+        // On a terminal the live line shows every step (cli/progress.ts); a log gets starts and failures.
+        if (o.live || e.status === "done") return;
+        return out(`  · ${e.op} ${e.resource}${e.status === "failed" ? " FAILED" : ""}`);
       case "left-for-owner":
         return out(
           `adopted machine ${e.node} (${e.address}) retired: ${e.done.join(", ")}; it is left running for its owner`,
@@ -316,7 +347,10 @@ export function humanRenderer(o: {
         const p = e.phases;
         const f = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
         return out(
-          `wall ${f(e.wallMs)}, ${e.operations} operation(s): provision ${f(p.provision)}, etcd ${f(p.etcd)}, waiting ${f(p.wait)}, observing ${f(p.observe)}, snapshot ${f(p.snapshot)}, molt ${f(p.molt)}`,
+          `wall ${f(e.wallMs)}, ${e.operations} operation(s): provision ${f(p.provision)}, etcd ${f(p.etcd)}, ` +
+            `waiting ${f(p.wait)}, observing ${f(p.observe)}, snapshot ${f(p.snapshot)}, ` +
+            `${p.hook ? `hooks ${f(p.hook)}, ` : ""}molt ${f(p.molt)}` +
+            (e.replaced.length ? `; replaced ${e.replaced.join(", ")}` : ""),
         );
       }
     }
@@ -392,10 +426,48 @@ function printInspection(i: Inspection, what: "plan" | "status"): void {
         w(`  rolls only releases verified on: ${i.release.requireVerifiedOn.join(", ")}`);
       w("");
     }
+    w(progressLine(i));
+    for (const [node, c] of Object.entries(i.certificates ?? {}))
+      w(
+        `certificates of ${node}: ` +
+          (c.ok ? `first to expire ${c.path} at ${c.notAfter}${c.expiring ? " (EXPIRING: replaced)" : ""}` : c.error),
+      );
   } else {
     printPlanTable(i.replacements);
   }
   w(`next operation: ${i.next.kind}: ${i.next.reason}`);
+}
+
+/** How far a roll is, for `status` (a run stopped by --max-replacements or a window continues from here). */
+function progressLine(i: Inspection): string {
+  const p = i.progress;
+  if (p.outdated.length === 0) return `rollout: ${p.upToDate}/${p.replicas} nodes up to date, nothing to replace`;
+  return (
+    `rollout: ${p.upToDate}/${p.replicas} nodes up to date; ${p.outdated.length} to replace ` +
+    `(${p.outdated.join(", ")})`
+  );
+}
+
+function positiveInteger(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1)
+    throw new InvalidArgumentError(`${JSON.stringify(value)} is not a whole number of at least 1.`);
+  return Number(value);
+}
+
+/** --metrics-file and --notify are checked before anything runs. */
+function checkReportOptions(o: { metricsFile?: string; notify?: string }): void {
+  if (o.metricsFile !== undefined) {
+    try {
+      accessSync(dirname(o.metricsFile), fsConstants.W_OK);
+    } catch {
+      throw new InvalidOptionError(
+        `--metrics-file ${o.metricsFile}: its directory ${dirname(o.metricsFile)} does not exist or is not ` +
+          "writable; point it at node_exporter's textfile directory (e.g. /var/lib/node_exporter/textfile/molt.prom)",
+      );
+    }
+  }
+  const problem = o.notify !== undefined ? notifyUrlProblem(o.notify) : undefined;
+  if (problem) throw new InvalidOptionError(problem);
 }
 
 function collect(value: string, previous: string[]): string[] {
@@ -488,6 +560,13 @@ export async function main(argv: string[]): Promise<number> {
       "--replace-dead <node...>",
       "replace these nodes whose etcd member is dead, remove-first (quorum checked); never applied to a healthy member",
     )
+    .option(
+      "--max-replacements <n>",
+      "replace at most this many nodes, then stop at a safe boundary (paused, exit 5); the next run continues",
+      positiveInteger,
+    )
+    .option("--metrics-file <path>", "write the run's figures in the Prometheus text format (textfile collector)")
+    .option("--notify <url>", "POST the start, failures and pauses, and the summary as JSON to this webhook")
     .action(
       async (opts: {
         stack: string;
@@ -497,8 +576,17 @@ export async function main(argv: string[]): Promise<number> {
         verbose?: boolean;
         replaceDead?: string[];
         verify?: boolean;
+        maxReplacements?: number;
+        metricsFile?: string;
+        notify?: string;
       }) => {
         const json = !!opts.json;
+        try {
+          checkReportOptions(opts);
+        } catch (e) {
+          code = errorExit(e, json);
+          return;
+        }
         if (!opts.yes && (!process.stdin.isTTY || json)) {
           code = errorExit(
             new NotConfirmedError(
@@ -510,31 +598,64 @@ export async function main(argv: string[]): Promise<number> {
         }
         const ac = new AbortController();
         const stop = cancelOnSignals(ac, json);
+        // On a terminal a live line shows the step in progress; lines scroll above it.
+        const live =
+          !json && process.stdout.isTTY && (process.stdout.rows ?? 0) > 0 ? await LiveProgress.open() : undefined;
         const human = json
           ? undefined
           : humanRenderer({
-              write: (s) => void process.stdout.write(s),
-              tty: !!process.stdout.isTTY,
+              write: live ? live.write : (s) => void process.stdout.write(s),
+              tty: !!process.stdout.isTTY && !live,
+              live: !!live,
               deadlineOf: waitDeadlines(opts.stack),
             });
+        const say = (s: string) =>
+          json
+            ? process.stderr.write(`molt: ${s}\n`)
+            : (live?.write ?? ((x: string) => process.stdout.write(x)))(`${ts()}  ! ${s}\n`);
+        const notifier = opts.notify ? new WebhookNotifier(opts.notify, { onProblem: say }) : undefined;
         try {
           const summary = await rollout({
             stack: opts.stack,
             signal: ac.signal,
             ...(opts.onFailure ? { onFailure: opts.onFailure } : {}),
             ...(opts.replaceDead ? { replaceDead: opts.replaceDead } : {}),
+            ...(opts.maxReplacements !== undefined ? { maxReplacements: opts.maxReplacements } : {}),
             engineOutput: !!opts.verbose,
             verify: !!opts.verify,
-            onEvent: (e) =>
-              json
-                ? process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n")
-                : human!(e),
-            ...(opts.yes ? {} : { confirm: confirmOnTty }),
+            onEvent: (e) => {
+              notifier?.handle(e);
+              if (json)
+                process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n");
+              else {
+                human!(e);
+                live?.onEvent(e);
+              }
+            },
+            ...(opts.yes
+              ? {}
+              : {
+                  confirm: async (rows: PlannedReplacement[]) => {
+                    live?.suspend();
+                    try {
+                      return await confirmOnTty(rows);
+                    } finally {
+                      live?.resume();
+                    }
+                  },
+                }),
           });
           code = exitFor(summary);
+          if (opts.metricsFile)
+            await writeMetricsFile(opts.metricsFile, summary).catch((e: Error) =>
+              say(`--metrics-file ${opts.metricsFile} could not be written: ${e.message}`),
+            );
         } catch (e) {
+          live?.stop();
           code = errorExit(e, json, opts.stack);
         } finally {
+          live?.stop();
+          await notifier?.flush();
           stop();
         }
       },

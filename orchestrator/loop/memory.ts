@@ -2,7 +2,7 @@
 // a rollback in progress, the count of changes) as one value, advanced by pure functions.
 // The loop and the planner simulator in the tests use the same functions.
 import type { RolloutResultKind } from "../events";
-import type { Intent, Operation, WaitKey, World } from "../model";
+import type { Intent, Operation, RunControls, WaitKey, WorldMemory } from "../model";
 import { waitDeadlineSeconds } from "../plan";
 
 export interface LoopMemory {
@@ -16,9 +16,16 @@ export interface LoopMemory {
   rollingBack?: { node: string; why?: string; reason?: string };
   /** Changes made so far (refused etcd calls that are retried do not count). */
   operations: number;
+  /** The operator controls' memory: retirements done, the node under watch, hooks passed or failed. */
+  controls: RunControls;
 }
 
-export const initialMemory: LoopMemory = { waits: {}, expired: [], operations: 0 };
+export const initialMemory: LoopMemory = {
+  waits: {},
+  expired: [],
+  operations: 0,
+  controls: { retired: [], hooksPassed: [] },
+};
 
 /** What acting on an operation came to. */
 export type ActOutcome =
@@ -28,7 +35,9 @@ export type ActOutcome =
   /** etcd refused for now (plan/waits.ts isTransientEtcdRefusal): observe again and retry. */
   | { kind: "retry"; key: WaitKey; why: string }
   /** The run stops here with this result. */
-  | { kind: "stop"; result: RolloutResultKind; reason: string };
+  | { kind: "stop"; result: RolloutResultKind; reason: string }
+  /** An operator hook failed: the planner decides what follows (plan/control-steps.ts). */
+  | { kind: "hook-failed"; why: string };
 
 export interface Stop {
   result: RolloutResultKind;
@@ -36,9 +45,15 @@ export interface Stop {
 }
 
 /** The memory's part of the world the planner sees. */
-export function worldMemory(m: LoopMemory): Pick<World, "expired" | "joining" | "rollingBack"> {
+export function worldMemory(m: LoopMemory, windowClosed?: string): WorldMemory {
   return {
     expired: [...m.expired],
+    controls: {
+      ...m.controls,
+      retired: [...m.controls.retired],
+      hooksPassed: [...m.controls.hooksPassed],
+      ...(windowClosed ? { windowClosed } : {}),
+    },
     ...(m.joining ? { joining: m.joining } : {}),
     ...(m.rollingBack
       ? { rollingBack: { node: m.rollingBack.node, ...(m.rollingBack.why ? { why: m.rollingBack.why } : {}) } }
@@ -49,7 +64,8 @@ export function worldMemory(m: LoopMemory): Pick<World, "expired" | "joining" | 
 /** A new node stops "joining" once seen as a healthy voter with (with Kubernetes) a healthy control plane. */
 export function afterObservation(m: LoopMemory, healthy: (node: string) => boolean): LoopMemory {
   if (!m.joining || !healthy(m.joining)) return m;
-  return { ...m, joining: undefined };
+  // Seen healthy: it is watched (postJoin hook, soak) until the next retirement.
+  return { ...m, joining: undefined, controls: { ...m.controls, watching: m.joining } };
 }
 
 /**
@@ -68,7 +84,11 @@ export function afterDecision(
     return { memory: { ...m, waits } };
   }
   const started = m.waits[op.key] ?? now;
-  const memory = { ...m, waits: { ...m.waits, [op.key]: started } };
+  // A soak is continuous: any other wait (the new node unhealthy, a leader election) restarts it.
+  const kept = op.key.startsWith("soak:")
+    ? m.waits
+    : Object.fromEntries(Object.entries(m.waits).filter(([k]) => !k.startsWith("soak:")));
+  const memory = { ...m, waits: { ...kept, [op.key]: started } };
   if (now - started > waitDeadlineSeconds(op.key, timeouts) * 1000) {
     return { memory: { ...memory, expired: [...memory.expired, op.key] }, expiredNow: op.key };
   }
@@ -119,22 +139,41 @@ export function afterAct(
         };
       return { memory };
     }
+    case "hook-failed":
+      if (op.kind !== "hook") break;
+      return {
+        memory: { ...m, controls: { ...m.controls, hookFailed: { hook: op.hook, node: op.node, why: outcome.why } } },
+      };
     case "done":
       break;
   }
+  if (op.kind === "hook")
+    return {
+      memory: {
+        ...counted,
+        controls: { ...m.controls, hooksPassed: [...m.controls.hooksPassed, `${op.hook}:${op.node}`] },
+      },
+    };
+  if (op.kind === "remove-member")
+    return {
+      memory: { ...retried(counted, op), controls: { ...m.controls, retired: [...m.controls.retired, op.node] } },
+    };
   if (op.kind === "surge" || op.kind === "create-first")
     return {
       memory: { ...counted, joining: op.entry.name, waits: { ...counted.waits, [`join:${op.entry.name}`]: now } },
     };
   if (op.kind === "rollback")
     return { memory: { ...counted, rollingBack: { ...m.rollingBack, node: op.node, reason: op.reason } } };
+  return { memory: retried(counted, op) };
+}
+
+/** A membership call that went through ends the clock of its retries. */
+function retried(m: LoopMemory, op: Operation): LoopMemory {
   const retryKey = retryKeyOf(op);
-  if (retryKey && counted.waits[retryKey] !== undefined) {
-    const waits = { ...counted.waits };
-    delete waits[retryKey];
-    return { memory: { ...counted, waits } };
-  }
-  return { memory: counted };
+  if (!retryKey || m.waits[retryKey] === undefined) return m;
+  const waits = { ...m.waits };
+  delete waits[retryKey];
+  return { ...m, waits };
 }
 
 /** The key an etcd membership call's retries are counted under. */

@@ -9,7 +9,17 @@ export type Timed = <T>(phase: Phase, op: OperationKind, node: string | undefine
 
 export class RunClock {
   readonly started = Date.now();
-  readonly phases: Phases = { observe: 0, provision: 0, etcd: 0, kube: 0, endpoint: 0, wait: 0, snapshot: 0, molt: 0 };
+  readonly phases: Phases = {
+    observe: 0,
+    provision: 0,
+    etcd: 0,
+    kube: 0,
+    endpoint: 0,
+    wait: 0,
+    snapshot: 0,
+    hook: 0,
+    molt: 0,
+  };
 
   constructor(private readonly emit: (e: RolloutEvent) => void) {}
 
@@ -30,8 +40,8 @@ export class RunClock {
   /** The wall time so far, and molt's own share: what no phase accounts for. */
   close(): { wallMs: number; phases: Phases } {
     const wallMs = Date.now() - this.started;
-    const { observe, provision, etcd, kube, endpoint, wait, snapshot } = this.phases;
-    this.phases.molt = Math.max(0, wallMs - observe - provision - etcd - kube - endpoint - wait - snapshot);
+    const { observe, provision, etcd, kube, endpoint, wait, snapshot, hook } = this.phases;
+    this.phases.molt = Math.max(0, wallMs - observe - provision - etcd - kube - endpoint - wait - snapshot - hook);
     return { wallMs, phases: { ...this.phases } };
   }
 }

@@ -29,7 +29,9 @@ export function retire(c: Scope): Operation | undefined {
     ? s.nodes
         .filter((n) => n.name !== victim.name)
         .sort(
-          (a, b) => Number(isOutdated(a, s.intent)) - Number(isOutdated(b, s.intent)) || b.generation - a.generation,
+          (a, b) =>
+            Number(isOutdated(a, s.intent, s.certificates)) - Number(isOutdated(b, s.intent, s.certificates)) ||
+            b.generation - a.generation,
         )
         .map((n) => ({ n, m: c.memberOf(n) }))
         .find(({ m }) => m && c.healthyIds.has(m.id) && !m.isLearner)
@@ -79,7 +81,7 @@ export function retire(c: Scope): Operation | undefined {
     };
   }
   const why = c.tooMany
-    ? isOutdated(victim, s.intent)
+    ? isOutdated(victim, s.intent, s.certificates)
       ? "outdated"
       : "surplus"
     : "outdated; maxSurge 0: retire first";

@@ -4,6 +4,7 @@ import type { Operation, World } from "../model";
 import { grow, retire } from "./change-steps";
 import { learners, leader, memberlessNode, replaceDeadGuard, strayMember, unhealthyVoters } from "./etcd-steps";
 import { addons, kubernetesHealth } from "./kube-steps";
+import { hookFailure, postJoinHook, postRetireHook, preRetireHook, replacementBoundary, soak } from "./control-steps";
 import { newEntry } from "./rules";
 import { scopeOf, type Scope } from "./scope";
 import { kubernetesVersionProblem } from "./versions";
@@ -17,7 +18,9 @@ export function decide(s: World, stack: string): Operation {
   const c = scopeOf(s, stack);
   const steps: Step[] = [
     replaceDeadGuard,
+    hookFailure,
     strayMember,
+    postRetireHook,
     memberlessNode,
     learners,
     unhealthyVoters,
@@ -25,6 +28,12 @@ export function decide(s: World, stack: string): Operation {
     kubernetesHealth,
     // The API endpoint: with a VIP, exactly one node holds it before anything changes.
     (c) => vipCondition(c.s),
+    // Operator controls (plan/control-steps.ts): a new node is checked and soaked, the run may
+    // stop at a replacement boundary, and the node to retire gets its hook first.
+    postJoinHook,
+    soak,
+    replacementBoundary,
+    preRetireHook,
     retire,
     grow,
     addons,

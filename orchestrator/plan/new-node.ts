@@ -7,13 +7,16 @@ import type { Scope } from "./scope";
 /**
  * Is `node` a new node not yet seen healthy: the one this run added, or (after a run that
  * ended before its new node became healthy) the newest, up-to-date node of a surge still
- * in progress (more nodes than replicas)?
+ * in progress (more nodes than replicas)? A new node still in its soak counts as well.
  */
 export function isJoining(c: Scope, node: string): boolean {
   const { s } = c;
   if (node !== c.newest.name || s.nodes.length <= 1) return false;
   if (node === s.joining) return true;
-  return s.nodes.length > s.intent.replicas && !isOutdated(c.newest, s.intent) && c.outdated.length > 0;
+  // A new node in its soak (molt:rollout.soakSeconds) that turns unhealthy is rolled back too.
+  if (node === s.controls?.watching && (s.intent.timeouts.soakSeconds ?? 0) > 0 && !s.expired.includes(`soak:${node}`))
+    return true;
+  return s.nodes.length > s.intent.replicas && !isOutdated(c.newest, s.intent, s.certificates) && c.outdated.length > 0;
 }
 
 export function failNewNode(c: Scope, node: string, memberId: string | undefined, reason: string): Operation {

@@ -1,6 +1,6 @@
 // The replacements a rollout would do, for `plan` and the confirmation prompt.
-import type { Intent, NodeEntry } from "../model";
-import { isOutdated } from "./rules";
+import type { Intent, NodeEntry, World } from "../model";
+import { certificateExpiring, isOutdated } from "./rules";
 
 export interface PlannedReplacement {
   order: number;
@@ -11,12 +11,16 @@ export interface PlannedReplacement {
 }
 
 /** Oldest outdated first, with why each is replaced. */
-export function plannedReplacements(nodes: NodeEntry[], intent: Intent): PlannedReplacement[] {
+export function plannedReplacements(
+  nodes: NodeEntry[],
+  intent: Intent,
+  certificates?: World["certificates"],
+): PlannedReplacement[] {
   const desc = (n: { image: string; kubernetesVersion?: string }) =>
     n.image + (n.kubernetesVersion ? `/k8s ${n.kubernetesVersion}` : "");
   const k8sChange = (n: NodeEntry) => (n.kubernetesVersion ?? undefined) !== (intent.kubernetesVersion ?? undefined);
   return [...nodes]
-    .filter((n) => isOutdated(n, intent))
+    .filter((n) => isOutdated(n, intent, certificates))
     .sort((a, b) => a.generation - b.generation)
     .map((n, i) => ({
       order: i + 1,
@@ -31,6 +35,18 @@ export function plannedReplacements(nodes: NodeEntry[], intent: Intent): Planned
         : k8sChange(n)
           ? `Kubernetes ${n.kubernetesVersion ?? "?"} → ` +
             `${intent.kubernetesVersion ?? "?"}${n.image !== intent.image ? ", new image" : ""}`
-          : "base image differs",
+          : n.image !== intent.image
+            ? "base image differs"
+            : certificateReason(n.name, intent, certificates),
     }));
+}
+
+/** Why a node that is otherwise up to date is replaced: its first certificate to expire. */
+function certificateReason(node: string, intent: Intent, certificates: World["certificates"]): string {
+  const c = certificates?.[node];
+  if (!c?.ok || !certificateExpiring(certificates, node)) return "outdated";
+  return (
+    `certificate ${c.path} expires ${c.notAfter.slice(0, 16).replace("T", " ")} UTC, within ` +
+    `${intent.rollout.replaceCertificatesExpiringWithinDays} days (molt:rollout.replaceCertificatesExpiringWithinDays)`
+  );
 }

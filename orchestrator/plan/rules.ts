@@ -8,14 +8,24 @@ export function quorum(voters: number): number {
   return Math.floor(voters / 2) + 1;
 }
 
-/** Is the entry what the intent asks for? (Cluster API: version or infrastructure differs.) */
-export function isOutdated(entry: NodeEntry, intent: Intent): boolean {
+/**
+ * Is the entry what the intent asks for? (Cluster API: version or infrastructure differs, or
+ * certificates near expiry.) `certificates`: the observed expiry (World.certificates).
+ */
+export function isOutdated(entry: NodeEntry, intent: Intent, certificates?: World["certificates"]): boolean {
   // An adopted node is outdated by definition: molt replaces it with a node of its own.
   return (
     entry.adopted !== undefined ||
     entry.image !== intent.image ||
-    (entry.kubernetesVersion ?? undefined) !== (intent.kubernetesVersion ?? undefined)
+    (entry.kubernetesVersion ?? undefined) !== (intent.kubernetesVersion ?? undefined) ||
+    certificateExpiring(certificates, entry.name)
   );
+}
+
+/** Does a certificate of the node expire within molt:rollout.replaceCertificatesExpiringWithinDays? */
+export function certificateExpiring(certificates: World["certificates"], node: string): boolean {
+  const c = certificates?.[node];
+  return c !== undefined && c.ok && c.expiring;
 }
 
 export function memberOfNode(members: Member[], node: NodeEntry, address: string | undefined): Member | undefined {
@@ -80,13 +90,17 @@ export function canSafelyRemoveMember(voters: Member[], healthyIds: Set<string>,
  * most nodes (infra/placement.ts, as Cluster API picks); otherwise the oldest outdated
  * node; when none is outdated (scale-in), the oldest node.
  */
-export function selectNodeForRetirement(nodes: NodeEntry[], intent: Intent): NodeEntry | undefined {
+export function selectNodeForRetirement(
+  nodes: NodeEntry[],
+  intent: Intent,
+  certificates?: World["certificates"],
+): NodeEntry | undefined {
   const byAge = [...nodes].sort((a, b) => a.generation - b.generation);
-  const outdated = byAge.filter((n) => isOutdated(n, intent));
+  const outdated = byAge.filter((n) => isOutdated(n, intent, certificates));
   const candidates = outdated.length ? outdated : byAge.slice(0, 1);
   const domains = intent.failureDomains ?? [];
   if (domains.length > 0 && candidates.length > 0) {
-    const placed = (n: NodeEntry) => ({ ...n, upToDate: !isOutdated(n, intent) });
+    const placed = (n: NodeEntry) => ({ ...n, upToDate: !isOutdated(n, intent, certificates) });
     const pick = selectByFailureDomain(domains, nodes.map(placed), candidates.map(placed));
     if (pick) return nodes.find((n) => n.name === pick.name);
   }

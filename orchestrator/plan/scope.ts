@@ -41,10 +41,10 @@ export function scopeOf(s: World, stack: string): Scope {
       .map((m) => m.id),
   );
   const byAge = [...s.nodes].sort((a, b) => a.generation - b.generation);
-  const outdated = s.nodes.filter((n) => isOutdated(n, s.intent));
+  const outdated = s.nodes.filter((n) => isOutdated(n, s.intent, s.certificates));
   const tooMany = s.nodes.length > s.intent.replicas;
   const retireFirst = outdated.length > 0 && s.nodes.length === s.intent.replicas && s.intent.rollout.maxSurge === 0;
-  const victim = tooMany || retireFirst ? selectNodeForRetirement(s.nodes, s.intent) : undefined;
+  const victim = tooMany || retireFirst ? selectNodeForRetirement(s.nodes, s.intent, s.certificates) : undefined;
   const via = (exclude?: string) => {
     const healthy = s.nodes.find((n) => n.name !== exclude && healthyIds.has(memberOf(n)?.id ?? ""));
     const leader = s.nodes.find((n) => memberOf(n)?.id === leaderId);

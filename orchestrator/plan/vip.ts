@@ -34,7 +34,7 @@ export function vipCondition(s: World): Operation | undefined {
 export function vipRelease(s: World, victim: string): Operation | undefined {
   if (!s.intent.vip || !s.vip?.holders.includes(victim)) return undefined;
   const states = s.vip.states ?? {};
-  const candidates = s.nodes.filter((n) => n.name !== victim && !isOutdated(n, s.intent));
+  const candidates = s.nodes.filter((n) => n.name !== victim && !isOutdated(n, s.intent, s.certificates));
   const recorded = candidates.filter((n) => states[n.name] !== undefined);
   if (recorded.length > 0 && !recorded.some((n) => states[n.name] === "BACKUP")) {
     const seen = recorded.map((n) => `${n.name}: ${states[n.name]}`).join(", ");

@@ -2,6 +2,7 @@
 // one targeted `up` of the engine (orchestrator/stack/targets.ts). Before each `up` the
 // stored list is re-read under molt's lock and must be the one the change was decided on.
 import type { EngineEvent, Stack, UpResult } from "@pulumi/pulumi/automation";
+import { resourceStep } from "./resource-steps";
 import { detach } from "../../infra/lab/lb-impl";
 import { labLbInputs } from "../../infra/lab/lb";
 import type { NodeEntry } from "../../infra/node";
@@ -222,6 +223,8 @@ export class EngineStack implements StackEdge {
     const onEvent = (e: EngineEvent) => {
       const w = teardownWarning(e);
       if (w) report?.({ type: "warning", node: w.node, message: w.message });
+      const step = resourceStep(e);
+      if (step) report?.(step);
     };
     const vars = this.stack.workspace.envVars;
     const saved = Object.keys(env).map((k) => [k, vars[k]] as const);

@@ -430,6 +430,30 @@ describe("bad input and security (e2e, lab t5)", function () {
     expect: 2,
     message: /argument 'maybe' is invalid\. Allowed choices are rollback, pause/,
   });
+  // ---- operator controls (issue #18; their config rows are in test/unit/controls.test.ts) ----
+  badCase({
+    name: "cli: --max-replacements 0",
+    args: [...rollout, "--max-replacements", "0"],
+    expect: 2,
+    message: /--max-replacements.*"0" is not a whole number of at least 1/,
+  });
+  badCase({
+    name: "cli: --metrics-file in a missing directory",
+    args: [...rollout, "--metrics-file", "/nonexistent-molt/textfile/molt.prom"],
+    expect: 2,
+    message: /--metrics-file .*does not exist or is not writable.*nothing was changed/,
+  });
+  badCase({
+    name: "rollout outside the maintenance window",
+    args: rollout,
+    expect: 8,
+    // A window only tomorrow (UTC): now is outside it.
+    conf: conf((c) => {
+      const tomorrow = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"][(new Date().getUTCDay() + 1) % 7];
+      (c["molt:rollout"] as Conf).window = { days: [tomorrow], start: "00:00", end: "24:00", timeZone: "UTC" };
+    }, "lab-v2"),
+    message: /outside the maintenance window.*Nothing was changed/,
+  });
   badCase({
     name: "cli: --stack missing",
     args: ["status"],

@@ -109,6 +109,8 @@ export function summaryOf(run: CliRun): {
   operations: number;
   phases: Record<string, number>;
   wallMs: number;
+  /** Nodes the run retired (replaced). */
+  replaced: string[];
 } {
   const s = run.events.find((e) => e.type === "summary");
   if (!s)

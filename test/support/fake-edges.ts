@@ -49,6 +49,8 @@ export class FakeWorld {
    */
   vip?: { holder?: string; stopped: Set<string> };
   applies = 0;
+  /** Certificate expiry per node (openssl's notAfter text); a node not named has one years away. */
+  certificates: Record<string, string> = {};
 
   /** A cluster of `n` healthy nodes on `image`, made by hand (as if an earlier run made them). */
   static cluster(n: number, image: string, stack = "lab"): FakeWorld {
@@ -285,6 +287,12 @@ class FakeNodes implements NodeAccess {
   /** Commands on a machine are logged (an adopted node's reset); the machine must be up. */
   async run(node: string, command: string): Promise<string> {
     if (!this.w.machines.get(node)?.up) throw new Error(`${node}: connection refused`);
+    // The certificate expiry script (orchestrator/edges/certs.ts): read-only, not logged.
+    if (command.includes("openssl x509 -noout -enddate"))
+      return (
+        "/etc/kubernetes/pki/etcd/server.crt\t" +
+        `notAfter=${this.w.certificates[node] ?? "Dec  1 00:00:00 2036 GMT"}\n`
+      );
     this.w.log.push(`run ${node}: ${command}`);
     return "";
   }

@@ -106,8 +106,19 @@ describe("human output of waits", () => {
             stack: "lab",
             wallMs: 2000,
             operations: 0,
-            phases: { observe: 0, provision: 0, etcd: 0, kube: 0, endpoint: 0, wait: 2000, snapshot: 0, molt: 0 },
+            phases: {
+              observe: 0,
+              provision: 0,
+              etcd: 0,
+              kube: 0,
+              endpoint: 0,
+              wait: 2000,
+              snapshot: 0,
+              hook: 0,
+              molt: 0,
+            },
             nodes: [],
+            replaced: [],
           },
         ],
       ],
@@ -115,5 +126,37 @@ describe("human output of waits", () => {
     ).map((l) => l.slice(10));
     assert.equal(lines[1], "  ✓ waited 2.0s: learner catching up");
     assert.equal(lines[2], "CANCELLED: cancelled by the caller");
+  });
+});
+
+describe("human output of hooks and engine steps", () => {
+  const events: [number, RolloutEvent][] = [
+    [0, { type: "resource", op: "create", resource: "lab-cp-4-machine", kind: "molt:lab:Machine", status: "started" }],
+    [1, { type: "resource", op: "create", resource: "lab-cp-4-machine", kind: "molt:lab:Machine", status: "done" }],
+    [2, { type: "hook-output", hook: "postJoin", node: "lab-cp-4", line: "etcd endpoint healthy" }],
+    [
+      1500,
+      {
+        type: "hook",
+        hook: "postJoin",
+        node: "lab-cp-4",
+        source: "command",
+        ok: false,
+        ms: 1498,
+        output: "",
+        error: "exited 3",
+      },
+    ],
+  ];
+
+  it("prints hook output as it comes and the hook's result; engine step starts in a log", () => {
+    assert.deepEqual(
+      run(events, false).map((l) => l.slice(10)),
+      [
+        "  · create lab-cp-4-machine",
+        "  | postJoin lab-cp-4: etcd endpoint healthy",
+        "  ✗ postJoin hook (command) for lab-cp-4 1.5s: exited 3",
+      ],
+    );
   });
 });

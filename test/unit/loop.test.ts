@@ -2,7 +2,16 @@
 // next to the same runs on the lab (test/e2e/*). What is asserted here is the loop's own
 // part: the order of changes, the results, and that a crashed run resumes.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
@@ -43,6 +52,9 @@ describe("the rollout loop (fake edges)", function () {
       maxSurge?: number;
       vip?: boolean;
       lockSeconds?: number;
+      /** More molt:rollout keys (soakSeconds, window, ...) and molt:hooks. */
+      rollout?: Record<string, unknown>;
+      hooks?: Record<string, unknown>;
     } = {},
   ): void {
     writeFileSync(
@@ -52,7 +64,12 @@ describe("the rollout loop (fake edges)", function () {
           "molt:provider": "lab",
           "molt:replicas": o.replicas ?? 3,
           "molt:image": image,
-          "molt:rollout": { maxSurge: o.maxSurge ?? 1, ...(o.onFailure ? { onFailure: o.onFailure } : {}) },
+          "molt:rollout": {
+            maxSurge: o.maxSurge ?? 1,
+            ...(o.onFailure ? { onFailure: o.onFailure } : {}),
+            ...o.rollout,
+          },
+          ...(o.hooks ? { "molt:hooks": o.hooks } : {}),
           "molt:timeouts": {
             joinSeconds: o.joinSeconds ?? 300,
             settleSeconds: 1,
@@ -364,5 +381,238 @@ describe("the rollout loop (fake edges)", function () {
       "nothing was released",
     );
     assert.equal(w.vip.holder, "lab-cp-1");
+  });
+
+  describe("operator controls", () => {
+    const decisions = (events: RolloutEvent[]) => events.flatMap((e) => (e.type === "decision" ? [e.operation] : []));
+    const ups = (w: FakeWorld) => w.log.filter((l) => l.startsWith("up"));
+
+    it("--max-replacements 1 pauses after one replacement; each next run does one more, then all is done", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const first = await run(w, { maxReplacements: 1 });
+      assert.equal(first.summary.result, "paused", first.summary.reason);
+      assert.match(first.summary.reason, /--max-replacements 1.*2 outdated node\(s\) left \(lab-cp-2, lab-cp-3\)/);
+      assert.deepEqual(first.summary.replaced, ["lab-cp-1"]);
+      assert.deepEqual(ups(w), ["up surge lab-cp-4", "up prune lab-cp-1"]);
+      // Stopped at rest: replicas nodes, every member a voter.
+      assert.equal(w.list.length, 3);
+      assert.equal(w.members.length, 3);
+      assert.ok(w.members.every((m) => !m.isLearner));
+      const second = await run(w, { maxReplacements: 1 });
+      assert.equal(second.summary.result, "paused");
+      assert.deepEqual(second.summary.replaced, ["lab-cp-2"]);
+      const last = await run(w);
+      assert.equal(last.summary.result, "succeeded", last.summary.reason);
+      assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
+    });
+
+    it("refuses a --max-replacements below 1 before anything is looked at", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      await assert.rejects(run(w, { maxReplacements: 0 }), /--max-replacements: 0 is not a whole number of at least 1/);
+      await assert.rejects(run(w, { maxReplacements: 1.5 }), /--max-replacements/);
+      assert.deepEqual(w.log, []);
+    });
+
+    it("soaks each new node (soakSeconds) before the node it replaces is retired", async () => {
+      stack("lab-v2", { rollout: { soakSeconds: 5 } });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const { summary, events } = await run(w);
+      assert.equal(summary.result, "succeeded", summary.reason);
+      const ops = decisions(events);
+      for (const [added, retired] of [
+        ["lab-cp-4", "lab-cp-1"],
+        ["lab-cp-5", "lab-cp-2"],
+        ["lab-cp-6", "lab-cp-3"],
+      ]) {
+        const soaks = ops.filter((o) => o.kind === "wait" && o.key === `soak:${added}`).length;
+        // The clock runs a second per reading: 5 s of soak are at least 5 passes.
+        assert.ok(
+          soaks >= 5,
+          `${added} soaked (${soaks} passes): ${ops.map((o) => (o.kind === "wait" ? o.key : o.kind)).join(" ")}`,
+        );
+        const lastSoak = ops.map((o) => o.kind === "wait" && o.key === `soak:${added}`).lastIndexOf(true);
+        const firstRetire = ops.findIndex((o) =>
+          (o.kind === "remove-member" || o.kind === "move-leader") && o.kind === "remove-member"
+            ? o.node === retired
+            : o.kind === "move-leader" && o.from === retired,
+        );
+        assert.ok(lastSoak >= 0 && lastSoak < firstRetire, `${retired} retired only after ${added}'s soak`);
+      }
+    });
+
+    it("rolls a new node back when it turns unhealthy during its soak, leaving the old nodes intact", async () => {
+      stack("lab-v2", { rollout: { soakSeconds: 60 }, joinSeconds: 10 });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const { summary } = await run(w, {
+        onEvent: (e) => {
+          if (e.type === "decision" && e.operation.kind === "wait" && e.operation.key === "soak:lab-cp-4")
+            w.machines.get("lab-cp-4")!.up = false;
+        },
+      });
+      assert.equal(summary.result, "rolled-back", summary.reason);
+      assert.ok(
+        w.log.some((l) => l.startsWith("up rollback lab-cp-4")),
+        w.log.join("\n"),
+      );
+      assert.deepEqual(images(w), ["lab-cp-1:lab-v1", "lab-cp-2:lab-v1", "lab-cp-3:lab-v1"]);
+      assert.equal(w.members.length, 3);
+    });
+
+    it("runs library hooks in order around each replacement: postJoin, preRetire, postRetire", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const calls: string[] = [];
+      const hook = (name: string) => async (c: { node: string; nodes: string[]; sshConfig?: string }) => {
+        calls.push(`${name} ${c.node}`);
+        w.log.push(`hook ${name} ${c.node}`);
+        assert.ok(c.sshConfig && existsSync(c.sshConfig), "an ssh_config while the hook runs");
+        hookFiles.push(c.sshConfig);
+      };
+      const hookFiles: string[] = [];
+      const { summary, events } = await run(w, {
+        hooks: { postJoin: hook("postJoin"), preRetire: hook("preRetire"), postRetire: hook("postRetire") },
+      });
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(calls.slice(0, 3), ["postJoin lab-cp-4", "preRetire lab-cp-1", "postRetire lab-cp-1"]);
+      assert.equal(calls.length, 9);
+      // postJoin before anything touches the old node; postRetire after its member left, before its machine.
+      const i = (l: string) => w.log.findIndex((x) => x.startsWith(l));
+      assert.ok(i("up surge lab-cp-4") < i("hook postJoin lab-cp-4"));
+      assert.ok(i("hook preRetire lab-cp-1") < i("etcd moveLeader lab-cp-1"));
+      assert.ok(i("etcd memberRemove 1 ") < i("hook postRetire lab-cp-1"));
+      assert.ok(i("hook postRetire lab-cp-1") < i("up prune lab-cp-1"));
+      assert.ok(
+        hookFiles.every((f) => !existsSync(f)),
+        "credential files are removed after each hook",
+      );
+      assert.equal(events.filter((e) => e.type === "hook" && e.ok).length, 9);
+    });
+
+    it("a molt:hooks command gets the node in its environment, not molt's passphrase; output in events", async () => {
+      const out = join(dir, "hook-env.txt");
+      stack("lab-v2", {
+        hooks: {
+          postJoin: {
+            command:
+              `echo "checking $MOLT_NODE"; ` +
+              `printf '%s|%s|%s|%s|%s\\n' "$MOLT_HOOK" "$MOLT_NODE" "$MOLT_NODE_ADDRESS" "$MOLT_NODES" ` +
+              `"\${PULUMI_CONFIG_PASSPHRASE:-none}" >> ${out}; ` +
+              `test -f "$MOLT_SSH_CONFIG" && grep -q lab-cp-4 "$MOLT_SSH_CONFIG"`,
+            timeoutSeconds: 10,
+          },
+        },
+      });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      process.env.PULUMI_CONFIG_PASSPHRASE = "do-not-leak";
+      try {
+        const { summary, events } = await run(w, { maxReplacements: 1 });
+        assert.equal(summary.result, "paused", summary.reason);
+        const lines = readFileSync(out, "utf8").trim().split("\n");
+        assert.deepEqual(lines, ["postJoin|lab-cp-4|10.0.0.4|lab-cp-1 lab-cp-2 lab-cp-3 lab-cp-4|none"]);
+        assert.ok(events.some((e) => e.type === "hook-output" && e.line === "checking lab-cp-4"));
+        const done = events.find((e) => e.type === "hook");
+        assert.ok(done?.type === "hook" && done.ok && done.output.includes("checking lab-cp-4"));
+      } finally {
+        delete process.env.PULUMI_CONFIG_PASSPHRASE;
+      }
+    });
+
+    it("a failing postJoin hook rolls the new node back; the old nodes are intact", async () => {
+      stack("lab-v2", { hooks: { postJoin: { command: "echo 'apiserver not ready' >&2; exit 3" } } });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const { summary } = await run(w);
+      assert.equal(summary.result, "rolled-back", summary.reason);
+      assert.match(summary.reason, /postJoin hook failed for new node lab-cp-4 .*exited 3.*apiserver not ready/);
+      assert.deepEqual(images(w), ["lab-cp-1:lab-v1", "lab-cp-2:lab-v1", "lab-cp-3:lab-v1"]);
+      assert.equal(w.members.length, 3);
+      assert.ok(!w.log.some((l) => l.startsWith("etcd memberRemove 1 ") || l.startsWith("etcd moveLeader")));
+    });
+
+    it("a hook past its timeout fails; with --on-failure pause the new node is left for inspection", async () => {
+      stack("lab-v2", { hooks: { postJoin: { command: "exec sleep 30", timeoutSeconds: 1 } } });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const { summary } = await run(w, { onFailure: "pause" });
+      assert.equal(summary.result, "paused", summary.reason);
+      assert.match(summary.reason, /timed out after 1s/);
+      assert.equal(w.list.length, 4);
+    });
+
+    it("a failing preRetire hook stops the run with nothing removed", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const { summary } = await run(w, {
+        hooks: {
+          preRetire: async () => {
+            throw new Error("the node still serves traffic");
+          },
+        },
+      });
+      assert.equal(summary.result, "failed", summary.reason);
+      assert.match(
+        summary.reason,
+        /PreRetireHook: preRetire hook failed for lab-cp-1 .*still serves traffic.*nothing was removed/,
+      );
+      assert.equal(w.members.length, 4);
+      assert.ok(!w.log.some((l) => l.startsWith("etcd memberRemove") || l.startsWith("etcd moveLeader")));
+    });
+
+    it("after a crash right after a surge, the rerun runs postJoin again (at least once, never skipped)", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const calls: string[] = [];
+      const hooks = { postJoin: async (c: { node: string }) => void calls.push(c.node) };
+      w.faults.crashAfterApply = 1;
+      await assert.rejects(run(w, { hooks }), /simulated crash/);
+      assert.deepEqual(calls, []);
+      const { summary } = await run(w, { hooks });
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(calls, ["lab-cp-4", "lab-cp-5", "lab-cp-6"]);
+    });
+
+    it("refuses to start outside the maintenance window, changing nothing", async () => {
+      stack("lab-v2", { rollout: { window: { days: ["sat"], start: "01:00", end: "05:00", timeZone: "UTC" } } });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      await assert.rejects(
+        run(w, { wallClock: () => Date.parse("2026-12-01T03:00:00Z") }), // a Tuesday
+        (e: Error) => e.name === "OutsideWindowError" && /opens 2026-12-05 01:00 UTC/.test(e.message),
+      );
+      assert.deepEqual(w.log, []);
+    });
+
+    it("stops as paused at the next replacement boundary when the window closes mid-run", async () => {
+      stack("lab-v2", {
+        rollout: { window: { start: "22:00", end: "04:00", timeZone: "Europe/Berlin" } },
+      });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      let t = Date.parse("2026-12-01T02:58:00Z"); // 03:58 in Berlin: open
+      const { summary } = await run(w, {
+        wallClock: () => t,
+        beforeOperation: async (op) => {
+          // The window closes while the first replacement is under way (between its surge and retirement).
+          if (op.kind === "move-leader" || op.kind === "remove-member") t = Date.parse("2026-12-01T03:01:00Z");
+        },
+      });
+      assert.equal(summary.result, "paused", summary.reason);
+      assert.match(summary.reason, /maintenance window \(every day 22:00-04:00 Europe\/Berlin\) is closed/);
+      assert.deepEqual(summary.replaced, ["lab-cp-1"]);
+      assert.deepEqual(ups(w), ["up surge lab-cp-4", "up prune lab-cp-1"]);
+      assert.equal(w.members.length, 3);
+    });
+
+    it("replaces only the node whose certificate expires within replaceCertificatesExpiringWithinDays", async () => {
+      stack("lab-v1", { rollout: { replaceCertificatesExpiringWithinDays: 30 } });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      w.certificates["lab-cp-2"] = new Date(Date.now() + 3 * 86_400_000).toUTCString().replace(/^\w+, /, "");
+      const { summary } = await run(w);
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(summary.replaced, ["lab-cp-2"]);
+      assert.deepEqual(
+        w.list.map((n) => n.name),
+        ["lab-cp-1", "lab-cp-3", "lab-cp-4"],
+      );
+      assert.equal((await run(w)).summary.result, "noop");
+    });
   });
 });

@@ -13,6 +13,8 @@ import type {
   World as Observed,
   WaitKey,
   StatusResult,
+  HookName,
+  RunControls,
 } from "../../orchestrator/model";
 import {
   agreedLeader,
@@ -22,6 +24,7 @@ import {
   isOutdated,
   memberOfNode,
   newEntry,
+  plannedReplacements,
   quorum,
   selectNodeForRetirement,
   waitDeadlineSeconds,
@@ -1063,6 +1066,302 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
   });
 
+  describe("decide: operator controls (plan/control-steps.ts)", () => {
+    interface Controls {
+      rollout?: Partial<Intent["rollout"]>;
+      soakSeconds?: number;
+      hooks?: HookName[];
+      controls?: Partial<RunControls>;
+      certificates?: Observed["certificates"];
+    }
+    const planC = (nodes: SimNode[], o: WorldOpts, c: Controls): Operation => {
+      const s = snapshotOf(world(nodes, o));
+      const intent: Intent = {
+        ...s.intent,
+        rollout: { ...s.intent.rollout, ...c.rollout },
+        timeouts: { ...s.intent.timeouts, ...(c.soakSeconds ? { soakSeconds: c.soakSeconds } : {}) },
+        ...(c.hooks
+          ? { hooks: Object.fromEntries(c.hooks.map((h) => [h, { command: "true", timeoutSeconds: 9 }])) }
+          : {}),
+      };
+      return decide(
+        {
+          ...s,
+          intent,
+          controls: { retired: [], hooksPassed: [], ...c.controls },
+          ...(c.certificates ? { certificates: c.certificates } : {}),
+        },
+        STACK,
+      );
+    };
+    const afterOne = [N(2), N(3), N(4, NEW)];
+
+    describe("--max-replacements", () => {
+      it("pauses at the boundary once N replacements are done, naming what is left", () => {
+        const op = planC(
+          afterOne,
+          { leader: 2 },
+          { rollout: { maxReplacements: 1 }, controls: { retired: ["lab-cp-1"] } },
+        );
+        expectOp(op, "pause");
+        assert.equal(op.kind === "pause" && op.node, undefined, "no node is left for inspection");
+        assert.match(op.reason, /--max-replacements 1/);
+        assert.match(op.reason, /2 outdated node\(s\) left \(lab-cp-2, lab-cp-3\)/);
+      });
+      it("starts the next replacement while fewer are done", () =>
+        expectOp(
+          planC(afterOne, { leader: 2 }, { rollout: { maxReplacements: 2 }, controls: { retired: ["lab-cp-1"] } }),
+          "surge",
+        ));
+      it("finishes a replacement in progress (surplus node) before pausing", () =>
+        expectOp(
+          planC(
+            [N(1), N(2), N(3), N(4, NEW)],
+            { leader: 2 },
+            { rollout: { maxReplacements: 1 }, controls: { retired: ["lab-cp-0"] } },
+          ),
+          "remove-member",
+          { node: "lab-cp-1" },
+        ));
+      it("finishes a half-made node first: a learner is promoted, never left", () =>
+        expectOp(
+          planC(
+            [N(2), N(3), N(4, NEW), N(5, NEW, { learner: true })],
+            { leader: 2 },
+            { rollout: { maxReplacements: 1 }, controls: { retired: ["lab-cp-1"] } },
+          ),
+          "promote",
+          { node: "lab-cp-5" },
+        ));
+      it("with maxSurge 0, adds the retired node's replacement before pausing", () => {
+        const c = { rollout: { maxReplacements: 1, maxSurge: 0 as const }, controls: { retired: ["lab-cp-1"] } };
+        expectOp(planC([N(2), N(3)], { leader: 2, intent: { maxSurge: 0 } }, c), "surge");
+        expectOp(planC(afterOne, { leader: 2, intent: { maxSurge: 0 } }, c), "pause");
+      });
+      it("is done, not paused, when nothing is outdated", () =>
+        expectOp(
+          planC(
+            [N(4, NEW), N(5, NEW), N(6, NEW)],
+            { leader: 4 },
+            { rollout: { maxReplacements: 1 }, controls: { retired: ["lab-cp-3"] } },
+          ),
+          "done",
+        ));
+    });
+
+    describe("maintenance window closed mid-run", () => {
+      const closed = { controls: { windowClosed: "the maintenance window (every day 22:00-04:00 UTC) is closed" } };
+      it("pauses at the next replacement boundary", () => {
+        const op = planC(afterOne, { leader: 2 }, closed);
+        expectOp(op, "pause");
+        assert.match(op.reason, /maintenance window .* is closed: stopped between replacements after 0 replacement/);
+      });
+      it("finishes the replacement in progress: retires the surplus node, prunes a retired one", () => {
+        expectOp(planC([N(1), N(2), N(3), N(4, NEW)], { leader: 2 }, closed), "remove-member", { node: "lab-cp-1" });
+        expectOp(planC([N(1, OLD, { noMember: true }), N(2), N(3), N(4, NEW)], { leader: 2 }, closed), "prune", {
+          node: "lab-cp-1",
+        });
+      });
+      it("never leaves a learner: it is promoted", () =>
+        expectOp(planC([N(1), N(2), N(3), N(4, NEW, { learner: true })], { leader: 2 }, closed), "promote"));
+      it("is done when nothing is outdated", () =>
+        expectOp(planC([N(4, NEW), N(5, NEW), N(6, NEW)], { leader: 4 }, closed), "done"));
+    });
+
+    describe("soak (molt:rollout.soakSeconds)", () => {
+      const surged = [N(1), N(2), N(3), N(4, NEW)];
+      it("observes a healthy new node before the next retirement", () => {
+        const op = planC(surged, { leader: 2 }, { soakSeconds: 60, controls: { watching: "lab-cp-4" } });
+        expectOp(op, "wait", { key: "soak:lab-cp-4", node: "lab-cp-4" });
+        assert.match(op.reason, /60s before lab-cp-1 is retired/);
+      });
+      it("retires once the soak has passed (its key expired)", () =>
+        expectOp(
+          planC(
+            surged,
+            { leader: 2, expired: ["soak:lab-cp-4"] },
+            { soakSeconds: 60, controls: { watching: "lab-cp-4" } },
+          ),
+          "remove-member",
+          { node: "lab-cp-1" },
+        ));
+      it("soaks again after a crash mid-surge (no memory: the newest up-to-date surplus node)", () =>
+        expectOp(planC(surged, { leader: 2 }, { soakSeconds: 60 }), "wait", { key: "soak:lab-cp-4" }));
+      it("no soak without the setting, or with no retirement to come", () => {
+        expectOp(planC(surged, { leader: 2 }, { controls: { watching: "lab-cp-4" } }), "remove-member");
+        expectOp(
+          planC(
+            [N(4, NEW), N(5, NEW), N(6, NEW)],
+            { leader: 4 },
+            { soakSeconds: 60, controls: { watching: "lab-cp-6" } },
+          ),
+          "done",
+        );
+      });
+      it("a new node that turns unhealthy in its soak is rolled back after the join deadline", () => {
+        const sick = [N(1), N(2), N(3), N(4, NEW, { health: "down" })];
+        const c = { soakSeconds: 60, controls: { watching: "lab-cp-4" } };
+        expectOp(planC(sick, { leader: 2 }, c), "wait", { key: "join:lab-cp-4" });
+        expectOp(planC(sick, { leader: 2, expired: ["join:lab-cp-4"] }, c), "rollback", { node: "lab-cp-4" });
+      });
+      it("with maxSurge 0 too (replicas nodes, the new one soaking): rolled back, not refused", () => {
+        const sick = [N(2), N(3), N(4, NEW, { health: "down" })];
+        const c = { soakSeconds: 60, rollout: { maxSurge: 0 as const }, controls: { watching: "lab-cp-4" } };
+        expectOp(planC(sick, { leader: 2, intent: { maxSurge: 0 }, expired: ["join:lab-cp-4"] }, c), "rollback", {
+          node: "lab-cp-4",
+        });
+        // Once soaked, an unhealthy node is an old node: the rollout stops instead.
+        expectOp(
+          planC(sick, { leader: 2, intent: { maxSurge: 0 }, expired: ["soak:lab-cp-4", "health:lab-cp-4"] }, c),
+          "refuse",
+          { condition: "EtcdMemberHealthy" },
+        );
+      });
+    });
+
+    describe("hooks", () => {
+      const surged = [N(1), N(2), N(3), N(4, NEW)];
+      it("postJoin runs for a healthy new node before its soak and before any retirement", () => {
+        expectOp(
+          planC(surged, { leader: 2 }, { hooks: ["postJoin"], soakSeconds: 30, controls: { watching: "lab-cp-4" } }),
+          "hook",
+          {
+            hook: "postJoin",
+            node: "lab-cp-4",
+          },
+        );
+        expectOp(
+          planC(
+            surged,
+            { leader: 2 },
+            {
+              hooks: ["postJoin"],
+              soakSeconds: 30,
+              controls: { watching: "lab-cp-4", hooksPassed: ["postJoin:lab-cp-4"] },
+            },
+          ),
+          "wait",
+          { key: "soak:lab-cp-4" },
+        );
+      });
+      it("postJoin is not run for a node still joining (a learner) or unhealthy", () => {
+        expectOp(
+          planC([N(1), N(2), N(3), N(4, NEW, { learner: true })], { leader: 2 }, { hooks: ["postJoin"] }),
+          "promote",
+        );
+        expectOp(
+          planC(
+            [N(1), N(2), N(3), N(4, NEW, { health: "down" })],
+            { leader: 2, joining: "lab-cp-4" },
+            { hooks: ["postJoin"] },
+          ),
+          "wait",
+          { key: "join:lab-cp-4" },
+        );
+      });
+      it("a failed postJoin rolls the new node back (its member named), or pauses with onFailure pause", () => {
+        const failed = { hookFailed: { hook: "postJoin" as const, node: "lab-cp-4", why: "exited 3" } };
+        const op = planC(surged, { leader: 2 }, { hooks: ["postJoin"], controls: failed });
+        expectOp(op, "rollback", { node: "lab-cp-4", memberId: idOf(4) });
+        assert.match(op.reason, /postJoin hook failed for new node lab-cp-4 \(exited 3\)/);
+        expectOp(
+          planC(surged, { leader: 2, intent: { onFailure: "pause" } }, { hooks: ["postJoin"], controls: failed }),
+          "pause",
+          {
+            node: "lab-cp-4",
+          },
+        );
+      });
+      it("preRetire runs before the node to retire is touched (before moving leadership away from it)", () => {
+        expectOp(planC(surged, { leader: 1 }, { hooks: ["preRetire"] }), "hook", {
+          hook: "preRetire",
+          node: "lab-cp-1",
+        });
+        expectOp(
+          planC(surged, { leader: 1 }, { hooks: ["preRetire"], controls: { hooksPassed: ["preRetire:lab-cp-1"] } }),
+          "move-leader",
+        );
+      });
+      it("a failed preRetire stops the run with nothing removed", () => {
+        const op = planC(
+          surged,
+          { leader: 2 },
+          { hooks: ["preRetire"], controls: { hookFailed: { hook: "preRetire", node: "lab-cp-1", why: "exited 1" } } },
+        );
+        expectOp(op, "refuse", { condition: "PreRetireHook" });
+        assert.match(op.reason, /nothing was removed/);
+      });
+      it("postRetire runs once the retired node left etcd, before its machine is destroyed", () => {
+        const left = [N(1, OLD, { noMember: true }), N(2), N(3), N(4, NEW)];
+        expectOp(planC(left, { leader: 2 }, { hooks: ["postRetire"], controls: { retired: ["lab-cp-1"] } }), "hook", {
+          hook: "postRetire",
+          node: "lab-cp-1",
+        });
+        // After a crash (no memory), an outdated memberless node is still a retired one: run it again.
+        expectOp(planC(left, { leader: 2 }, { hooks: ["postRetire"] }), "hook", { hook: "postRetire" });
+        expectOp(
+          planC(left, { leader: 2 }, { hooks: ["postRetire"], controls: { hooksPassed: ["postRetire:lab-cp-1"] } }),
+          "prune",
+          {
+            node: "lab-cp-1",
+          },
+        );
+      });
+      it("postRetire is not run for a new node whose join never happened", () =>
+        expectOp(
+          planC([N(1), N(2), N(3), N(4, NEW, { noMember: true })], { leader: 2 }, { hooks: ["postRetire"] }),
+          "prune",
+          {
+            node: "lab-cp-4",
+          },
+        ));
+    });
+
+    describe("certificates (molt:rollout.replaceCertificatesExpiringWithinDays)", () => {
+      const cert = (expiring: boolean) => ({
+        ok: true as const,
+        path: "/etc/kubernetes/pki/etcd/server.crt",
+        notAfter: "2026-12-03T00:00:00.000Z",
+        expiring,
+        count: 4,
+      });
+      const c = (node: string): Controls => ({
+        rollout: { replaceCertificatesExpiringWithinDays: 30 },
+        certificates: { "lab-cp-1": cert(false), "lab-cp-2": cert(node === "lab-cp-2"), "lab-cp-3": cert(false) },
+      });
+      it("a node whose certificate expires within the days is outdated: a surge, then it is retired", () => {
+        const up = [N(1, NEW), N(2, NEW), N(3, NEW)];
+        expectOp(planC(up, { leader: 1 }, c("lab-cp-2")), "surge");
+        expectOp(planC([...up, N(4, NEW)], { leader: 1 }, c("lab-cp-2")), "remove-member", { node: "lab-cp-2" });
+      });
+      it("nothing to do when no certificate is near expiry, or one could not be read", () => {
+        const up = [N(1, NEW), N(2, NEW), N(3, NEW)];
+        expectOp(planC(up, { leader: 1 }, c("none")), "done");
+        expectOp(
+          planC(
+            up,
+            { leader: 1 },
+            { ...c("none"), certificates: { "lab-cp-2": { ok: false, error: "no certificate found" } } },
+          ),
+          "done",
+        );
+      });
+      it("plan says why: the certificate, its expiry and the setting", () => {
+        const r = plannedReplacements(
+          [N(1, NEW).entry, N(2, NEW).entry],
+          { ...makeIntent(), rollout: { ...makeIntent().rollout, replaceCertificatesExpiringWithinDays: 30 } },
+          { "lab-cp-2": cert(true) },
+        );
+        assert.equal(r.length, 1);
+        assert.equal(r[0].node, "lab-cp-2");
+        assert.match(
+          r[0].reason,
+          /certificate \/etc\/kubernetes\/pki\/etcd\/server.crt expires 2026-12-03 00:00 UTC, within 30 days/,
+        );
+      });
+    });
+  });
+
   describe("helpers", () => {
     it("quorum is the smallest strict majority", () => {
       assert.deepEqual([1, 2, 3, 4, 5, 6, 7].map(quorum), [1, 2, 2, 3, 3, 4, 4]);
@@ -1382,7 +1681,7 @@ describe("planner (orchestrator/plan.ts)", () => {
           }
           case "pause": {
             // The operator inspects and repairs the paused node, then reruns.
-            const n = node(op.node);
+            const n = node(op.node!);
             assert.ok(w.expired.includes(`join:${op.node}`));
             n.health = "ok";
             if (n.member) n.member.started = true;
@@ -1694,7 +1993,7 @@ describe("planner (orchestrator/plan.ts)", () => {
                   break;
                 case "rollback":
                 case "pause": {
-                  const n = nodeByName(op.node);
+                  const n = nodeByName(op.node!);
                   assert.ok(n && w.expired.includes(`join:${op.node}`), "fails a node only after its join deadline");
                   // A learner is always a node being added; a voter only counts as new when newest.
                   if (!n.member?.learner)
@@ -1757,8 +2056,11 @@ describe("planner (orchestrator/plan.ts)", () => {
       ["health:lab-cp-2", 60],
       ["leader", 60],
       ["kube", 60],
+      ["soak:lab-cp-4", 0],
     ];
     for (const [key, want] of table) it(`${key}: ${want} s`, () => assert.equal(waitDeadlineSeconds(key, t), want));
+    it("a soak lasts molt:rollout.soakSeconds", () =>
+      assert.equal(waitDeadlineSeconds("soak:lab-cp-4", { ...t, soakSeconds: 45 }), 45));
     it("the addon rollout never gets less than the settle deadline", () =>
       assert.equal(waitDeadlineSeconds("addons", { ...t, drainSeconds: 10 }), 60));
   });
