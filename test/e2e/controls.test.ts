@@ -199,7 +199,7 @@ describe("operator controls on the lab (e2e, lab t23)", function () {
     assert.ok((await nodes()).every((x) => x.image === "lab-v2"));
   });
 
-  it("a node whose etcd certificate expires within replaceCertificatesExpiringWithinDays is replaced; plan says why", async () => {
+  it("a node whose etcd certificate expires within the days is replaced; plan says why", async () => {
     const st = await suite.stored();
     const victim = st.endpoints.find((e) => e.name === "ctl-cp-5")!;
     const ssh = await SshSession.connect({

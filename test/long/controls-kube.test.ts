@@ -47,7 +47,7 @@ describe("hooks on a Kubernetes stack (long, lab t24)", function () {
     await suite.teardown();
   });
 
-  it("postJoin checks the new API server and Node through KUBECONFIG; preRetire runs; paused after one node", async () => {
+  it("postJoin checks the API server and Node through KUBECONFIG; preRetire runs; paused after one", async () => {
     suite.wd.writeStackConfig(
       STACK,
       conf("k8s-v1.37.2-os2", {

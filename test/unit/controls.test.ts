@@ -307,7 +307,7 @@ describe("operator controls", () => {
     const families = (text: string): Map<string, Family> =>
       new Map((parsePrometheusTextFormat(text) as Family[]).map((f) => [f.name, f]));
 
-    it("writes the result, per-phase durations, nodes replaced and the last success time, in Prometheus text", async () => {
+    it("writes result, phase durations, nodes replaced, last success time in Prometheus text", async () => {
       const f = families(await metricsText(summary(), Date.parse("2026-12-01T04:00:00Z")));
       const result = f.get("molt_rollout_result")!;
       assert.equal(result.type, "GAUGE");
