@@ -1,7 +1,7 @@
 // The CLI's human output of waits: said once with its deadline, updated while it lasts, and
 // how long it took; --json is not involved (the renderer is only used without it).
 import * as assert from "node:assert/strict";
-import { humanRenderer } from "../../orchestrator/cli/main";
+import { humanRenderer } from "../../orchestrator/cli/render";
 import type { RolloutEvent } from "../../orchestrator/events";
 import type { WaitKey } from "../../orchestrator/model";
 
