@@ -1,0 +1,179 @@
+// The schema of the keys every stack has, and the rules that span keys: a stack file's
+// first check (orchestrator/config.ts loads it; each provider's sections come from its definition).
+import { publicKeyBlob } from "../infra/remote/ssh";
+import * as semver from "semver";
+import { z } from "zod";
+import { cloudCommonSections, SET_PRIVATE_KEY } from "../infra/providers/cloud-config";
+import { PROVIDER_KINDS, PROVIDERS } from "../infra/providers/registry";
+import type { HookName } from "./model";
+import { windowSchema } from "./controls/window";
+import { HOOK_NAMES, hookSchema } from "./controls/hook-config";
+
+export const isPublicKey = (v: string) => {
+  try {
+    publicKeyBlob(v);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+export const unixUser = z.string().regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name");
+
+/** molt:ssh.bastion: the jump host every SSH connection goes through (KubeOne's bastion). */
+export const bastionSchema = z
+  .object(
+    {
+      host: z
+        .string({ message: "a host name or address" })
+        .regex(/^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$/, "a host name or address"),
+      port: z.number().int().min(1).max(65535).optional(),
+      user: unixUser.optional(),
+      hostKey: z
+        .string({ message: 'the host\'s public key as in known_hosts, such as "ssh-ed25519 AAAA..."' })
+        .refine(isPublicKey, 'an SSH public key line such as "ssh-ed25519 AAAA..." (ssh-keyscan prints it)'),
+      agent: z.boolean().optional(),
+    },
+    { message: "{ host, hostKey, port?, user?, agent? }: the jump host molt connects through" },
+  )
+  .strict();
+
+export const baseSections = {
+  "molt:provider": z.enum(PROVIDER_KINDS, { message: `one of ${PROVIDER_KINDS.join(", ")}` }),
+  // Pulumi rewrites top-level values of the stack file as strings ("3").
+  "molt:replicas": z.preprocess(
+    (v) => (typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v),
+    z
+      .number({ message: "a number" })
+      .int("a whole number")
+      .min(1, "at least 1")
+      .max(9, "at most 9")
+      .refine((n) => n % 2 === 1, "an odd number (stacked etcd: an even count adds no fault tolerance)"),
+  ),
+  "molt:image": z.string().min(1, "the base image: a lab image, AMI, Azure image reference or vSphere template"),
+  "molt:kubernetesVersion": z
+    .string()
+    .refine((v) => semver.valid(v.replace(/^v/, "")) !== null, "a full version such as 1.34.2")
+    .optional(),
+  "molt:rollout": z
+    .object({
+      maxSurge: z.union([z.literal(0), z.literal(1)], { message: "0 or 1" }).optional(),
+      maxUnavailable: z
+        .literal(0, { message: "0: molt never takes a member away before its replacement is healthy" })
+        .optional(),
+      onFailure: z.enum(["rollback", "pause"]).optional(),
+      maxAppliedLag: z.number().int().min(0).optional(),
+      soakSeconds: z
+        .number({ message: "seconds a healthy new node is observed before the next retirement" })
+        .int("a whole number of seconds")
+        .min(0, "0 (no soak) or more")
+        .max(86400, "at most 86400 (a day)")
+        .optional(),
+      replaceCertificatesExpiringWithinDays: z
+        .number({ message: "days: a node whose certificates expire within them is replaced" })
+        .int("a whole number of days")
+        .min(1, "at least 1")
+        .max(3650, "at most 3650")
+        .optional(),
+      window: windowSchema.optional(),
+    })
+    .strict()
+    .optional(),
+  "molt:hooks": z
+    .object(
+      Object.fromEntries(HOOK_NAMES.map((h) => [h, hookSchema.optional()])) as Record<
+        HookName,
+        z.ZodOptional<typeof hookSchema>
+      >,
+      { message: `a map of hooks (${HOOK_NAMES.join(", ")}) to { command, timeoutSeconds? }` },
+    )
+    .strict()
+    .optional(),
+  "molt:timeouts": z
+    .object({
+      joinSeconds: z.number().int().min(10).max(7200).optional(),
+      settleSeconds: z.number().int().min(1).max(3600).optional(),
+      drainSeconds: z.number().int().min(1).max(86400).optional(),
+      lockSeconds: z.number().int().min(10).max(600).optional(),
+    })
+    .strict()
+    .optional(),
+  "molt:backups": z
+    .object({
+      keep: z
+        .number({ message: "a number of etcd backups per stack to keep" })
+        .int("a whole number")
+        .min(1, "at least 1 (the backup a run takes is always kept)")
+        .max(1000, "at most 1000")
+        .optional(),
+    })
+    .strict()
+    .optional(),
+  "molt:ssh": z
+    .object({
+      user: unixUser.optional(),
+      port: z.number().int().min(1).max(65535).optional(),
+      // Offer the keys of the ssh-agent at $SSH_AUTH_SOCK too (KubeOne's ssh_agent_socket).
+      agent: z.boolean().optional(),
+      bastion: bastionSchema.optional(),
+      // Written by `pulumi config set --secret --path`, as { secure: <ciphertext> }.
+      privateKey: z
+        .object(
+          { secure: z.string().min(1) },
+          { message: `a Pulumi secret, never the key in plain text: ${SET_PRIVATE_KEY}` },
+        )
+        .strict()
+        .optional(),
+    })
+    .strict()
+    .optional(),
+} as const;
+
+/** Every section a provider owns: those of other providers are refused on clouds. */
+export const PROVIDER_SECTION_KEYS = [...new Set(PROVIDERS.flatMap((p) => Object.keys(p.sections)))];
+
+export const KNOWN_KEYS = [
+  ...Object.keys(baseSections),
+  ...Object.keys(cloudCommonSections).filter((k) => !(k in baseSections)),
+  ...PROVIDER_SECTION_KEYS,
+  "molt:apiEndpoint",
+  "molt:release",
+  "molt:promotion",
+];
+
+/**
+ * With molt:provider missing or unknown, every provider section present is still checked
+ * (as optional), so all problems show at once.
+ */
+export function everySectionPresent(raw: Record<string, unknown>): Record<string, z.ZodType> {
+  const shape: Record<string, z.ZodType> = {};
+  for (const p of PROVIDERS)
+    for (const [key, schema] of Object.entries(p.sections)) if (raw[key] !== undefined) shape[key] = schema;
+  return shape;
+}
+
+/** Rules that span keys, on raw values (so they are reported even when other keys are invalid). */
+export function crossFieldProblems(raw: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  const replicas = typeof raw["molt:replicas"] === "string" ? Number(raw["molt:replicas"]) : raw["molt:replicas"];
+  const rolloutRaw = raw["molt:rollout"] as { maxSurge?: unknown } | undefined;
+  if (rolloutRaw?.maxSurge === 0 && typeof replicas === "number" && replicas < 3) {
+    problems.push(
+      `molt:rollout.maxSurge: 0 (retire first) needs at least 3 replicas, or the cluster would lose quorum; use maxSurge 1`,
+    );
+  }
+  // A misspelt molt: key would otherwise be ignored silently.
+  for (const key of Object.keys(raw)) {
+    if (key.startsWith("molt:") && !KNOWN_KEYS.includes(key) && key !== "molt:sshUser") {
+      problems.push(`${key}: not a molt setting (known: ${KNOWN_KEYS.join(", ")})`);
+    }
+  }
+  return problems;
+}
+
+export function describeIssue(i: z.core.$ZodIssue): string {
+  return `${i.path.join(".") || "config"}: ${i.message}${"input" in i && i.input !== undefined ? ` (got ${JSON.stringify(i.input)})` : ""}`;
+}
+
+// ---- cloud sections (molt:ssh, molt:failureDomains, molt:bootstrap and the provider's own) ----
+// Checked for cloud providers only; lab stacks pass them through as before.
