@@ -149,7 +149,8 @@ export async function rawRoll(o: {
         async () => {
           const r = await viaNew.exec(etcdctl("https://127.0.0.1:2379", `member remove ${oldId}`));
           if (r.code === 0) return true;
-          if (!/unhealthy cluster/.test(r.stderr)) throw new Error(`member remove ${old.name}: ${r.stderr.slice(-400)}`);
+          if (!/unhealthy cluster/.test(r.stderr))
+            throw new Error(`member remove ${old.name}: ${r.stderr.slice(-400)}`);
           return undefined;
         },
         { what: `etcd to accept the removal of ${old.name}`, deadlineMs: 60_000, maxIntervalMs: 200 },

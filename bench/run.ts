@@ -772,6 +772,12 @@ async function main(): Promise<void> {
             wd.writeStackConfig(stack, stackYaml(l, 3, "lab-v2"));
             const r = await measuredRollout(wd, stack);
             moltWalls.push(r.summary.wallMs);
+            const ph = r.summary.phases;
+            say(
+              `  molt round ${round + 1}: provision / etcd / snapshot / observe / molt`,
+              `${sec(ph.provision)} / ${sec(ph.etcd)} / ${sec(ph.snapshot)} / ${sec(ph.observe)} / ${sec(ph.molt)}; ` +
+                engineSummary(r),
+            );
           } else {
             const st = await readStoredState(
               await openStack({

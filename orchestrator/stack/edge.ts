@@ -22,6 +22,7 @@ import {
   exportState,
   parseStoredState,
   readStoredState,
+  storedStateOfExport,
   type ExportedState,
   type StoredState,
 } from "./state";
@@ -65,6 +66,8 @@ export interface StackEdge {
    * state (the lab: the cluster's own HAProxy, molt:lab.loadBalancer); returns what was done.
    */
   releaseAdopted(entry: NodeEntry): Promise<string[]>;
+  /** Waits for the edge's own background reads (the export after the last change) to end. */
+  quiesce?(): Promise<void>;
 }
 
 export interface EngineStackOptions {
@@ -146,7 +149,7 @@ export class EngineStack implements StackEdge {
     // Resources of unlisted nodes can only come from a failed or killed `up`: the state is
     // exported at the start of a run and after a failed `up`, not on every pass.
     const exported = await this.baseState();
-    const stored = await readStoredState(this.stack);
+    const stored = await storedStateOfExport(this.stack, exported);
     const listed = stored.nodes.map((n) => n.name);
     const orphans = orphanedNodes(exported.resources, listed, (n) => isNodeName(this.o.stackName, n));
     this.known = { ...stored, orphans };
@@ -214,6 +217,15 @@ export class EngineStack implements StackEdge {
           `${left.map((r) => urnName(r.urn)).join(", ")}`,
       );
   }
+
+  async quiesce(): Promise<void> {
+    // The read after the last change is of no use once the run ends: stopped, not awaited.
+    this.stopBackground?.abort();
+    await this.base?.catch(() => undefined);
+  }
+
+  /** Stops the background export of the state (quiesce). */
+  private stopBackground?: AbortController;
 
   /** The state read after this run's last change; read now when there is none (or that read failed). */
   private async baseState(): Promise<ExportedState> {
@@ -293,7 +305,8 @@ export class EngineStack implements StackEdge {
     }
     stored ??= await readStoredState(this.stack);
     this.known = { ...stored, orphans: [] };
-    const after = exportState(this.stack);
+    this.stopBackground = new AbortController();
+    const after = exportState(this.stack, this.stopBackground.signal);
     after.catch(() => undefined);
     this.base = after;
   }
