@@ -659,6 +659,27 @@ async function main(): Promise<void> {
     );
     say("  molt itself (everything else)", `${sec(p.molt)} (${((100 * p.molt) / wall).toFixed(0)}%)`);
     say("  molt overhead share (observe + molt)", `${(100 * overhead).toFixed(1)}%`);
+    // What observation is made of: the first pass (sessions and tunnels opened), the pass
+    // after a surge (the new node's session and tunnel), the others (reads over warm sessions).
+    const passes = r3.events.flatMap((e, i) => {
+      if (e.type !== "observed") return [];
+      const before = r3.events
+        .slice(0, i)
+        .reverse()
+        .find((x) => x.type === "decision");
+      const kind = !before
+        ? "first"
+        : before.type === "decision" && before.operation.kind === "surge"
+          ? "surge"
+          : "other";
+      return [{ kind, ms: e.ms }];
+    });
+    const passMs = (k: string) => passes.filter((x) => x.kind === k).map((x) => x.ms);
+    say(
+      "  observe passes: first / after a surge (mean) / others (mean, n)",
+      `${passMs("first").join(", ")} ms / ${mean(passMs("surge")).toFixed(0)} ms / ` +
+        `${mean(passMs("other")).toFixed(0)} ms (${passMs("other").length})`,
+    );
     const stepGates = gateLatencies(r3);
     say(
       "etcd gate latency p50 / p95 (step end -> next decision)",
@@ -701,7 +722,8 @@ async function main(): Promise<void> {
       `3. per-step time ${n7}-node / 3-node <= 1.10, surge and prune separately`,
       `surge ${surgeRatio.toFixed(2)}, prune ${pruneRatio.toFixed(2)}` +
         (scaling[9]
-          ? ` (9-node: ${(scaling[9].surgeMs / scaling[3].surgeMs).toFixed(2)}, ${(scaling[9].pruneMs / scaling[3].pruneMs).toFixed(2)})`
+          ? ` (9-node: ${(scaling[9].surgeMs / scaling[3].surgeMs).toFixed(2)}, ` +
+            `${(scaling[9].pruneMs / scaling[3].pruneMs).toFixed(2)})`
           : ""),
       surgeRatio <= 1.1 && pruneRatio <= 1.1,
     );
@@ -739,6 +761,7 @@ async function main(): Promise<void> {
       overheadShare: overhead,
       gateLatencyMs: { p50: pct(stepGates, 50), p95: pct(stepGates, 95), n: stepGates.length },
       etcdProbeGates: gates,
+      observePasses3: passes,
       orchestrator: {
         rssPeakMiB: r3.rssPeakMiB,
         cpuUserMs: r3.cpuUserMs,
