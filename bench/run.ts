@@ -25,18 +25,25 @@ import { startEtcdProbe, type EtcdSeen } from "./etcd-probe";
 import { rawRoll, type RawStepTimes } from "./raw-work";
 import { observeEngineCommands } from "../orchestrator/stack/engine-process";
 import { execFileSync } from "node:child_process";
+import { BenchArgsError, parseBenchArgs, USAGE, type Section } from "./args";
 
 const LAB_ROOT = process.env.MOLT_LAB_ROOT ?? "/var/lib/molt-lab";
 const outDir = resolve(__dirname, "..", "..", "bench", "results");
-const quick = process.argv.includes("--quick");
-const dataMiB = Number(process.env.MOLT_BENCH_DATA_MIB ?? (quick ? 64 : 1024));
-const SECTIONS = ["k8s", "scaling", "raw", "baseline", "catchup"] as const;
-const only = process.argv.flatMap((a, i, all) =>
-  a === "--only" ? [all[i + 1]] : a.startsWith("--only=") ? [a.slice(7)] : [],
-);
-for (const o of only)
-  if (!(SECTIONS as readonly string[]).includes(o)) throw new Error(`--only ${o}: one of ${SECTIONS.join(", ")}`);
-const runs = (section: (typeof SECTIONS)[number]) => only.length === 0 || only.includes(section);
+let parsed: ReturnType<typeof parseBenchArgs>;
+try {
+  parsed = parseBenchArgs(process.argv.slice(2), process.env);
+} catch (e) {
+  if (!(e instanceof BenchArgsError)) throw e;
+  // Bad input: what is wrong, the usage, exit 2, nothing run.
+  console.error(`bench: ${e.message}; nothing was run\n${USAGE}`);
+  process.exit(2);
+}
+if (parsed.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const { quick, only, dataMiB } = parsed;
+const runs = (section: Section) => only.length === 0 || only.includes(section);
 const K8S_FROM = "1.36.3";
 const K8S_TO = "1.37.2";
 
