@@ -23,7 +23,8 @@ import {
   parseStoredState,
   readStoredState,
   storedStateOfExport,
-  type ExportedState,
+  type StateView,
+  viewOf,
   type StoredState,
 } from "./state";
 import { orphanedNodes, targetsFor, urnName } from "./targets";
@@ -104,7 +105,7 @@ export class EngineStack implements StackEdge {
    * resources the next change targets, and the list it must find stored. Read in the
    * background while the loop observes, so no export stands between a decision and its `up`.
    */
-  private base?: Promise<ExportedState>;
+  private base?: Promise<StateView>;
 
   private constructor(
     private readonly stack: Stack,
@@ -139,7 +140,7 @@ export class EngineStack implements StackEdge {
     const atStart = await exportState(this.stack);
     const cleared = await clearPendingOperations(this.stack, atStart);
     // Clearing pending operations rewrote the state: read it again before the first change.
-    this.base = cleared.length ? undefined : Promise.resolve(atStart);
+    this.base = cleared.length ? undefined : Promise.resolve(viewOf(atStart));
     this.known = undefined;
     return cleared;
   }
@@ -228,10 +229,10 @@ export class EngineStack implements StackEdge {
   private stopBackground?: AbortController;
 
   /** The state read after this run's last change; read now when there is none (or that read failed). */
-  private async baseState(): Promise<ExportedState> {
+  private async baseState(): Promise<StateView> {
     const read = await this.base?.catch(() => undefined);
     if (read) return read;
-    const now = exportState(this.stack);
+    const now = exportState(this.stack).then(viewOf);
     this.base = now;
     return now;
   }
@@ -306,7 +307,7 @@ export class EngineStack implements StackEdge {
     stored ??= await readStoredState(this.stack);
     this.known = { ...stored, orphans: [] };
     this.stopBackground = new AbortController();
-    const after = exportState(this.stack, this.stopBackground.signal);
+    const after = exportState(this.stack, this.stopBackground.signal).then(viewOf);
     after.catch(() => undefined);
     this.base = after;
   }

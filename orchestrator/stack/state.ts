@@ -108,7 +108,7 @@ function unwrapSecret(v: unknown): { value: unknown; secret: boolean } {
  * The stored state from an export (`stack.exportStack()` runs `stack export --show-secrets`):
  * the root stack resource's outputs are the stack's outputs, so no `stack output` is needed.
  */
-export async function storedStateOfExport(stack: Stack, state: ExportedState): Promise<StoredState> {
+export async function storedStateOfExport(stack: Stack, state: StateView): Promise<StoredState> {
   const root = state.resources.find((r) => r.type === "pulumi:pulumi:Stack") as
     { outputs?: Record<string, unknown> } | undefined;
   const out: OutputMap = {};
@@ -163,6 +163,29 @@ export async function exportState(stack: Stack, signal?: AbortSignal) {
 }
 
 export type ExportedState = Awaited<ReturnType<typeof exportState>>;
+
+/** What a run keeps of an export between changes: the resource graph, the list, the stack's outputs. */
+export type StateView = Pick<ExportedState, "resources" | "listed">;
+
+/**
+ * An export without what the run does not keep (every resource's inputs and outputs, the
+ * secrets among them): only the root stack resource keeps its outputs (the stack's outputs).
+ */
+export function viewOf(state: ExportedState): StateView {
+  const resources = state.resources.map((r) => {
+    const { urn, type, parent, dependencies, propertyDependencies, deletedWith, outputs } = r;
+    return {
+      urn,
+      type,
+      ...(parent ? { parent } : {}),
+      ...(dependencies ? { dependencies } : {}),
+      ...(propertyDependencies ? { propertyDependencies } : {}),
+      ...(deletedWith ? { deletedWith } : {}),
+      ...(type === "pulumi:pulumi:Stack" && outputs ? { outputs } : {}),
+    };
+  });
+  return { resources, listed: state.listed };
+}
 
 /**
  * `stack export --show-secrets`, as the Automation API's exportStack runs it, with a signal
