@@ -358,7 +358,13 @@ function etcdGates(r: Run, seen: Record<string, EtcdSeen>, created: Set<string>,
   ];
   for (const [member, condition, at] of conds) {
     if (at === undefined) continue;
-    const act = r.events.find((e) => e.at >= at && e.type === "decision" && e.operation.kind !== "wait");
+    // A new voter: molt's next action (it retires an old node). A member gone: molt's prune
+    // of that node, which may come before the probe's next tick sees the member gone (then
+    // the latency is negative: below the probe's resolution).
+    const act =
+      condition === "voter"
+        ? r.events.find((e) => e.at >= at && e.type === "decision" && e.operation.kind !== "wait")
+        : r.events.find((e) => e.type === "decision" && e.operation.kind === "prune" && e.operation.node === member);
     out.push({
       member,
       condition,
