@@ -262,8 +262,6 @@ export class EngineStack implements StackEdge {
       if (w) report?.({ type: "warning", node: w.node, message: w.message });
       const step = resourceStep(e);
       if (step) report?.(step);
-      const step = resourceStep(e);
-      if (step) report?.(step);
     };
     const vars = this.stack.workspace.envVars;
     const saved = Object.keys(env).map((k) => [k, vars[k]] as const);
