@@ -2,7 +2,8 @@
 // and how it compares with the fixed pacing of today's tools — measured, side by side.
 // Prints a table, writes bench/results/latest.json, bench/results/timeline.svg (3-node
 // etcd rollout) and bench/results/timeline-k8s.svg (Kubernetes 1.36 -> 1.37 upgrade).
-// Sections: --only k8s|scaling|baseline|catchup (repeatable) runs a subset.
+// Sections: --only k8s|scaling|raw|baseline|catchup (repeatable) runs a subset. The goals
+// of issue #14 are printed last as a table: goal, measured, met or not.
 import { fork } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
@@ -20,18 +21,29 @@ import { deployWorkload, labKubeConfig, waitForReadyPods } from "../test/support
 import type { ProbeReply, Seen } from "./probe";
 import { labStackYaml } from "../test/support/lab";
 import { makeWorkDir, type TestWorkDir } from "../test/support/workdir";
+import { startEtcdProbe, type EtcdSeen } from "./etcd-probe";
+import { rawRoll, type RawStepTimes } from "./raw-work";
+import { observeEngineCommands } from "../orchestrator/stack/engine-process";
+import { execFileSync } from "node:child_process";
+import { BenchArgsError, parseBenchArgs, USAGE, type Section } from "./args";
 
 const LAB_ROOT = process.env.MOLT_LAB_ROOT ?? "/var/lib/molt-lab";
 const outDir = resolve(__dirname, "..", "..", "bench", "results");
-const quick = process.argv.includes("--quick");
-const dataMiB = Number(process.env.MOLT_BENCH_DATA_MIB ?? (quick ? 64 : 1024));
-const SECTIONS = ["k8s", "scaling", "baseline", "catchup"] as const;
-const only = process.argv.flatMap((a, i, all) =>
-  a === "--only" ? [all[i + 1]] : a.startsWith("--only=") ? [a.slice(7)] : [],
-);
-for (const o of only)
-  if (!(SECTIONS as readonly string[]).includes(o)) throw new Error(`--only ${o}: one of ${SECTIONS.join(", ")}`);
-const runs = (section: (typeof SECTIONS)[number]) => only.length === 0 || only.includes(section);
+let parsed: ReturnType<typeof parseBenchArgs>;
+try {
+  parsed = parseBenchArgs(process.argv.slice(2), process.env);
+} catch (e) {
+  if (!(e instanceof BenchArgsError)) throw e;
+  // Bad input: what is wrong, the usage, exit 2, nothing run.
+  console.error(`bench: ${e.message}; nothing was run\n${USAGE}`);
+  process.exit(2);
+}
+if (parsed.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const { quick, only, dataMiB } = parsed;
+const runs = (section: Section) => only.length === 0 || only.includes(section);
 const K8S_FROM = "1.36.3";
 const K8S_TO = "1.37.2";
 
@@ -54,6 +66,8 @@ interface Run {
   cpuSystemMs: number;
   /** CPU of reaped child processes during the run (the Pulumi CLI of each `up`, ...). */
   childCpuMs: number;
+  /** Engine commands the run started (`up`, `stack export`, ...): count and total ms each. */
+  engineCommands: Record<string, { n: number; ms: number }>;
 }
 
 /** user+system CPU of this process's reaped children, from /proc/self/stat (clock ticks of 10 ms). */
@@ -75,6 +89,12 @@ async function measuredRollout(
   const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 100);
   const cpu0 = process.cpuUsage();
   const child0 = childCpuMs();
+  const engineCommands: Run["engineCommands"] = {};
+  const unobserve = observeEngineCommands((c) => {
+    const x = (engineCommands[c.command] ??= { n: 0, ms: 0 });
+    x.n++;
+    x.ms += c.ms;
+  });
   try {
     const summary = await rollout({
       stack,
@@ -97,8 +117,10 @@ async function measuredRollout(
       cpuUserMs: Math.round(cpu.user / 1000),
       cpuSystemMs: Math.round(cpu.system / 1000),
       childCpuMs: childCpuMs() - child0,
+      engineCommands,
     };
   } finally {
+    unobserve();
     clearInterval(sampler);
   }
 }
@@ -298,6 +320,63 @@ function kubeGates(r: Run, seen: Record<string, Seen>): KubeGate[] {
 
 type Say = (k: string, v: string) => void;
 
+/** One goal of issue #14: what was measured against what was asked. */
+interface Goal {
+  goal: string;
+  measured: string;
+  met: boolean | undefined;
+}
+const goals: Goal[] = [];
+const goal = (g: string, measured: string, met: boolean | undefined) => goals.push({ goal: g, measured, met });
+
+const engineSummary = (r: Run) =>
+  Object.entries(r.engineCommands)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([c, x]) => `${c} x${x.n} ${sec(x.ms)}`)
+    .join(", ");
+
+/** One etcd gate seen by the independent probe: the condition's instant and molt's next action. */
+interface EtcdGate {
+  member: string;
+  condition: "voter" | "gone";
+  seenAt: number;
+  actedAt?: number;
+  action?: string;
+  latencyMs?: number;
+}
+
+/**
+ * Gate latency of an etcd rollout from the probe's view: a new member first seen a started
+ * voter (the gate before molt retires an old node), an old member first seen gone (the gate
+ * before molt prunes its machine) -> molt's next decision other than a wait.
+ */
+function etcdGates(r: Run, seen: Record<string, EtcdSeen>, created: Set<string>, retired: Set<string>): EtcdGate[] {
+  const out: EtcdGate[] = [];
+  const conds: [string, "voter" | "gone", number | undefined][] = [
+    ...[...created].map((m) => [m, "voter", seen[m]?.voter] as [string, "voter", number | undefined]),
+    ...[...retired].map((m) => [m, "gone", seen[m]?.gone] as [string, "gone", number | undefined]),
+  ];
+  for (const [member, condition, at] of conds) {
+    if (at === undefined) continue;
+    // A new voter: molt's next action (it retires an old node). A member gone: molt's prune
+    // of that node, which may come before the probe's next tick sees the member gone (then
+    // the latency is negative: below the probe's resolution).
+    const act =
+      condition === "voter"
+        ? r.events.find((e) => e.at >= at && e.type === "decision" && e.operation.kind !== "wait")
+        : r.events.find((e) => e.type === "decision" && e.operation.kind === "prune" && e.operation.node === member);
+    out.push({
+      member,
+      condition,
+      seenAt: at,
+      ...(act && act.type === "decision"
+        ? { actedAt: act.at, action: act.operation.kind, latencyMs: act.at - at }
+        : {}),
+    });
+  }
+  return out;
+}
+
 /** A Kubernetes upgrade on the lab: 3 nodes, kubeadm 1.36.3 -> 1.37.2 (etcd 3.6 -> 3.7). */
 async function kubeScenario(say: Say, result: Record<string, unknown>): Promise<void> {
   const l = lab(6);
@@ -403,7 +482,43 @@ async function kubeScenario(say: Say, result: Record<string, unknown>): Promise<
       "  orchestrator process: peak RSS / CPU user+sys / engine CPU",
       `${r.rssPeakMiB} MiB / ${sec(r.cpuUserMs + r.cpuSystemMs)} / ${sec(r.childCpuMs)}`,
     );
+    say("  engine commands (count, total time)", engineSummary(r));
     if (fallbacks(r) > 0) say("  targeted prunes that fell back to a whole-stack up", String(fallbacks(r)));
+    const kubeShare = (p.observe + p.molt) / wall;
+    goal(
+      "2. overhead share (observe + molt) <= 5 %, Kubernetes upgrade",
+      `${(100 * kubeShare).toFixed(1)} %`,
+      kubeShare <= 0.05,
+    );
+    const apiGate = okGates.map((g) => g.apiReadyToActMs!);
+    const probeGate = okGates.map(
+      (g) =>
+        g.apiReadyToActMs! -
+        (Math.max(
+          g.seenRelativeToUpEndMs!.apiReady,
+          g.seenRelativeToUpEndMs!.cm,
+          g.seenRelativeToUpEndMs!.sched,
+          g.seenRelativeToUpEndMs!.nodeReady,
+        ) -
+          g.seenRelativeToUpEndMs!.apiReady),
+    );
+    goal(
+      "4. gate latency p95 <= 1 s, API-server gates (probe: last of apiserver/cm/scheduler/Node Ready -> molt acts)",
+      probeGate.length
+        ? `${pct(probeGate, 95)} ms (n=${probeGate.length}; apiserver ready alone: p95 ${pct(apiGate, 95)} ms)`
+        : "n/a",
+      probeGate.length ? pct(probeGate, 95) <= 1000 : undefined,
+    );
+    goal(
+      "5. orchestrator peak RSS (not worse than ~290 MiB) and CPU, Kubernetes upgrade",
+      `${r.rssPeakMiB} MiB, CPU ${sec(r.cpuUserMs + r.cpuSystemMs)} (engine ${sec(r.childCpuMs)})`,
+      r.rssPeakMiB <= 290,
+    );
+    goal(
+      "1. molt wall / raw-work wall <= 1.25, Kubernetes upgrade",
+      "not measured: no raw kubeadm baseline in the bench yet",
+      undefined,
+    );
     writeFileSync(
       join(outDir, "timeline-k8s.svg"),
       timelineSvg(
@@ -484,10 +599,13 @@ async function main(): Promise<void> {
         surgeUpMs: number[];
         pruneUpMs: number[];
         fallbacks: number;
+        engineCommands: Run["engineCommands"];
       }
     > = {};
     let three: Run | undefined;
-    for (const [i, n] of (quick ? [3, 5] : [3, 5, 7]).entries()) {
+    let gates: EtcdGate[] = [];
+    let gateRunWallMs = 0;
+    for (const [i, n] of (quick ? [3, 5] : [3, 5, 7, 9]).entries()) {
       const l = lab(i + 1);
       const wd = makeWorkDir(`molt-bench-${n}-`);
       const stack = `bench${n}`;
@@ -496,6 +614,23 @@ async function main(): Promise<void> {
         const created = await measuredRollout(wd, stack);
         wd.writeStackConfig(stack, stackYaml(l, n, "lab-v2"));
         const r = await measuredRollout(wd, stack);
+        if (n === 3) {
+          // The gates are measured on a rollout of their own (back to lab-v1), so the probe's
+          // load (an etcdctl every 100 ms) stays out of the per-step and overhead figures.
+          wd.writeStackConfig(stack, stackYaml(l, n, "lab-v1"));
+          const probe = startEtcdProbe(l);
+          const back = await measuredRollout(wd, stack).finally(() => probe.stop());
+          const seen = await probe.stop();
+          const from = new Set(r.summary.nodes.map((x) => x.name));
+          const to = new Set(back.summary.nodes.map((x) => x.name));
+          gates = etcdGates(
+            back,
+            seen,
+            new Set([...to].filter((x) => !from.has(x))),
+            new Set([...from].filter((x) => !to.has(x))),
+          );
+          gateRunWallMs = back.summary.wallMs;
+        }
         const surges = phaseMs(r, "surge");
         const prunes = phaseMs(r, "prune");
         const surge = mean(surges);
@@ -508,12 +643,14 @@ async function main(): Promise<void> {
           surgeUpMs: surges,
           pruneUpMs: prunes,
           fallbacks: fallbacks(r),
+          engineCommands: r.engineCommands,
         };
         say(`${n} nodes: create wall`, sec(created.summary.wallMs));
         say(
           `${n} nodes: rollout wall / per surge up / per prune up (targeted)`,
           `${sec(r.summary.wallMs)} / ${sec(surge)} / ${sec(prune)}`,
         );
+        say(`${n} nodes: engine commands of the rollout`, engineSummary(r));
         if (fallbacks(r) > 0)
           say(`${n} nodes: targeted prunes that fell back to a whole-stack up`, `${fallbacks(r)} of ${prunes.length}`);
         if (n === 3) three = r;
@@ -540,21 +677,98 @@ async function main(): Promise<void> {
     );
     say("  molt itself (everything else)", `${sec(p.molt)} (${((100 * p.molt) / wall).toFixed(0)}%)`);
     say("  molt overhead share (observe + molt)", `${(100 * overhead).toFixed(1)}%`);
-    const gates = gateLatencies(r3);
-    say("etcd gate latency p50 / p95 (step end -> next decision)", `${pct(gates, 50)} ms / ${pct(gates, 95)} ms`);
+    // What observation is made of: the first pass (sessions and tunnels opened), the pass
+    // after a surge (the new node's session and tunnel), the others (reads over warm sessions).
+    const passes = r3.events.flatMap((e, i) => {
+      if (e.type !== "observed") return [];
+      const before = r3.events
+        .slice(0, i)
+        .reverse()
+        .find((x) => x.type === "decision");
+      const kind = !before
+        ? "first"
+        : before.type === "decision" && before.operation.kind === "surge"
+          ? "surge"
+          : "other";
+      return [{ kind, ms: e.ms }];
+    });
+    const passMs = (k: string) => passes.filter((x) => x.kind === k).map((x) => x.ms);
+    say(
+      "  observe passes: first / after a surge (mean) / others (mean, n)",
+      `${passMs("first").join(", ")} ms / ${mean(passMs("surge")).toFixed(0)} ms / ` +
+        `${mean(passMs("other")).toFixed(0)} ms (${passMs("other").length})`,
+    );
+    const stepGates = gateLatencies(r3);
+    say(
+      "etcd gate latency p50 / p95 (step end -> next decision)",
+      `${pct(stepGates, 50)} ms / ${pct(stepGates, 95)} ms`,
+    );
+    const probeGates = gates.filter((g) => g.latencyMs !== undefined).map((g) => g.latencyMs!);
+    const voterGates = gates.filter((g) => g.condition === "voter" && g.latencyMs !== undefined);
+    const goneGates = gates.filter((g) => g.condition === "gone" && g.latencyMs !== undefined);
+    say(
+      "etcd gate latency, probe (rollout back to lab-v1): new member a voter -> molt acts (each)",
+      voterGates.map((g) => `${g.latencyMs} ms (${g.action})`).join(", ") || "n/a",
+    );
+    say(
+      "etcd gate latency, probe: old member gone -> molt acts (each)",
+      goneGates.map((g) => `${g.latencyMs} ms (${g.action})`).join(", ") || "n/a",
+    );
     say(
       "orchestrator process: peak RSS / CPU user+sys / engine CPU",
       `${r3.rssPeakMiB} MiB / ${sec(r3.cpuUserMs + r3.cpuSystemMs)} / ${sec(r3.childCpuMs)}`,
     );
-    const biggest = Math.max(...Object.keys(scaling).map(Number));
+    const sizes = Object.keys(scaling).map(Number);
+    const biggest = Math.max(...sizes);
     const ratio = scaling[biggest].stepMs / scaling[3].stepMs;
     say(
-      `per surge / prune up (targeted), ${Object.keys(scaling).join(" -> ")} nodes`,
+      `per surge / prune up (targeted), ${sizes.join(" -> ")} nodes`,
       Object.values(scaling)
         .map((x) => `${(x.surgeMs / 1000).toFixed(1)}/${(x.pruneMs / 1000).toFixed(1)}`)
         .join(" -> ") + " s",
     );
+    const curve = (k: "surgeMs" | "pruneMs") =>
+      sizes.map((n) => (scaling[n][k] / scaling[3][k]).toFixed(2)).join(" / ");
+    say(`per-surge curve vs 3 nodes, ${sizes.join(" / ")} nodes`, curve("surgeMs"));
+    say(`per-prune curve vs 3 nodes, ${sizes.join(" / ")} nodes`, curve("pruneMs"));
     say(`per-step ratio ${biggest}-node / 3-node (targeted up)`, ratio.toFixed(2));
+    const at7 = scaling[7] ?? scaling[biggest];
+    const n7 = scaling[7] ? 7 : biggest;
+    const surgeRatio = at7.surgeMs / scaling[3].surgeMs;
+    const pruneRatio = at7.pruneMs / scaling[3].pruneMs;
+    goal(
+      `3. per-step time ${n7}-node / 3-node <= 1.10, surge and prune separately`,
+      `surge ${surgeRatio.toFixed(2)}, prune ${pruneRatio.toFixed(2)}` +
+        (scaling[9]
+          ? ` (9-node: ${(scaling[9].surgeMs / scaling[3].surgeMs).toFixed(2)}, ` +
+            `${(scaling[9].pruneMs / scaling[3].pruneMs).toFixed(2)})`
+          : ""),
+      surgeRatio <= 1.1 && pruneRatio <= 1.1,
+    );
+    goal(
+      "2. overhead share (observe + molt) <= 5 %, 3-node etcd roll",
+      `${(100 * overhead).toFixed(1)} %`,
+      overhead <= 0.05,
+    );
+    goal(
+      "4. gate latency p95 <= 1 s, etcd gates (probe: member a voter / gone -> molt acts)",
+      probeGates.length
+        ? `${pct(probeGates, 95)} ms (n=${probeGates.length}; voter p95 ${pct(
+            voterGates.map((g) => g.latencyMs!),
+            95,
+          )} ms, ` +
+            `gone p95 ${pct(
+              goneGates.map((g) => g.latencyMs!),
+              95,
+            )} ms)`
+        : "n/a",
+      probeGates.length ? pct(probeGates, 95) <= 1000 : undefined,
+    );
+    goal(
+      "5. orchestrator peak RSS (not worse than ~290 MiB) and CPU, 3-node etcd roll",
+      `${r3.rssPeakMiB} MiB, CPU ${sec(r3.cpuUserMs + r3.cpuSystemMs)} (engine ${sec(r3.childCpuMs)})`,
+      r3.rssPeakMiB <= 290,
+    );
     writeFileSync(
       join(outDir, "timeline.svg"),
       timelineSvg(r3, `molt: 3-node lab rollout lab-v1 -> lab-v2 (${(wall / 1000).toFixed(0)} s)`),
@@ -563,16 +777,100 @@ async function main(): Promise<void> {
       phases3: p,
       wall3Ms: wall,
       overheadShare: overhead,
-      gateLatencyMs: { p50: pct(gates, 50), p95: pct(gates, 95), n: gates.length },
+      gateLatencyMs: { p50: pct(stepGates, 50), p95: pct(stepGates, 95), n: stepGates.length },
+      etcdProbeGates: gates,
+      etcdProbeRunWallMs: gateRunWallMs,
+      observePasses3: passes,
       orchestrator: {
         rssPeakMiB: r3.rssPeakMiB,
         cpuUserMs: r3.cpuUserMs,
         cpuSystemMs: r3.cpuSystemMs,
         childCpuMs: r3.childCpuMs,
       },
+      engineCommands3: r3.engineCommands,
       scaling,
       stepRatio: ratio,
+      surgeRatio,
+      pruneRatio,
     });
+  }
+
+  // 1: the raw-work baseline: the same 3-node etcd roll done directly (bench/raw-work.ts),
+  // alternating with molt's on the same lab so host load drifts alike for both.
+  if (runs("raw")) {
+    const l = lab(5);
+    const rounds = quick ? 1 : 2;
+    const rawWalls: number[] = [];
+    const moltWalls: number[] = [];
+    const rawSteps: RawStepTimes[][] = [];
+    for (let round = 0; round < rounds; round++) {
+      for (const mode of ["raw", "molt"] as const) {
+        const wd = makeWorkDir(`molt-bench-raw-`);
+        const stack = "raw";
+        try {
+          wd.writeStackConfig(stack, stackYaml(l, 3, "lab-v1"));
+          const created = await measuredRollout(wd, stack);
+          if (mode === "molt") {
+            wd.writeStackConfig(stack, stackYaml(l, 3, "lab-v2"));
+            const r = await measuredRollout(wd, stack);
+            moltWalls.push(r.summary.wallMs);
+            const ph = r.summary.phases;
+            say(
+              `  molt round ${round + 1}: provision / etcd / snapshot / observe / molt`,
+              `${sec(ph.provision)} / ${sec(ph.etcd)} / ${sec(ph.snapshot)} / ${sec(ph.observe)} / ${sec(ph.molt)}; ` +
+                engineSummary(r),
+            );
+          } else {
+            const st = await readStoredState(
+              await openStack({
+                stackName: stack,
+                workDir: wd.dir,
+                env: wd.env,
+                create: false,
+                program: async () => ({}),
+              }),
+            );
+            const raw = await rawRoll({
+              lab: l,
+              nodes: st.endpoints.map((e) => ({ name: e.name, address: e.sshHost, hostKey: e.hostPublicKey })),
+              image: "lab-v2",
+              clientPrivateKey: st.sshPrivateKey!,
+              deadlineSeconds: 900,
+              names: created.summary.nodes.map((_, i) => `raw-${round}-${i + 1}`),
+            });
+            rawWalls.push(raw.wallMs);
+            rawSteps.push(raw.steps);
+          }
+        } finally {
+          // The raw roll left the stack's state behind the lab: the lab goes with the tool made for that.
+          if (mode === "raw") execFileSync("bash", ["tools/lab/clean.sh", l.lab, l.bridge], { stdio: "ignore" });
+          else await destroy(wd, stack).catch((e) => console.error("destroy:", (e as Error).message.split("\n")[0]));
+          wd.cleanup();
+        }
+      }
+    }
+    const rawWall = mean(rawWalls);
+    const moltWall = mean(moltWalls);
+    const flat = rawSteps.flat();
+    const avg = (k: keyof RawStepTimes) => sec(mean(flat.map((x) => x[k] as number)), 2);
+    say("raw work, same 3-node etcd roll without molt or engine: wall", rawWalls.map((w) => sec(w)).join(", "));
+    say(
+      "  per node: boot / LB attach / join (material + script)",
+      `${avg("bootMs")} / ${avg("attachMs")} / ${avg("joinMs")}`,
+    );
+    say(
+      "  per node: move-leader+remove / reset / LB detach / stop",
+      `${avg("membershipMs")} / ${avg("resetMs")} / ${avg("detachMs")} / ${avg("stopMs")}`,
+    );
+    say("  per surge / per prune (raw)", `${avg("surgeMs")} / ${avg("pruneMs")}`);
+    say("molt, same roll, alternating with the raw runs: wall", moltWalls.map((w) => sec(w)).join(", "));
+    say("molt wall / raw-work wall (etcd roll)", (moltWall / rawWall).toFixed(2));
+    goal(
+      "1. molt wall / raw-work wall <= 1.25, 3-node etcd roll",
+      `${(moltWall / rawWall).toFixed(2)} (${sec(moltWall)} / ${sec(rawWall)})`,
+      moltWall / rawWall <= 1.25,
+    );
+    result.raw = { rawWallsMs: rawWalls, moltWallsMs: moltWalls, steps: rawSteps, ratio: moltWall / rawWall };
   }
 
   // 5: the same rollout paced like today's tools, in this process, on the same lab.
@@ -721,6 +1019,15 @@ async function main(): Promise<void> {
 
   result.loadAtEnd = loadavg();
   say("host load average 1/5/15 min at end", loadNow());
+  if (goals.length) {
+    goals.sort((a, b) => a.goal.localeCompare(b.goal));
+    console.log("\nGoals (issue #14)");
+    for (const g of goals)
+      console.log(
+        `  ${g.met === undefined ? "n/a " : g.met ? "MET " : "NOT "} ${g.goal}\n         measured: ${g.measured}`,
+      );
+    result.goals = goals;
+  }
   save();
   console.log(
     `\nwrote ${join(outDir, only.length ? "latest-partial.json" : "latest.json")}, ${join(outDir, "timeline.svg")} and ${join(outDir, "timeline-k8s.svg")}`,

@@ -212,6 +212,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       });
     throw e;
   } finally {
+    // No engine command of this run outlives it (stack/edge.ts reads the state in the background).
+    await edges?.stack.quiesce?.();
     await edges?.nodes.close();
     await lock.release();
   }

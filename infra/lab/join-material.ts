@@ -18,7 +18,8 @@ const SHARED_PKI = [
   "etcd/ca.crt",
   "etcd/ca.key",
 ];
-const BUNDLE = `set -e
+/** The script that prints the join material on a healthy node (also run directly by the bench's raw baseline). */
+export const JOIN_BUNDLE = `set -e
 if [ -x /usr/local/bin/kubeadm ]; then
   for f in ${SHARED_PKI.join(" ")}; do
     echo "file /etc/kubernetes/pki/$f"; base64 "/etc/kubernetes/pki/$f"; echo end
@@ -38,7 +39,7 @@ const provider: pulumi.dynamic.ResourceProvider = {
     const { SshSession } = implementation("infra/remote/ssh");
     const ssh = await SshSession.connect(inputs.seed);
     try {
-      const material = await ssh.run(BUNDLE, "reading the join material");
+      const material = await ssh.run(JOIN_BUNDLE, "reading the join material");
       return { id: `${inputs.seed.host}`, outs: { seed: inputs.seed, material } };
     } finally {
       ssh.close();

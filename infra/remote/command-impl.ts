@@ -18,7 +18,8 @@ const DEAD_NODE_CONNECT_MS = 10_000;
 const connect = (t: SshTarget) => SshSession.connect(t, { readyTimeoutMs: 20_000 });
 const connectBriefly = (t: SshTarget) => SshSession.connect(t, { readyTimeoutMs: 5_000 });
 
-function commandLine(inputs: RemoteCommandInputs, script: string): string {
+/** How a script runs on a node: its environment exported, under bash with strict options. */
+export function commandLine(inputs: Pick<RemoteCommandInputs, "environment">, script: string): string {
   // --norc: Debian's bash sources /etc/bash.bashrc for commands sshd starts (SSH_SOURCE_BASHRC),
   // whose `[ -z "$PS1" ]` fails under -u before the script's first line.
   return `${envPrefix(inputs.environment ?? {})}exec bash --norc --noprofile -euo pipefail -c ${shellQuote(script)}`;

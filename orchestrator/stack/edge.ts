@@ -1,7 +1,7 @@
 // The stack edge: molt's node list lives in the stack's outputs, and every change to it is
 // one targeted `up` of the engine (orchestrator/stack/targets.ts). Before each `up` the
 // stored list is re-read under molt's lock and must be the one the change was decided on.
-import type { EngineEvent, Stack, UpResult } from "@pulumi/pulumi/automation";
+import type { EngineEvent, Stack } from "@pulumi/pulumi/automation";
 import { resourceStep } from "./resource-steps";
 import { detach } from "../../infra/lab/lb-impl";
 import { labLbInputs } from "../../infra/lab/lb";
@@ -22,10 +22,14 @@ import {
   exportState,
   parseStoredState,
   readStoredState,
-  type ExportedState,
+  storedStateOfExport,
+  type StateView,
+  viewOf,
   type StoredState,
 } from "./state";
 import { orphanedNodes, targetsFor, urnName } from "./targets";
+import { upWithoutReadback } from "./lean-up";
+import { notShownDeleted, UpRecorder, type UpRecord } from "./up-events";
 
 /** The stack's node list and what its state holds besides (resources of unlisted nodes). */
 export interface StackState extends StoredState {
@@ -63,6 +67,8 @@ export interface StackEdge {
    * state (the lab: the cluster's own HAProxy, molt:lab.loadBalancer); returns what was done.
    */
   releaseAdopted(entry: NodeEntry): Promise<string[]>;
+  /** Waits for the edge's own background reads (the export after the last change) to end. */
+  quiesce?(): Promise<void>;
 }
 
 export interface EngineStackOptions {
@@ -94,7 +100,12 @@ export interface EngineStackOptions {
 export class EngineStack implements StackEdge {
   /** The stored state as this run last read or wrote it (undefined: read it from the backend). */
   private known?: StackState;
-  private exported?: ExportedState;
+  /**
+   * The exported state as read after this run's last change (or at its start): the
+   * resources the next change targets, and the list it must find stored. Read in the
+   * background while the loop observes, so no export stands between a decision and its `up`.
+   */
+  private base?: Promise<StateView>;
 
   private constructor(
     private readonly stack: Stack,
@@ -128,7 +139,8 @@ export class EngineStack implements StackEdge {
     // One export at the start serves both clean-ups of what a killed run left.
     const atStart = await exportState(this.stack);
     const cleared = await clearPendingOperations(this.stack, atStart);
-    this.exported = atStart;
+    // Clearing pending operations rewrote the state: read it again before the first change.
+    this.base = cleared.length ? undefined : Promise.resolve(viewOf(atStart));
     this.known = undefined;
     return cleared;
   }
@@ -137,9 +149,8 @@ export class EngineStack implements StackEdge {
     if (this.known) return this.known;
     // Resources of unlisted nodes can only come from a failed or killed `up`: the state is
     // exported at the start of a run and after a failed `up`, not on every pass.
-    const exported = this.exported ?? (await exportState(this.stack));
-    this.exported = undefined;
-    const stored = await readStoredState(this.stack);
+    const exported = await this.baseState();
+    const stored = await storedStateOfExport(this.stack, exported);
     const listed = stored.nodes.map((n) => n.name);
     const orphans = orphanedNodes(exported.resources, listed, (n) => isNodeName(this.o.stackName, n));
     this.known = { ...stored, orphans };
@@ -149,18 +160,20 @@ export class EngineStack implements StackEdge {
   async apply(change: NodeListChange): Promise<void> {
     const { prev, next, op, node, teardownEnv } = change;
     assertListTransition(prev, next, op);
-    // The list is re-read under molt's lock right before the change: it must be the one the
-    // change was decided on. The same export says which resources this change targets.
-    const { resources, listed } = await exportState(this.stack);
+    // The stored list, as read after this run's last change under molt's lock, must be the
+    // one the change was decided on. The same export says which resources this change targets.
+    const { resources, listed } = await this.baseState();
     const storedList = listed ?? (await readStoredState(this.stack)).nodes;
     if (canonical(storedList) !== canonical(prev))
       throw new Error("the stored node list changed under this run; stopping without changes");
     const plan = targetsFor(resources, node, [...new Set([...prev, ...next].map((n) => n.name))]);
-    let result = await this.up(next, plan?.targets, teardownEnv);
+    let record = await this.up(next, plan?.targets, teardownEnv);
     if (plan && (op.kind === "prune" || op.kind === "rollback" || op.kind === "retire-adopted")) {
       // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
-      // resource still depends on it. Every resource of the node must be gone.
-      const left = (await exportState(this.stack)).resources.filter((r) => plan.nodeResources.includes(r.urn));
+      // resource still depends on it. Every resource of the node must be gone: the update's
+      // own events show each delete; what they do not show, the state decides.
+      const unseen = notShownDeleted(record, plan.nodeResources);
+      const left = unseen.length ? (await exportState(this.stack)).resources.filter((r) => unseen.includes(r.urn)) : [];
       if (left.length > 0) {
         this.o.report?.({
           type: "phase",
@@ -171,10 +184,10 @@ export class EngineStack implements StackEdge {
           ok: false,
           detail: `a targeted update left ${left.length} resource(s) of ${node} in place; updating the whole stack`,
         });
-        result = await this.up(next, undefined, teardownEnv);
+        record = await this.up(next, undefined, teardownEnv);
       }
     }
-    await this.remember(result);
+    await this.remember(record, next);
   }
 
   async releaseAdopted(entry: NodeEntry): Promise<string[]> {
@@ -185,7 +198,7 @@ export class EngineStack implements StackEdge {
   }
 
   async destroyOrphans(orphans: string[]): Promise<void> {
-    const { resources, listed } = await exportState(this.stack);
+    const { resources, listed } = await this.baseState();
     const current = (await readStoredState(this.stack)).nodes;
     const names = [...(listed ?? current).map((n) => n.name), ...orphans];
     const targets = new Set<string>();
@@ -195,9 +208,10 @@ export class EngineStack implements StackEdge {
       plan?.targets.forEach((t) => targets.add(t));
       plan?.nodeResources.forEach((u) => owned.add(u));
     }
-    const result = await this.up(current, [...targets]);
-    await this.remember(result);
-    const left = (await exportState(this.stack)).resources.filter((r) => owned.has(r.urn));
+    const record = await this.up(current, [...targets]);
+    await this.remember(record, current);
+    const unseen = notShownDeleted(record, [...owned]);
+    const left = unseen.length ? (await exportState(this.stack)).resources.filter((r) => unseen.includes(r.urn)) : [];
     if (left.length)
       throw new Error(
         `a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ` +
@@ -205,22 +219,45 @@ export class EngineStack implements StackEdge {
       );
   }
 
+  async quiesce(): Promise<void> {
+    // The read after the last change is of no use once the run ends: stopped, not awaited.
+    this.stopBackground?.abort();
+    await this.base?.catch(() => undefined);
+  }
+
+  /** Stops the background export of the state (quiesce). */
+  private stopBackground?: AbortController;
+
+  /** The state read after this run's last change; read now when there is none (or that read failed). */
+  private async baseState(): Promise<StateView> {
+    const read = await this.base?.catch(() => undefined);
+    if (read) return read;
+    const now = exportState(this.stack).then(viewOf);
+    this.base = now;
+    return now;
+  }
+
   /**
    * One `up` of the program for `nodes`; the known state is forgotten until it succeeds.
    * `env` is set on the workspace for this `up` only (the engine hands it to the dynamic
    * providers); what a node's teardown skipped or tolerated comes back as `warning` events.
+   * What the update did comes from its own events (stack/up-events.ts), not a read-back.
    */
   private async up(
     nodes: NodeEntry[],
     target: string[] | undefined,
     env: Record<string, string> = {},
-  ): Promise<UpResult> {
+  ): Promise<UpRecord> {
     this.stack.workspace.program = buildProgram(programInputFor(this.o.config, nodes));
+    const clientKey = this.known?.sshPrivateKey;
     this.known = undefined;
+    this.base = undefined;
     const report = this.o.report;
     const onOutput =
       this.o.engineOutput && report ? (line: string) => report({ type: "engine", line: line.trimEnd() }) : undefined;
+    const recorder = new UpRecorder();
     const onEvent = (e: EngineEvent) => {
+      recorder.onEvent(e);
       const w = teardownWarning(e);
       if (w) report?.({ type: "warning", node: w.node, message: w.message });
       const step = resourceStep(e);
@@ -230,19 +267,52 @@ export class EngineStack implements StackEdge {
     const saved = Object.keys(env).map((k) => [k, vars[k]] as const);
     Object.assign(vars, env);
     try {
-      return await this.stack.up({ ...(onOutput ? { onOutput } : {}), onEvent, ...(target ? { target } : {}) });
+      await upWithoutReadback(this.stack, {
+        ...(onOutput ? { onOutput } : {}),
+        onEvent,
+        ...(target ? { target } : {}),
+      });
     } finally {
       for (const [k, v] of saved)
         if (v === undefined) delete vars[k];
         else vars[k] = v;
     }
+    this.clientKey = clientKey;
+    return recorder.record();
   }
 
-  /** While this run holds the stack's lock, the list it last wrote is the list in the backend. */
-  private async remember(result: UpResult): Promise<void> {
-    this.known = { ...(await parseStoredState(this.stack, result.outputs)), orphans: [] };
+  /** The client key as this run last read it (the stack's outputs hold it as a secret the events mask). */
+  private clientKey?: string;
+
+  /**
+   * While this run holds the stack's lock, the list it last wrote is the list in the
+   * backend: taken from the update's events when they are complete and carry the `molt`
+   * output (and the client key did not change), else read back. The state is then exported
+   * in the background for the next change.
+   */
+  private async remember(record: UpRecord, nodes: NodeEntry[]): Promise<void> {
+    const molt = record.complete ? record.stackOutputs?.molt : undefined;
+    const keyChanged = [...record.changed].some((u) => urnName(u) === CLIENT_KEY_NAME);
+    let stored: StoredState | undefined;
+    if (molt !== undefined && typeof molt === "object" && this.clientKey && !keyChanged) {
+      stored = await parseStoredState(this.stack, {
+        molt: { value: molt, secret: false },
+        sshPrivateKey: { value: this.clientKey, secret: true },
+      }).catch(() => undefined);
+      // The events must say what this run wrote: anything else is read back.
+      if (stored && canonical(stored.nodes) !== canonical(nodes)) stored = undefined;
+    }
+    stored ??= await readStoredState(this.stack);
+    this.known = { ...stored, orphans: [] };
+    this.stopBackground = new AbortController();
+    const after = exportState(this.stack, this.stopBackground.signal).then(viewOf);
+    after.catch(() => undefined);
+    this.base = after;
   }
 }
+
+/** The name of the stack's SSH client key resource (infra/lab/program.ts and the clouds' programs). */
+const CLIENT_KEY_NAME = "ssh-client-key";
 
 /** Only two shapes of change to the node list exist: append one new node, or drop one node. */
 export function assertListTransition(prev: NodeEntry[], next: NodeEntry[], op: Operation): void {

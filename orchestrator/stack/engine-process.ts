@@ -54,6 +54,20 @@ interface Running {
 }
 const running = new Set<Running>();
 
+/** One finished engine command: its verb and subcommand, and how long the process ran. */
+export interface EngineCommandTiming {
+  command: string;
+  ms: number;
+  ok: boolean;
+}
+const commandObservers = new Set<(c: EngineCommandTiming) => void>();
+
+/** Observes every engine command this process runs (the bench counts and times them); returns the unsubscribe. */
+export function observeEngineCommands(f: (c: EngineCommandTiming) => void): () => void {
+  commandObservers.add(f);
+  return () => commandObservers.delete(f);
+}
+
 /**
  * The second signal: terminates every engine command of this process (a second SIGINT,
  * the engine's "terminate now"; its process group is killed if it is still there after
@@ -130,6 +144,8 @@ export function cancellableEngine(o: {
     // As the Automation API does: the CLI's own directory first, for its bundled plugins.
     if (isAbsolute(command))
       env.PATH = `${dirname(command)}${delimiter}${additionalEnv.PATH ?? process.env.PATH ?? ""}`;
+    const started = Date.now();
+    let ok = false;
     const child = spawn(command, args, { cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
     const r: Running = { child, command: what, hard: false, cancelled: false };
     running.add(r);
@@ -156,10 +172,20 @@ export function cancellableEngine(o: {
       }).catch((e: Error) => {
         throw createCommandError(new CommandResult("", e.message, -2, e));
       });
+      ok = code === 0;
       if (code === 0) return new CommandResult(stdout, stderr, code);
       if (r.cancelled) throw new EngineCancelledError(verb, r.hard, true, lastError(stderr));
       throw createCommandError(new CommandResult(stdout, stderr, code));
     } finally {
+      const timing = {
+        command: args
+          .slice(0, 2)
+          .filter((a) => !a.startsWith("-"))
+          .join(" "),
+        ms: Date.now() - started,
+        ok,
+      };
+      for (const f of commandObservers) f(timing);
       running.delete(r);
       for (const s of signals) s.removeEventListener("abort", cancel);
     }

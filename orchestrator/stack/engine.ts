@@ -133,6 +133,13 @@ export function engineEnv(engine: Engine, overrides: Record<string, string> = {}
     PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
     PULUMI_BACKEND_URL: backend,
     MOLT_DIST: resolve(__dirname, "..", ".."),
+    // The dynamic provider each `up` starts is a node process that loads @pulumi/pulumi and
+    // molt's modules: V8's compiled code cached on disk saves a good part of that start.
+    NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? join(cacheDir(), "node-compile-cache"),
+    // ... written once the provider has started (stack/compile-cache.ts; the engine kills it).
+    NODE_OPTIONS: [process.env.NODE_OPTIONS, `--require=${JSON.stringify(join(__dirname, "compile-cache.js"))}`]
+      .filter(Boolean)
+      .join(" "),
     PATH: `${engine.binDir}${delimiter}${process.env.PATH ?? ""}`,
     ...(hasPassphrase ? {} : passphraseEnv(backend)),
     ...overrides,

@@ -1,7 +1,7 @@
 // The stack state as molt reads it: the node list in the stack's outputs (validated, never
 // guessed), the exported deployment (resources, pending operations), and the clean-up of
 // what a killed engine left pending.
-import type { OutputMap, Stack } from "@pulumi/pulumi/automation";
+import type { Deployment, LocalWorkspace, OutputMap, Stack } from "@pulumi/pulumi/automation";
 import { z } from "zod";
 import type { NodeEntry } from "../../infra/node";
 import { NODE_LIST_SCHEMA, type MoltOutputs } from "../../infra/program";
@@ -90,6 +90,32 @@ export async function readStoredState(stack: Stack): Promise<StoredState> {
   return parseStoredState(stack, out);
 }
 
+const SECRET_SIG = "4dabf18193072939515e22adb298388d";
+const SECRET = "1b47061264138c4ac30d75fd1eb44270";
+
+/** A secret of an export made with --show-secrets, unwrapped (its value is JSON in `plaintext`). */
+function unwrapSecret(v: unknown): { value: unknown; secret: boolean } {
+  if (v && typeof v === "object" && (v as Record<string, unknown>)[SECRET_SIG] === SECRET) {
+    const plaintext = (v as { plaintext?: unknown }).plaintext;
+    if (typeof plaintext !== "string")
+      throw new Error("an encrypted secret in the export (exported without --show-secrets)");
+    return { value: JSON.parse(plaintext) as unknown, secret: true };
+  }
+  return { value: v, secret: false };
+}
+
+/**
+ * The stored state from an export (`stack.exportStack()` runs `stack export --show-secrets`):
+ * the root stack resource's outputs are the stack's outputs, so no `stack output` is needed.
+ */
+export async function storedStateOfExport(stack: Stack, state: StateView): Promise<StoredState> {
+  const root = state.resources.find((r) => r.type === "pulumi:pulumi:Stack") as
+    { outputs?: Record<string, unknown> } | undefined;
+  const out: OutputMap = {};
+  for (const [k, v] of Object.entries(root?.outputs ?? {})) out[k] = unwrapSecret(v);
+  return parseStoredState(stack, out);
+}
+
 /** Validates stack outputs (from `stack.outputs()` or an `up` result) into the stored state. */
 export async function parseStoredState(stack: Stack, out: OutputMap): Promise<StoredState> {
   if (!out.molt) {
@@ -125,8 +151,8 @@ export async function parseStoredState(stack: Stack, out: OutputMap): Promise<St
 }
 
 /** The exported state: its resources, pending operations and the node list in its outputs (undefined if it has none yet). */
-export async function exportState(stack: Stack) {
-  const exported = await stack.exportStack();
+export async function exportState(stack: Stack, signal?: AbortSignal) {
+  const exported = signal ? await exportStackStoppable(stack, signal) : await stack.exportStack();
   const deployment = exported.deployment as {
     resources?: (StateResource & { outputs?: { molt?: { nodes?: unknown } } })[];
     pending_operations?: PendingOperation[];
@@ -137,6 +163,57 @@ export async function exportState(stack: Stack) {
 }
 
 export type ExportedState = Awaited<ReturnType<typeof exportState>>;
+
+/** What a run keeps of an export between changes: the resource graph, the list, the stack's outputs. */
+export type StateView = Pick<ExportedState, "resources" | "listed">;
+
+/**
+ * An export without what the run does not keep (every resource's inputs and outputs, the
+ * secrets among them): only the root stack resource keeps its outputs (the stack's outputs).
+ */
+export function viewOf(state: ExportedState): StateView {
+  const resources = state.resources.map((r) => {
+    const { urn, type, parent, dependencies, propertyDependencies, deletedWith, outputs } = r;
+    return {
+      urn,
+      type,
+      ...(parent ? { parent } : {}),
+      ...(dependencies ? { dependencies } : {}),
+      ...(propertyDependencies ? { propertyDependencies } : {}),
+      ...(deletedWith ? { deletedWith } : {}),
+      ...(type === "pulumi:pulumi:Stack" && outputs ? { outputs } : {}),
+    };
+  });
+  return { resources, listed: state.listed };
+}
+
+/**
+ * `stack export --show-secrets`, as the Automation API's exportStack runs it, with a signal
+ * that stops it (a read: stopping it leaves nothing behind).
+ */
+async function exportStackStoppable(stack: Stack, signal: AbortSignal): Promise<Deployment> {
+  const ws = stack.workspace as LocalWorkspace;
+  // The command runner's `run` (stack/engine-process.ts), as the Automation API calls it.
+  const engine = ws.pulumiCommand as unknown as {
+    run(
+      args: string[],
+      cwd: string,
+      env: Record<string, string>,
+      onOutput?: (d: string) => void,
+      onError?: (d: string) => void,
+      signal?: AbortSignal,
+    ): Promise<{ stdout: string }>;
+  };
+  const r = await engine.run(
+    ["stack", "export", "--show-secrets", "--stack", stack.name],
+    ws.workDir,
+    { ...ws.envVars },
+    undefined,
+    undefined,
+    signal,
+  );
+  return JSON.parse(r.stdout) as Deployment;
+}
 
 /** Resolves what a killed engine left pending (stack/pending.ts); returns what was cleared. */
 export async function clearPendingOperations(stack: Stack, state: ExportedState): Promise<ClearedOperation[]> {

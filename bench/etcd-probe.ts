@@ -1,0 +1,83 @@
+// An independent probe of molt's etcd gates, for the bench: every 100 ms, from inside a
+// lab machine's network namespace (the host is refused etcd's ports), `etcdctl member list`
+// with the machine's own healthcheck client certificate. It records when each member was
+// first seen a started voter and when each was first seen gone, so the bench can put those
+// instants next to molt's decisions (gate latency = condition true -> molt's next action).
+import { execFile } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { netnsName } from "../infra/lab/host";
+import type { LabSettings } from "../infra/lab/node";
+
+export interface EtcdSeen {
+  /** First seen a started voting member. */
+  voter?: number;
+  /** First seen absent after having been seen. */
+  gone?: number;
+}
+
+const TICK_MS = 100;
+
+function memberList(lab: LabSettings, machine: string): Promise<{ name: string; isLearner?: boolean }[] | undefined> {
+  const root = join(lab.labRoot, "labs", lab.lab, "machines", machine, "root", "etc", "kubernetes", "pki", "etcd");
+  return new Promise((res) =>
+    execFile(
+      "ip",
+      [
+        "netns",
+        "exec",
+        netnsName(lab.lab, machine),
+        "sh",
+        "-c",
+        // The machine's own etcdctl is in its image; any etcdctl of the lab's images will do.
+        `exec "$(ls -d ${lab.labRoot}/images/*/bin/etcdctl | head -n1)" --endpoints=https://127.0.0.1:2379 ` +
+          `--cacert=${root}/ca.crt --cert=${root}/healthcheck-client.crt --key=${root}/healthcheck-client.key ` +
+          `--dial-timeout=1s --command-timeout=1s member list -w json`,
+      ],
+      { timeout: 3000 },
+      (err, out) => {
+        if (err) return res(undefined);
+        try {
+          res((JSON.parse(String(out)) as { members?: { name: string; isLearner?: boolean }[] }).members ?? []);
+        } catch {
+          res(undefined);
+        }
+      },
+    ),
+  );
+}
+
+/** Starts probing the lab's etcd; `stop()` ends it and returns what it saw per member name. */
+export function startEtcdProbe(lab: LabSettings): { stop(): Promise<Record<string, EtcdSeen>> } {
+  const seen: Record<string, EtcdSeen> = {};
+  let running = true;
+  const machinesDir = join(lab.labRoot, "labs", lab.lab, "machines");
+  const loop = (async () => {
+    let via: string | undefined;
+    while (running) {
+      const started = Date.now();
+      const machines = existsSync(machinesDir) ? readdirSync(machinesDir) : [];
+      // Ask through the machine that answered last; another when it went away.
+      const order = via && machines.includes(via) ? [via, ...machines.filter((m) => m !== via)] : machines;
+      for (const m of order) {
+        const members = await memberList(lab, m);
+        if (!members) continue;
+        via = m;
+        const now = Date.now();
+        const names = new Set(members.map((x) => x.name).filter(Boolean));
+        for (const x of members) if (x.name && !x.isLearner) (seen[x.name] ??= {}).voter ??= now;
+        for (const [name, s] of Object.entries(seen)) if (s.voter && !names.has(name)) s.gone ??= now;
+        break;
+      }
+      const rest = TICK_MS - (Date.now() - started);
+      if (rest > 0) await new Promise((r) => setTimeout(r, rest));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return seen;
+    },
+  };
+}

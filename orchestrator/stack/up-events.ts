@@ -1,0 +1,71 @@
+// What one `up` did, read from the engine's own event stream (the Automation API's
+// onEvent) rather than from an export of the state afterwards: which resources each
+// finished step created, deleted or left, which steps failed, and the stack's outputs as
+// the engine registered them. A record is complete only when the engine's summary arrived
+// with no failed step: anything less and the caller reads the state instead. (A cancelled
+// or failed `up` throws before its record is read; the engine ends every stream with a
+// `cancelEvent`, which is the end of the stream, not a cancel.)
+import type { EngineEvent, OpType } from "@pulumi/pulumi/automation";
+
+export interface UpRecord {
+  /** URNs a finished step made: create, create-replacement, import. */
+  created: ReadonlySet<string>;
+  /** URNs a finished step removed from the state: delete, delete-replaced, discard. */
+  deleted: ReadonlySet<string>;
+  /** Every URN a step finished on (same, update, ... included). */
+  finished: ReadonlySet<string>;
+  /** URNs a finished step did anything to but leave them the same. */
+  changed: ReadonlySet<string>;
+  /** URNs whose step failed. */
+  failed: readonly string[];
+  /** The root stack resource's outputs (secret values are masked by the engine), when it registered them. */
+  stackOutputs?: Record<string, unknown>;
+  /** The summary arrived and no step failed. */
+  complete: boolean;
+}
+
+const CREATES: readonly OpType[] = ["create", "create-replacement", "import", "import-replacement"];
+const DELETES: readonly OpType[] = ["delete", "delete-replaced", "discard", "discard-replaced"];
+
+/** Collects one `up`'s events; `onEvent` goes to `stack.up({ onEvent })`. */
+export class UpRecorder {
+  private readonly created = new Set<string>();
+  private readonly deleted = new Set<string>();
+  private readonly finished = new Set<string>();
+  private readonly changed = new Set<string>();
+  private readonly failed: string[] = [];
+  private stackOutputs?: Record<string, unknown>;
+  private summary = false;
+
+  readonly onEvent = (e: EngineEvent): void => {
+    if (e.summaryEvent) this.summary = true;
+    const failed = e.resOpFailedEvent?.metadata;
+    if (failed) this.failed.push(failed.urn);
+    const done = e.resOutputsEvent;
+    if (!done || done.planning) return;
+    const m = done.metadata;
+    this.finished.add(m.urn);
+    if (m.op !== "same") this.changed.add(m.urn);
+    if (CREATES.includes(m.op)) this.created.add(m.urn);
+    if (DELETES.includes(m.op)) this.deleted.add(m.urn);
+    if (m.type === "pulumi:pulumi:Stack" && m.new?.outputs) this.stackOutputs = m.new.outputs;
+  };
+
+  record(): UpRecord {
+    return {
+      created: this.created,
+      deleted: this.deleted,
+      finished: this.finished,
+      changed: this.changed,
+      failed: this.failed,
+      ...(this.stackOutputs ? { stackOutputs: this.stackOutputs } : {}),
+      complete: this.summary && this.failed.length === 0,
+    };
+  }
+}
+
+/** The resources of `nodeResources` a complete record does not show deleted (all of them when it is incomplete). */
+export function notShownDeleted(record: UpRecord, nodeResources: readonly string[]): string[] {
+  if (!record.complete) return [...nodeResources];
+  return nodeResources.filter((u) => !record.deleted.has(u));
+}
