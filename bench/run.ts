@@ -200,21 +200,34 @@ function timelineSvg(r: Run, title: string): string {
   const bars = phases.map((p) => {
     const y = top + nodes.indexOf(p.node ?? "cluster") * rowH;
     const w = Math.max(2, x(p.at) - x(p.at - p.ms));
-    return `<rect x="${x(p.at - p.ms).toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${rowH - 8}" fill="${colour[p.phase] ?? "#999"}"><title>${p.operation} ${p.node ?? ""} ${(p.ms / 1000).toFixed(1)}s</title></rect>`;
+    return (
+      `<rect x="${x(p.at - p.ms).toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${rowH - 8}" ` +
+      `fill="${colour[p.phase] ?? "#999"}"><title>${p.operation} ${p.node ?? ""} ` +
+      `${(p.ms / 1000).toFixed(1)}s</title></rect>`
+    );
   });
   const labels = nodes.map((n, i) => `<text x="8" y="${top + i * rowH + 13}" font-size="12">${n}</text>`);
   const ticks = Array.from({ length: 11 }, (_, i) => {
     const t = t0 + ((t1 - t0) * i) / 10;
-    return `<line x1="${x(t)}" y1="${top - 6}" x2="${x(t)}" y2="${top + nodes.length * rowH}" stroke="#eee"/><text x="${x(t)}" y="${top - 10}" font-size="10" text-anchor="middle">${((t - t0) / 1000).toFixed(0)}s</text>`;
+    return (
+      `<line x1="${x(t)}" y1="${top - 6}" x2="${x(t)}" y2="${top + nodes.length * rowH}" stroke="#eee"/><text ` +
+      `x="${x(t)}" y="${top - 10}" font-size="10" text-anchor="middle">${((t - t0) / 1000).toFixed(0)}s</text>`
+    );
   });
   const legend = Object.entries(colour)
     .filter(([k]) => phases.some((p) => p.phase === k))
     .map(
       ([k, c], i) =>
-        `<rect x="${left + i * 110}" y="${top + nodes.length * rowH + 10}" width="12" height="12" fill="${c}"/><text x="${left + i * 110 + 16}" y="${top + nodes.length * rowH + 21}" font-size="12">${k}</text>`,
+        `<rect x="${left + i * 110}" y="${top + nodes.length * rowH + 10}" width="12" height="12" ` +
+        `fill="${c}"/><text x="${left + i * 110 + 16}" y="${top + nodes.length * rowH + 21}" ` +
+        `font-size="12">${k}</text>`,
     );
   const H = top + nodes.length * rowH + 40;
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/><text x="8" y="18" font-size="14" font-weight="bold">${title}</text>${ticks.join("")}${labels.join("")}${bars.join("")}${legend.join("")}</svg>`;
+  return (
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif"><rect ` +
+    `width="100%" height="100%" fill="white"/><text x="8" y="18" font-size="14" ` +
+    `font-weight="bold">${title}</text>${ticks.join("")}${labels.join("")}${bars.join("")}${legend.join("")}</svg>`
+  );
 }
 
 /**
@@ -260,7 +273,10 @@ interface KubeGate {
   node: string;
   /** kube-apiserver /readyz first 200 -> molt's next action. */
   apiReadyToActMs?: number;
-  /** The last of molt's conditions true (API server, controller-manager, scheduler, Node Ready, member promoted) -> molt's next action. */
+  /**
+   * The last of molt's conditions true (API server, controller-manager, scheduler, Node Ready,
+   * member promoted) -> molt's next action.
+   */
   allTrueToActMs?: number;
   /** Which condition came last. */
   last?: string;
@@ -990,7 +1006,9 @@ async function main(): Promise<void> {
         const out = await a2
           .session(n)!
           .run(
-            `${sudoFor(after.sshUser)}env ETCDCTL_API=3 /usr/local/bin/etcdctl --command-timeout=300s --endpoints=https://127.0.0.1:2379 --cacert=${pki}/ca.crt --cert=${pki}/healthcheck-client.crt --key=${pki}/healthcheck-client.key endpoint hashkv --rev=${rev} -w json`,
+            `${sudoFor(after.sshUser)}env ETCDCTL_API=3 /usr/local/bin/etcdctl --command-timeout=300s ` +
+              `--endpoints=https://127.0.0.1:2379 --cacert=${pki}/ca.crt --cert=${pki}/healthcheck-client.crt ` +
+              `--key=${pki}/healthcheck-client.key endpoint hashkv --rev=${rev} -w json`,
             `hashKV on ${n}`,
           );
         hashes.add(String((JSON.parse(out) as { HashKV: { hash: number } }[])[0].HashKV.hash));
@@ -1030,7 +1048,8 @@ async function main(): Promise<void> {
   }
   save();
   console.log(
-    `\nwrote ${join(outDir, only.length ? "latest-partial.json" : "latest.json")}, ${join(outDir, "timeline.svg")} and ${join(outDir, "timeline-k8s.svg")}`,
+    `\nwrote ${join(outDir, only.length ? "latest-partial.json" : "latest.json")}, ${join(outDir, "timeline.svg")} ` +
+      `and ${join(outDir, "timeline-k8s.svg")}`,
   );
 }
 

@@ -33,7 +33,8 @@ export function cloudConfig(
   const version = raw["molt:kubernetesVersion"];
   if (typeof version !== "string") {
     problems.push(
-      "molt:kubernetesVersion: required on clouds: the exact Kubernetes version kubeadm installs or verifies, such as 1.34.2",
+      "molt:kubernetesVersion: required on clouds: the exact Kubernetes version kubeadm installs or verifies, such " +
+        "as 1.34.2",
     );
   } else {
     problemOf(problems, "molt:kubernetesVersion", () => kubernetesVersion(version));
@@ -76,7 +77,8 @@ export function problemOf(problems: string[], key: string, check: () => unknown)
     check();
   } catch (e) {
     problems.push(
-      `${key}: ${e instanceof InvalidBootstrapSettingError ? e.message.slice(e.setting.length + 2) : (e as Error).message}`,
+      `${key}: ` +
+        `${e instanceof InvalidBootstrapSettingError ? e.message.slice(e.setting.length + 2) : (e as Error).message}`,
     );
   }
 }

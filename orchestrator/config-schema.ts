@@ -159,7 +159,8 @@ export function crossFieldProblems(raw: Record<string, unknown>): string[] {
   const rolloutRaw = raw["molt:rollout"] as { maxSurge?: unknown } | undefined;
   if (rolloutRaw?.maxSurge === 0 && typeof replicas === "number" && replicas < 3) {
     problems.push(
-      `molt:rollout.maxSurge: 0 (retire first) needs at least 3 replicas, or the cluster would lose quorum; use maxSurge 1`,
+      `molt:rollout.maxSurge: 0 (retire first) needs at least 3 replicas, or the cluster would lose quorum; use ` +
+        `maxSurge 1`,
     );
   }
   // A misspelt molt: key would otherwise be ignored silently.
@@ -172,7 +173,10 @@ export function crossFieldProblems(raw: Record<string, unknown>): string[] {
 }
 
 export function describeIssue(i: z.core.$ZodIssue): string {
-  return `${i.path.join(".") || "config"}: ${i.message}${"input" in i && i.input !== undefined ? ` (got ${JSON.stringify(i.input)})` : ""}`;
+  return (
+    `${i.path.join(".") || "config"}: ` +
+    `${i.message}${"input" in i && i.input !== undefined ? ` (got ${JSON.stringify(i.input)})` : ""}`
+  );
 }
 
 // ---- cloud sections (molt:ssh, molt:failureDomains, molt:bootstrap and the provider's own) ----

@@ -70,7 +70,8 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
   const file = stackConfigPath(workDir, stack);
   if (!existsSync(file)) {
     throw new InvalidConfigError(file, [
-      `no such file: create ${file} with at least molt:provider, molt:replicas and molt:image (see stacks/Pulumi.lab.yaml)`,
+      `no such file: create ${file} with at least molt:provider, molt:replicas and molt:image (see ` +
+        `stacks/Pulumi.lab.yaml)`,
     ]);
   }
   let doc: unknown;
@@ -201,19 +202,22 @@ export function resolveLabImage(cfg: StackConfig): StackConfig {
       ? readdirSync(dir).filter((f) => !f.startsWith(".") && existsSync(join(dir, f, "image.json")))
       : [];
     throw new InvalidConfigError(cfg.file, [
-      `molt:image: lab image "${cfg.intent.image}" does not exist in ${dir} (have: ${have.join(", ") || "none"}); build images with tools/lab/build-images.sh`,
+      `molt:image: lab image "${cfg.intent.image}" does not exist in ${dir} (have: ${have.join(", ") || "none"}); ` +
+        `build images with tools/lab/build-images.sh`,
     ]);
   }
   const asked = cfg.intent.kubernetesVersion;
   const carried = meta.kubernetesVersion?.replace(/^v/, "");
   if (asked !== undefined && carried === undefined) {
     throw new InvalidConfigError(cfg.file, [
-      `molt:kubernetesVersion: lab image "${meta.name}" runs etcd only, without Kubernetes; remove the key or use a k8s-* image`,
+      `molt:kubernetesVersion: lab image "${meta.name}" runs etcd only, without Kubernetes; remove the key or use a ` +
+        `k8s-* image`,
     ]);
   }
   if (asked !== undefined && asked !== carried) {
     throw new InvalidConfigError(cfg.file, [
-      `molt:kubernetesVersion: ${asked} does not match lab image "${meta.name}", which carries Kubernetes ${carried}; remove the key (the image decides) or pick the image of ${asked}`,
+      `molt:kubernetesVersion: ${asked} does not match lab image "${meta.name}", which carries Kubernetes ` +
+        `${carried}; remove the key (the image decides) or pick the image of ${asked}`,
     ]);
   }
   const { kubernetesVersion: _k, etcdVersion: _e, ...rest } = cfg.intent;

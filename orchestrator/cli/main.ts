@@ -95,7 +95,8 @@ export async function main(argv: string[]): Promise<number> {
         if (!opts.yes && (!process.stdin.isTTY || json)) {
           code = errorExit(
             new NotConfirmedError(
-              "not confirmed: run with --yes to proceed (stdin is not a terminal, or --json was given, so molt cannot ask); nothing was changed",
+              "not confirmed: run with --yes to proceed (stdin is not a terminal, or --json was given, so molt " +
+                "cannot ask); nothing was changed",
             ),
             json,
           );
@@ -169,7 +170,8 @@ export async function main(argv: string[]): Promise<number> {
   program
     .command("adopt")
     .description(
-      "record a running cluster molt did not create (KubeOne, kubeadm by hand) in an empty stack; changes nothing on it",
+      "record a running cluster molt did not create (KubeOne, kubeadm by hand) in an empty stack; changes nothing " +
+        "on it",
     )
     .addOption(stackOpt())
     .option("--terraform-output <file>", "KubeOne's `terraform output -json` (kubeone_api, kubeone_hosts); - for stdin")
@@ -207,7 +209,8 @@ export async function main(argv: string[]): Promise<number> {
         try {
           if (!!opts.terraformOutput === opts.host.length > 0)
             throw new InvalidAdoptionInputError("the command line", [
-              "give the cluster either as --terraform-output FILE (KubeOne) or as --host ADDRESS ... (--api-endpoint HOST:PORT)",
+              "give the cluster either as --terraform-output FILE (KubeOne) or as --host ADDRESS ... " +
+                "(--api-endpoint HOST:PORT)",
             ]);
           if (opts.terraformOutput && opts.apiEndpoint)
             throw new InvalidAdoptionInputError("the command line", [
@@ -272,7 +275,9 @@ export async function main(argv: string[]): Promise<number> {
         JSON.stringify({
           type: "error",
           error: "UsageError",
-          message: `${(e as Error).message.replace(/^error: /, "")}; run \`molt <command> --help\` for usage; nothing was changed`,
+          message:
+            `${(e as Error).message.replace(/^error: /, "")}; run \`molt <command> --help\` for usage; ` +
+            `nothing was changed`,
           exitCode: EXIT.invalid,
         }) + "\n",
       );

@@ -80,7 +80,8 @@ export function humanRenderer(o: {
     switch (e.type) {
       case "start":
         return out(
-          `rollout of stack ${e.stack}: ${e.replicas} × ${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`,
+          `rollout of stack ${e.stack}: ${e.replicas} × ` +
+            `${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`,
         );
       case "lock":
         return out(
@@ -93,7 +94,8 @@ export function humanRenderer(o: {
       case "lock-recovered":
         return out(
           e.reason === "expired"
-            ? `took over the expired lock of run ${e.previousRunId ?? "?"} (pid ${e.previousPid} on ${e.previousHost}, ` +
+            ? `took over the expired lock of run ${e.previousRunId ?? "?"} (pid ${e.previousPid} on ` +
+                `${e.previousHost}, ` +
                 `started ${e.previousStartedAt}; not renewed for ${e.silentSeconds}s)`
             : "took over the lock of a run that died on this machine " +
                 `(pid ${e.previousPid}, started ${e.previousStartedAt})`,
@@ -120,14 +122,13 @@ export function humanRenderer(o: {
           out(`${p.how} a ${p.kind} process an earlier run left: pid ${p.pid} ${p.command.slice(0, 100)}`);
         return;
       case "observed":
-        return out(
-          `pass ${e.pass}: ${e.nodes.map((n) => `${n.name}[${n.image}${n.member ? (n.member.learner ? ",learner" : n.member.leader ? ",leader" : "") + (n.member.healthy ? "" : ",unhealthy") : ",no member"}${n.kube ? (n.kube.cordoned ? ",cordoned" : "") + (n.kube.healthy ? "" : ",k8s-unhealthy") : ""}${n.outdated ? ",outdated" : ""}]`).join(" ") || "(no nodes)"}`,
-        );
+        return out(`pass ${e.pass}: ${e.nodes.map(nodeTag).join(" ") || "(no nodes)"}`);
       case "decision":
         return out(`→ ${e.operation.kind}: ${e.operation.reason}`);
       case "phase":
         return out(
-          `  ${e.ok ? "✓" : "✗"} ${e.phase} (${e.operation}${e.node ? ` ${e.node}` : ""}) ${(e.ms / 1000).toFixed(1)}s${e.detail ? `: ${e.detail}` : ""}`,
+          `  ${e.ok ? "✓" : "✗"} ${e.phase} (${e.operation}${e.node ? ` ${e.node}` : ""}) ` +
+            `${(e.ms / 1000).toFixed(1)}s${e.detail ? `: ${e.detail}` : ""}`,
         );
       case "snapshot":
         return out(
@@ -167,7 +168,8 @@ export function humanRenderer(o: {
         out(`${e.result.toUpperCase()}: ${e.reason}`);
         for (const m of e.leftForOwner ?? [])
           out(
-            `yours to delete: adopted machine ${m.node} (${m.address}, ${m.ssh}${m.providerId ? `, ${m.providerId}` : ""}): ${m.done.join(", ")}; molt no longer uses it`,
+            `yours to delete: adopted machine ${m.node} (${m.address}, ` +
+              `${m.ssh}${m.providerId ? `, ${m.providerId}` : ""}): ${m.done.join(", ")}; molt no longer uses it`,
           );
         const p = e.phases;
         const f = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
@@ -203,7 +205,9 @@ export function printPlanTable(rows: PlannedReplacement[]): void {
 export function printInspection(i: Inspection, what: "plan" | "status"): void {
   const w = (s: string) => process.stdout.write(s + "\n");
   w(
-    `stack ${i.stack}${i.exists ? "" : " (not created yet)"}: want ${i.intent.replicas} × ${i.intent.image}${i.intent.kubernetesVersion ? ` / k8s ${i.intent.kubernetesVersion}` : ""} on ${i.intent.provider}, maxSurge ${i.intent.maxSurge}`,
+    `stack ${i.stack}${i.exists ? "" : " (not created yet)"}: want ${i.intent.replicas} × ` +
+      `${i.intent.image}${i.intent.kubernetesVersion ? ` / k8s ${i.intent.kubernetesVersion}` : ""} on ` +
+      `${i.intent.provider}, maxSurge ${i.intent.maxSurge}`,
   );
   if (what === "status") {
     w("");
@@ -284,7 +288,9 @@ export function humanAdopt(e: AdoptEvent | { type: "summary"; stack: string; nod
       out(`recorded in stack ${e.stack} (nothing on the cluster was changed):`);
       for (const n of e.nodes)
         out(
-          `  ${n.name.padEnd(24)} ${n.address.padEnd(16)} etcd ${n.etcdVersion}${n.kubernetesVersion ? `, Kubernetes ${n.kubernetesVersion}` : ""}${n.leader ? ", leader" : ""}  ssh ${n.ssh}  (adopted, generation ${n.generation})`,
+          `  ${n.name.padEnd(24)} ${n.address.padEnd(16)} etcd ${n.etcdVersion}` +
+            `${n.kubernetesVersion ? `, Kubernetes ${n.kubernetesVersion}` : ""}${n.leader ? ", leader" : ""}` +
+            `  ssh ${n.ssh}  (adopted, generation ${n.generation})`,
         );
       return;
     case "summary":
@@ -292,4 +298,13 @@ export function humanAdopt(e: AdoptEvent | { type: "summary"; stack: string; nod
         `ADOPTED: ${e.nodes} node(s) of stack ${e.stack}; \`molt plan --stack ${e.stack}\` shows their replacement`,
       );
   }
+}
+
+/** One node in an `observed` line: name[image,etcd role,Kubernetes state,outdated]. */
+function nodeTag(n: Extract<RolloutEvent, { type: "observed" }>["nodes"][number]): string {
+  const member = n.member
+    ? (n.member.learner ? ",learner" : n.member.leader ? ",leader" : "") + (n.member.healthy ? "" : ",unhealthy")
+    : ",no member";
+  const kube = n.kube ? (n.kube.cordoned ? ",cordoned" : "") + (n.kube.healthy ? "" : ",k8s-unhealthy") : "";
+  return `${n.name}[${n.image}${member}${kube}${n.outdated ? ",outdated" : ""}]`;
 }

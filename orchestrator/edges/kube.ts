@@ -302,7 +302,8 @@ export class KubeAccess {
           // Like kubectl drain without --force: a pod no controller recreates would be lost.
           if (!p.metadata?.ownerReferences?.some((o) => o.controller)) {
             blocked.push(
-              `${namespace}/${name}: not managed by a controller, so an eviction would lose it for good (kubectl drain refuses it without --force); move or delete it yourself`,
+              `${namespace}/${name}: not managed by a controller, so an eviction would lose it for good (kubectl ` +
+                `drain refuses it without --force); move or delete it yourself`,
             );
             return;
           }
@@ -369,7 +370,8 @@ export class KubeAccess {
     const ssh = this.session(node);
     const sudo = sudoFor(ssh.target.user);
     await ssh.run(
-      `${sudo}sh -c 'if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired; fi'`,
+      `${sudo}sh -c 'if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then mv ` +
+        `/etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired; fi'`,
       `moving ${node}'s kube-apiserver manifest aside`,
     );
     await pollUntil(

@@ -33,7 +33,8 @@ export class StackNotFoundError extends Error {
     backend: string,
   ) {
     super(
-      `stack "${stackName}" does not exist in ${backend}; nothing was changed. Run \`molt rollout --stack ${stackName}\` to create it, or check --stack and PULUMI_BACKEND_URL.`,
+      `stack "${stackName}" does not exist in ${backend}; nothing was changed. Run \`molt rollout --stack ` +
+        `${stackName}\` to create it, or check --stack and PULUMI_BACKEND_URL.`,
     );
     this.name = "StackNotFoundError";
   }
@@ -47,7 +48,8 @@ export class BackendError extends Error {
   ) {
     super(
       `cannot open the Pulumi backend ${backend}: ${detail}; nothing was changed. ` +
-        `Set PULUMI_BACKEND_URL to a backend you can use (file://<existing folder>, s3://..., azblob://..., or https://api.pulumi.com with PULUMI_ACCESS_TOKEN), or unset it for ~/.molt/state.`,
+        `Set PULUMI_BACKEND_URL to a backend you can use (file://<existing folder>, s3://..., azblob://..., or ` +
+        `https://api.pulumi.com with PULUMI_ACCESS_TOKEN), or unset it for ~/.molt/state.`,
     );
     this.name = "BackendError";
   }
@@ -65,8 +67,10 @@ export class PassphraseError extends Error {
         ? `no passphrase was given for the secrets of stack "${stackName}"; nothing was changed. On a shared backend ` +
             `every runner needs the same passphrase: set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE ` +
             `(or create the stack with a KMS secrets provider: pulumi stack init --secrets-provider awskms://...).`
-        : `the passphrase does not decrypt the secrets of stack "${stackName}" (incorrect passphrase); nothing was changed. ` +
-            `Set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE to the passphrase the stack was created with (molt's default is ~/.molt/passphrase).`,
+        : `the passphrase does not decrypt the secrets of stack "${stackName}" (incorrect passphrase); nothing was ` +
+            `changed. ` +
+            `Set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE to the passphrase the stack was created ` +
+            `with (molt's default is ~/.molt/passphrase).`,
     );
     this.name = "PassphraseError";
   }
@@ -85,11 +89,7 @@ export function classifyEngineError(e: unknown, stackName: string, backend: stri
   if (!(e instanceof Error) || e instanceof BackendError || e instanceof PassphraseError) return e;
   if (/passphrase must be set/i.test(e.message)) return new PassphraseError(stackName, true);
   if (/incorrect passphrase|failed to decrypt/i.test(e.message)) return new PassphraseError(stackName);
-  if (
-    /PULUMI_ACCESS_TOKEN must be set|unable to open state directory|unable to open bucket|unknown backend|unsupported (backend|scheme)|problem logging in|failed to log ?in|getting user info|could not (log|sign) ?in/i.test(
-      e.message,
-    )
-  ) {
+  if (BACKEND_UNUSABLE.test(e.message)) {
     return new BackendError(backend, engineErrorLine(e.message));
   }
   return e;
@@ -126,3 +126,19 @@ export async function openStack(o: OpenStackOptions): Promise<Stack> {
 }
 
 export { EngineCancelledError, stopEnginesNow } from "./engine-process";
+
+/** What the engine says when the backend itself cannot be used (not a stack or state problem). */
+const BACKEND_UNUSABLE = new RegExp(
+  [
+    "PULUMI_ACCESS_TOKEN must be set",
+    "unable to open state directory",
+    "unable to open bucket",
+    "unknown backend",
+    "unsupported (backend|scheme)",
+    "problem logging in",
+    "failed to log ?in",
+    "getting user info",
+    "could not (log|sign) ?in",
+  ].join("|"),
+  "i",
+);

@@ -71,8 +71,13 @@ export function locateEngine(): Engine {
   if (explicit) {
     const v = existsSync(explicit) ? versionOf(explicit) : undefined;
     if (v && semver.valid(v) && semver.gte(v, PULUMI_MIN_VERSION)) return { binDir: dirname(explicit), version: v };
+    const why = !existsSync(explicit)
+      ? "no such file"
+      : v && semver.valid(v)
+        ? `version ${v} is older than ${PULUMI_MIN_VERSION}`
+        : `\`${explicit} version\` printed ${v ? JSON.stringify(v.slice(0, 60)) : "no version"}`;
     throw new EngineMissingError(
-      `MOLT_PULUMI=${explicit} is not a usable Pulumi engine (${!existsSync(explicit) ? "no such file" : v && semver.valid(v) ? `version ${v} is older than ${PULUMI_MIN_VERSION}` : `\`${explicit} version\` printed ${v ? JSON.stringify(v.slice(0, 60)) : "no version"}`}); point it at a pulumi binary or unset it`,
+      `MOLT_PULUMI=${explicit} is not a usable Pulumi engine (${why}); point it at a pulumi binary or unset it`,
     );
   }
   const candidates = [onPath("pulumi"), join(cacheDir(), "toolchain", `pulumi-${PULUMI_VERSION}`, "bin", "pulumi")];

@@ -150,7 +150,10 @@ export async function parseStoredState(stack: Stack, out: OutputMap): Promise<St
   };
 }
 
-/** The exported state: its resources, pending operations and the node list in its outputs (undefined if it has none yet). */
+/**
+ * The exported state: its resources, pending operations and the node list in its outputs
+ * (undefined if it has none yet).
+ */
 export async function exportState(stack: Stack, signal?: AbortSignal) {
   const exported = signal ? await exportStackStoppable(stack, signal) : await stack.exportStack();
   const deployment = exported.deployment as {

@@ -212,14 +212,20 @@ describe("bad input and security (e2e, lab t5)", function () {
     w("");
     w("bad-input matrix:");
     w(
-      `${"case".padEnd(58)} ${"exit".padEnd(5)} ${"want".padEnd(5)} ${"unchanged".padEnd(9)} ${"pass".padEnd(5)} ${"run/case s".padEnd(11)} message`,
+      `${"case".padEnd(58)} ${"exit".padEnd(5)} ${"want".padEnd(5)} ${"unchanged".padEnd(9)} ${"pass".padEnd(5)} ` +
+        `${"run/case s".padEnd(11)} message`,
     );
     for (const r of rows)
       w(
-        `${r.name.slice(0, 58).padEnd(58)} ${String(r.code).padEnd(5)} ${String(r.expected).padEnd(5)} ${r.unchanged.padEnd(9)} ${(r.passed ? "yes" : "NO").padEnd(5)} ${(r.secs ?? "-").padEnd(11)} ${r.message.slice(0, 150)}`,
+        `${r.name.slice(0, 58).padEnd(58)} ${String(r.code).padEnd(5)} ${String(r.expected).padEnd(5)} ` +
+          `${r.unchanged.padEnd(9)} ${(r.passed ? "yes" : "NO").padEnd(5)} ${(r.secs ?? "-").padEnd(11)} ` +
+          `${r.message.slice(0, 150)}`,
       );
     w(
-      `${"Kubernetes downgrade / skip-level".padEnd(58)} ${"-".padEnd(5)} ${"2".padEnd(5)} ${"-".padEnd(9)} ${"n/a".padEnd(5)} ${"-".padEnd(11)} not run here: the etcd-only images carry no Kubernetes version and one etcd (3.4.23); a downgrade is covered by test/e2e/kube.test.ts; a skip-level cannot be built (only 1.36 and 1.37 exist)`,
+      `${"Kubernetes downgrade / skip-level".padEnd(58)} ${"-".padEnd(5)} ${"2".padEnd(5)} ${"-".padEnd(9)} ` +
+        `${"n/a".padEnd(5)} ${"-".padEnd(11)} not run here: the etcd-only images carry no Kubernetes version and ` +
+        `one etcd (3.4.23); a downgrade is covered by test/e2e/kube.test.ts; a skip-level cannot be built ` +
+        `(only 1.36 and 1.37 exist)`,
     );
     await closeFingerprints();
     w(`suite wall time ${((Date.now() - started) / 1000).toFixed(0)} s`);
@@ -783,51 +789,55 @@ describe("bad input and security (e2e, lab t5)", function () {
       assert.deepEqual(after, before, "nothing changed");
     });
 
-    it("etcd is reachable from outside a machine only through the tunnel (and demands a client certificate)", async function () {
-      const tcp = (host: string, port: number) =>
-        new Promise<boolean>((resolve) => {
-          const s = netConnect({ host, port, timeout: 2_000 });
-          s.once("connect", () => (s.destroy(), resolve(true)));
-          s.once("timeout", () => (s.destroy(), resolve(false)));
-          s.once("error", () => resolve(false));
-        });
-      /** A TLS client without a certificate asks for /version: etcd must not answer. */
-      const noCertAnswer = (host: string) =>
-        new Promise<string>((resolve) => {
-          let got = "";
-          const s = tlsConnect(
-            { host, port: 2379, rejectUnauthorized: false, servername: "localhost", timeout: 5_000 },
-            () => s.write(`GET /version HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`),
+    it(
+      "etcd is reachable from outside a machine only through the tunnel (and demands a client " + "certificate)",
+      async function () {
+        const tcp = (host: string, port: number) =>
+          new Promise<boolean>((resolve) => {
+            const s = netConnect({ host, port, timeout: 2_000 });
+            s.once("connect", () => (s.destroy(), resolve(true)));
+            s.once("timeout", () => (s.destroy(), resolve(false)));
+            s.once("error", () => resolve(false));
+          });
+        /** A TLS client without a certificate asks for /version: etcd must not answer. */
+        const noCertAnswer = (host: string) =>
+          new Promise<string>((resolve) => {
+            let got = "";
+            const s = tlsConnect(
+              { host, port: 2379, rejectUnauthorized: false, servername: "localhost", timeout: 5_000 },
+              () => s.write(`GET /version HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`),
+            );
+            s.on("data", (d: Buffer) => (got += d.toString()));
+            s.once("timeout", () => (s.destroy(), resolve(got)));
+            s.once("error", () => resolve(got));
+            s.once("close", () => resolve(got));
+          });
+        const findings: string[] = [];
+        for (const e of endpoints) {
+          const client = await tcp(e.privateAddress, 2379);
+          const peer = await tcp(e.privateAddress, 2380);
+          findings.push(
+            `${e.name} ${e.privateAddress}: 2379 ${client ? "REACHABLE" : "closed"}, 2380 ` +
+              `${peer ? "REACHABLE" : "closed"} from the host`,
           );
-          s.on("data", (d: Buffer) => (got += d.toString()));
-          s.once("timeout", () => (s.destroy(), resolve(got)));
-          s.once("error", () => resolve(got));
-          s.once("close", () => resolve(got));
-        });
-      const findings: string[] = [];
-      for (const e of endpoints) {
-        const client = await tcp(e.privateAddress, 2379);
-        const peer = await tcp(e.privateAddress, 2380);
-        findings.push(
-          `${e.name} ${e.privateAddress}: 2379 ${client ? "REACHABLE" : "closed"}, 2380 ${peer ? "REACHABLE" : "closed"} from the host`,
-        );
-        assert.ok(!client && !peer, `etcd on ${e.name} is reachable from the host: 2379 ${client}, 2380 ${peer}`);
-        if (client)
-          assert.doesNotMatch(
-            await noCertAnswer(e.privateAddress),
-            /HTTP\/1\.[01] 200|etcdserver/,
-            `etcd on ${e.name} answered a client without a certificate`,
-          );
-      }
-      console.log("    etcd ports seen from the host:\n      " + findings.join("\n      "));
-      // The loopback listener the tunnels use is there on every node (molt's only way in).
-      for (const e of endpoints) {
-        const ss = execFileSync("ip", ["netns", "exec", netnsName(lab.lab, e.name), "ss", "-ltnH", "sport = :2379"], {
-          encoding: "utf8",
-        });
-        assert.match(ss, /127\.0\.0\.1:2379/, `${e.name} serves etcd on loopback`);
-      }
-    });
+          assert.ok(!client && !peer, `etcd on ${e.name} is reachable from the host: 2379 ${client}, 2380 ${peer}`);
+          if (client)
+            assert.doesNotMatch(
+              await noCertAnswer(e.privateAddress),
+              /HTTP\/1\.[01] 200|etcdserver/,
+              `etcd on ${e.name} answered a client without a certificate`,
+            );
+        }
+        console.log("    etcd ports seen from the host:\n      " + findings.join("\n      "));
+        // The loopback listener the tunnels use is there on every node (molt's only way in).
+        for (const e of endpoints) {
+          const ss = execFileSync("ip", ["netns", "exec", netnsName(lab.lab, e.name), "ss", "-ltnH", "sport = :2379"], {
+            encoding: "utf8",
+          });
+          assert.match(ss, /127\.0\.0\.1:2379/, `${e.name} serves etcd on loopback`);
+        }
+      },
+    );
 
     it("no secret appears in any output, event, log or file molt or the engine wrote", async function () {
       assert.ok(

@@ -153,47 +153,50 @@ describe("the rollout loop (fake edges)", function () {
     },
   );
 
-  it("replaces adopted nodes add-first, resets and releases them, and leaves their machines to their owner", async () => {
-    stack("lab-v2");
-    const w = FakeWorld.cluster(3, "adopted");
-    for (const n of w.list) {
-      const a = w.machines.get(n.name)!.address;
-      n.adopted = {
-        address: a,
-        ssh: { host: a, port: 22, user: "root" },
-        hostKey: "ssh-ed25519 AAAA",
-        etcdVersion: "3.6.16",
-        source: "kubeone",
-      };
-    }
-    const { summary } = await run(w);
-    assert.equal(summary.result, "succeeded", summary.reason);
-    assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
-    const ups = w.log.filter((l) => l.startsWith("up"));
-    assert.deepEqual(ups, [
-      "up surge lab-cp-4",
-      "up retire-adopted lab-cp-1",
-      "up surge lab-cp-5",
-      "up retire-adopted lab-cp-2",
-      "up surge lab-cp-6",
-      "up retire-adopted lab-cp-3",
-    ]);
-    for (const n of ["lab-cp-1", "lab-cp-2", "lab-cp-3"]) {
-      // Member removed, then reset over SSH, released, then its entry dropped: in that order.
-      const removed = w.log.findIndex((l) => l.startsWith("etcd memberRemove"));
-      const reset = w.log.findIndex((l) => l.startsWith(`run ${n}: sh -c`) && l.includes("kubeadm reset"));
-      const released = w.log.indexOf(`release ${n}`);
-      const dropped = w.log.indexOf(`up retire-adopted ${n}`);
-      assert.ok(removed >= 0 && removed < reset && reset < released && released < dropped, w.log.join("\n"));
-      assert.ok(w.leftForOwner.get(n)?.up, `${n}'s machine still runs, for its owner`);
-    }
-    assert.deepEqual(
-      summary.leftForOwner?.map((m) => m.node),
-      ["lab-cp-1", "lab-cp-2", "lab-cp-3"],
-      "the summary lists them as yours to delete",
-    );
-    assert.equal((await run(w)).summary.result, "noop");
-  });
+  it(
+    "replaces adopted nodes add-first, resets and releases them, and leaves their machines to their " + "owner",
+    async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "adopted");
+      for (const n of w.list) {
+        const a = w.machines.get(n.name)!.address;
+        n.adopted = {
+          address: a,
+          ssh: { host: a, port: 22, user: "root" },
+          hostKey: "ssh-ed25519 AAAA",
+          etcdVersion: "3.6.16",
+          source: "kubeone",
+        };
+      }
+      const { summary } = await run(w);
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
+      const ups = w.log.filter((l) => l.startsWith("up"));
+      assert.deepEqual(ups, [
+        "up surge lab-cp-4",
+        "up retire-adopted lab-cp-1",
+        "up surge lab-cp-5",
+        "up retire-adopted lab-cp-2",
+        "up surge lab-cp-6",
+        "up retire-adopted lab-cp-3",
+      ]);
+      for (const n of ["lab-cp-1", "lab-cp-2", "lab-cp-3"]) {
+        // Member removed, then reset over SSH, released, then its entry dropped: in that order.
+        const removed = w.log.findIndex((l) => l.startsWith("etcd memberRemove"));
+        const reset = w.log.findIndex((l) => l.startsWith(`run ${n}: sh -c`) && l.includes("kubeadm reset"));
+        const released = w.log.indexOf(`release ${n}`);
+        const dropped = w.log.indexOf(`up retire-adopted ${n}`);
+        assert.ok(removed >= 0 && removed < reset && reset < released && released < dropped, w.log.join("\n"));
+        assert.ok(w.leftForOwner.get(n)?.up, `${n}'s machine still runs, for its owner`);
+      }
+      assert.deepEqual(
+        summary.leftForOwner?.map((m) => m.node),
+        ["lab-cp-1", "lab-cp-2", "lab-cp-3"],
+        "the summary lists them as yours to delete",
+      );
+      assert.equal((await run(w)).summary.result, "noop");
+    },
+  );
 
   it("rolls a new node back when its member never starts, leaving the old nodes untouched", async () => {
     stack("lab-v2", { joinSeconds: 10 });

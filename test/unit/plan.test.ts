@@ -279,7 +279,10 @@ interface WorldOpts {
   expired?: WaitKey[];
   etcdError?: string;
   joining?: string;
-  /** Kubernetes state (default with a Kubernetes intent: kubeadm-config and kube-proxy at the oldest node's version, 2 pods per node). */
+  /**
+   * Kubernetes state (default with a Kubernetes intent: kubeadm-config and kube-proxy at the
+   * oldest node's version, 2 pods per node).
+   */
   kube?: Partial<SimKube>;
 }
 
@@ -1770,111 +1773,117 @@ describe("planner (orchestrator/plan.ts)", () => {
         }
       }
 
-      it("converges to replicas up-to-date voters, keeping quorum, the leader and the surge bound at every step", () => {
-        fc.assert(
-          fc.property(simArb, (c) => {
-            const w = startWorld(c);
-            const startCount = w.nodes.length;
-            const floor = Math.min(startCount, c.replicas) - (c.maxSurge === 0 ? 1 : 0);
-            const bound = 5 * (startCount + c.replicas) + 1;
-            let joins = 0;
-            for (let step = 0; step <= bound; step++) {
-              assert.ok(step < bound, `no convergence within ${bound} steps`);
-              const s = snapshotOf(w);
-              const before = structuredClone(s);
-              const op = decide(s, STACK);
-              assert.deepEqual(s, before, "decide must not mutate the snapshot");
-              assert.ok(
-                !["wait", "refuse", "rollback", "pause"].includes(op.kind),
-                `healthy cluster got ${op.kind}: ${op.reason}`,
-              );
-              if (op.kind === "done") break;
-              apply(w, op, c.learnerJoins[joins++ % c.learnerJoins.length], false);
-              checkWorld(w, c, startCount);
-              // maxUnavailable 0: with maxSurge 1 healthy voters never drop below where they started.
-              assert.ok(
-                healthyVoterIds(w).size >= floor,
-                `healthy voters ${healthyVoterIds(w).size} < ${floor} after ${op.kind}`,
-              );
-              assert.ok(healthyVoterIds(w).size >= quorum(voterMembers(w).length), "lost quorum");
-            }
-            expectConverged(w, c.replicas);
-          }),
-          { numRuns: 1000 },
-        );
-      });
-
-      it("converges despite transient faults and failed joins, never removing unsafely or adding while unhealthy", () => {
-        fc.assert(
-          fc.property(
-            simArb,
-            fc.array(faultArb, { maxLength: 30 }),
-            fc.constantFrom<"rollback" | "pause">("rollback", "pause"),
-            (c, faults, onFailure) => {
-              const w = startWorld(c, onFailure);
+      it(
+        "converges to replicas up-to-date voters, keeping quorum, the leader and the surge bound at every " + "step",
+        () => {
+          fc.assert(
+            fc.property(simArb, (c) => {
+              const w = startWorld(c);
               const startCount = w.nodes.length;
-              const bound = 5 * (startCount + c.replicas) + 8 * faults.length + 10;
-              let memory = initialMemory;
-              let clock = 0;
+              const floor = Math.min(startCount, c.replicas) - (c.maxSurge === 0 ? 1 : 0);
+              const bound = 5 * (startCount + c.replicas) + 1;
               let joins = 0;
-              let joinFails = false;
-              let done = false;
-              for (let step = 0; step < bound && !done; step++) {
-                const fault: Fault = faults[step] ?? { kind: "none" };
-                // Transient faults last this one pass; a failed join lasts until rollback or pause.
-                let faulted: { node: SimNode; health: Health; reportsLeader?: string } | undefined;
-                const savedAlarms = w.alarms;
-                if (fault.kind === "join-fails") joinFails = true;
-                else if (fault.kind === "alarm") w.alarms = [{ memberId: w.leader ?? "0", alarm: "NOSPACE" }];
-                else if (fault.kind !== "none" && w.nodes.length > 0) {
-                  const n = w.nodes[fault.node % w.nodes.length];
-                  faulted = { node: n, health: n.health, reportsLeader: n.reportsLeader };
-                  // The leader cannot lag behind itself.
-                  if (fault.kind === "split") n.reportsLeader = n.member?.id;
-                  else if (n.health === "ok" && !(fault.kind === "lagging" && n.member?.id === w.leader))
-                    n.health = fault.kind;
-                }
-                // Observe, decide and record exactly as the loop does (orchestrator/loop/memory.ts),
-                // on a clock that advances half the join deadline per pass (a wait expires within 3 passes).
-                w.expired = memory.expired;
-                w.joining = memory.joining;
-                const observed = snapshotOf(w);
-                const views = nodeViews(observed);
-                memory = afterObservation(memory, (n) => isHealthyNode(views, n, !!w.kube));
-                const op = decide(observed, STACK);
-                clock += 150_001;
-                memory = afterDecision(memory, op, clock, w.intent.timeouts).memory;
-                const learner = c.learnerJoins[joins % c.learnerJoins.length];
-                const failThisJoin = joinFails && op.kind === "surge";
-                apply(w, op, learner, failThisJoin);
-                if (!["wait", "refuse", "pause", "done"].includes(op.kind))
-                  memory = afterAct(memory, op, { kind: "done" }, clock, w.intent).memory;
-                // A refusal, a pause or a rollback ends the run; the operator (or CI) runs it again,
-                // with no memory of the last run. A node still down after a refusal failed its
-                // join in a run that ended early: the operator recovers it, as the refusal says.
-                if (["refuse", "pause", "rollback"].includes(op.kind)) memory = initialMemory;
-                if (op.kind === "refuse")
-                  for (const n of w.nodes.filter((x) => x.health === "down" && x !== faulted?.node)) {
-                    n.health = "ok";
-                    if (n.member) n.member.started = true;
-                  }
-                if (op.kind === "surge" || op.kind === "create-first") joins++;
-                if (failThisJoin) joinFails = false;
-                if (faulted) {
-                  faulted.node.health = faulted.health;
-                  faulted.node.reportsLeader = faulted.reportsLeader;
-                }
-                w.alarms = savedAlarms;
+              for (let step = 0; step <= bound; step++) {
+                assert.ok(step < bound, `no convergence within ${bound} steps`);
+                const s = snapshotOf(w);
+                const before = structuredClone(s);
+                const op = decide(s, STACK);
+                assert.deepEqual(s, before, "decide must not mutate the snapshot");
+                assert.ok(
+                  !["wait", "refuse", "rollback", "pause"].includes(op.kind),
+                  `healthy cluster got ${op.kind}: ${op.reason}`,
+                );
+                if (op.kind === "done") break;
+                apply(w, op, c.learnerJoins[joins++ % c.learnerJoins.length], false);
                 checkWorld(w, c, startCount);
-                done = op.kind === "done";
+                // maxUnavailable 0: with maxSurge 1 healthy voters never drop below where they started.
+                assert.ok(
+                  healthyVoterIds(w).size >= floor,
+                  `healthy voters ${healthyVoterIds(w).size} < ${floor} after ${op.kind}`,
+                );
+                assert.ok(healthyVoterIds(w).size >= quorum(voterMembers(w).length), "lost quorum");
               }
-              assert.ok(done, `no convergence within ${bound} steps`);
               expectConverged(w, c.replicas);
-            },
-          ),
-          { numRuns: 1000 },
-        );
-      });
+            }),
+            { numRuns: 1000 },
+          );
+        },
+      );
+
+      it(
+        "converges despite transient faults and failed joins, never removing unsafely or adding while " + "unhealthy",
+        () => {
+          fc.assert(
+            fc.property(
+              simArb,
+              fc.array(faultArb, { maxLength: 30 }),
+              fc.constantFrom<"rollback" | "pause">("rollback", "pause"),
+              (c, faults, onFailure) => {
+                const w = startWorld(c, onFailure);
+                const startCount = w.nodes.length;
+                const bound = 5 * (startCount + c.replicas) + 8 * faults.length + 10;
+                let memory = initialMemory;
+                let clock = 0;
+                let joins = 0;
+                let joinFails = false;
+                let done = false;
+                for (let step = 0; step < bound && !done; step++) {
+                  const fault: Fault = faults[step] ?? { kind: "none" };
+                  // Transient faults last this one pass; a failed join lasts until rollback or pause.
+                  let faulted: { node: SimNode; health: Health; reportsLeader?: string } | undefined;
+                  const savedAlarms = w.alarms;
+                  if (fault.kind === "join-fails") joinFails = true;
+                  else if (fault.kind === "alarm") w.alarms = [{ memberId: w.leader ?? "0", alarm: "NOSPACE" }];
+                  else if (fault.kind !== "none" && w.nodes.length > 0) {
+                    const n = w.nodes[fault.node % w.nodes.length];
+                    faulted = { node: n, health: n.health, reportsLeader: n.reportsLeader };
+                    // The leader cannot lag behind itself.
+                    if (fault.kind === "split") n.reportsLeader = n.member?.id;
+                    else if (n.health === "ok" && !(fault.kind === "lagging" && n.member?.id === w.leader))
+                      n.health = fault.kind;
+                  }
+                  // Observe, decide and record exactly as the loop does (orchestrator/loop/memory.ts),
+                  // on a clock that advances half the join deadline per pass (a wait expires within 3 passes).
+                  w.expired = memory.expired;
+                  w.joining = memory.joining;
+                  const observed = snapshotOf(w);
+                  const views = nodeViews(observed);
+                  memory = afterObservation(memory, (n) => isHealthyNode(views, n, !!w.kube));
+                  const op = decide(observed, STACK);
+                  clock += 150_001;
+                  memory = afterDecision(memory, op, clock, w.intent.timeouts).memory;
+                  const learner = c.learnerJoins[joins % c.learnerJoins.length];
+                  const failThisJoin = joinFails && op.kind === "surge";
+                  apply(w, op, learner, failThisJoin);
+                  if (!["wait", "refuse", "pause", "done"].includes(op.kind))
+                    memory = afterAct(memory, op, { kind: "done" }, clock, w.intent).memory;
+                  // A refusal, a pause or a rollback ends the run; the operator (or CI) runs it again,
+                  // with no memory of the last run. A node still down after a refusal failed its
+                  // join in a run that ended early: the operator recovers it, as the refusal says.
+                  if (["refuse", "pause", "rollback"].includes(op.kind)) memory = initialMemory;
+                  if (op.kind === "refuse")
+                    for (const n of w.nodes.filter((x) => x.health === "down" && x !== faulted?.node)) {
+                      n.health = "ok";
+                      if (n.member) n.member.started = true;
+                    }
+                  if (op.kind === "surge" || op.kind === "create-first") joins++;
+                  if (failThisJoin) joinFails = false;
+                  if (faulted) {
+                    faulted.node.health = faulted.health;
+                    faulted.node.reportsLeader = faulted.reportsLeader;
+                  }
+                  w.alarms = savedAlarms;
+                  checkWorld(w, c, startCount);
+                  done = op.kind === "done";
+                }
+                assert.ok(done, `no convergence within ${bound} steps`);
+                expectConverged(w, c.replicas);
+              },
+            ),
+            { numRuns: 1000 },
+          );
+        },
+      );
     });
 
     describe("random broken clusters", () => {

@@ -38,8 +38,8 @@ describe("join material from a healthy control-plane node", () => {
       `admin_kubectl() {
   case "$*" in
     *"get configmap"*)
-      printf 'apiVersion: kubeadm.k8s.io/v1beta4\\nkind: ClusterConfiguration\\nkubernetesVersion: %s\\nclusterName: prod\\n' \\
-        '${current}' ;;
+      printf 'apiVersion: kubeadm.k8s.io/v1beta4\\nkind: ClusterConfiguration\\n'
+      printf 'kubernetesVersion: %s\\nclusterName: prod\\n' '${current}' ;;
     *"create configmap"*) cat >/dev/null; echo replaced-with ;;
     *replace*) cat ;;
   esac
