@@ -15,6 +15,7 @@ import { inspect } from "../../orchestrator/inspect";
 import { runCli, summaryOf, type CliRun } from "../support/cli";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { labStackYaml, testLab } from "../support/lab";
+import { longOnly } from "../support/long";
 import { parse, stringify } from "yaml";
 
 const lab = testLab(23);
@@ -199,54 +200,61 @@ describe("operator controls on the lab (e2e, lab t23)", function () {
     assert.ok((await nodes()).every((x) => x.image === "lab-v2"));
   });
 
-  it("a node whose etcd certificate expires within the days is replaced; plan says why", async () => {
-    const st = await suite.stored();
-    const victim = st.endpoints.find((e) => e.name === "ctl-cp-5")!;
-    const ssh = await SshSession.connect({
-      host: victim.sshHost,
-      port: victim.sshPort,
-      user: "root",
-      privateKey: st.sshPrivateKey!,
-      hostKey: victim.hostPublicKey,
-    });
-    try {
-      // Re-issued from the same key, names and CA, valid for 2 days: etcd keeps serving.
-      await ssh.run(
-        "set -e; cd /etc/kubernetes/pki/etcd; " +
-          "openssl x509 -x509toreq -in server.crt -signkey server.key -copy_extensions copy -out /tmp/server.csr; " +
-          "openssl x509 -req -in /tmp/server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 " +
-          "-copy_extensions copy -out server.crt.new 2>/dev/null; mv server.crt.new server.crt; rm -f /tmp/server.csr",
-        "re-issue the etcd server certificate",
+  // npm run test:long only (test/support/long.ts): CI's time budget.
+  longOnly(() => {
+    it("a node whose etcd certificate expires within the days is replaced; plan says why", async () => {
+      const st = await suite.stored();
+      const victim = st.endpoints.find((e) => e.name === "ctl-cp-5")!;
+      const ssh = await SshSession.connect({
+        host: victim.sshHost,
+        port: victim.sshPort,
+        user: "root",
+        privateKey: st.sshPrivateKey!,
+        hostKey: victim.hostPublicKey,
+      });
+      try {
+        // Re-issued from the same key, names and CA, valid for 2 days: etcd keeps serving.
+        await ssh.run(
+          "set -e; cd /etc/kubernetes/pki/etcd; " +
+            "openssl x509 -x509toreq -in server.crt -signkey server.key -copy_extensions copy -out /tmp/server.csr; " +
+            "openssl x509 -req -in /tmp/server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 " +
+            "-copy_extensions copy -out server.crt.new 2>/dev/null; mv server.crt.new server.crt; " +
+            "rm -f /tmp/server.csr",
+          "re-issue the etcd server certificate",
+        );
+      } finally {
+        ssh.close();
+      }
+      suite.wd.writeStackConfig(
+        STACK,
+        conf("lab-v2", { "molt:rollout": { replaceCertificatesExpiringWithinDays: 30 } }),
       );
-    } finally {
-      ssh.close();
-    }
-    suite.wd.writeStackConfig(STACK, conf("lab-v2", { "molt:rollout": { replaceCertificatesExpiringWithinDays: 30 } }));
-    const plan = await runCli(["plan", "--stack", STACK, "--json"], env);
-    assert.equal(plan.code, 0, plan.stderr);
-    const p = JSON.parse(plan.stdout) as { replacements: { node: string; reason: string }[] };
-    assert.deepEqual(
-      p.replacements.map((r) => r.node),
-      ["ctl-cp-5"],
-    );
-    assert.match(
-      p.replacements[0].reason,
-      /certificate \/etc\/kubernetes\/pki\/etcd\/server\.crt expires .* within 30 days/,
-    );
-    const run = await rollout("certificate");
-    assert.equal(run.code, 0, run.stderr + run.stdout.slice(-3000));
-    assert.deepEqual(replacedBy(run), ["ctl-cp-5"]);
-    const n = await nodes();
-    assert.deepEqual(
-      n.map((x) => x.name),
-      ["ctl-cp-4", "ctl-cp-6", "ctl-cp-7"],
-    );
-    assert.ok(n.every((x) => x.member && !x.member.learner && x.member.healthy));
-    // The new node's certificates are fresh: nothing more to replace.
-    const after = await inspect({ stack: STACK, workDir: suite.wd.dir, env });
-    assert.deepEqual(after.replacements, []);
-    assert.equal(after.next.kind, "done");
-    const fresh = after.certificates?.["ctl-cp-7"];
-    assert.ok(fresh?.ok && !fresh.expiring, JSON.stringify(fresh));
+      const plan = await runCli(["plan", "--stack", STACK, "--json"], env);
+      assert.equal(plan.code, 0, plan.stderr);
+      const p = JSON.parse(plan.stdout) as { replacements: { node: string; reason: string }[] };
+      assert.deepEqual(
+        p.replacements.map((r) => r.node),
+        ["ctl-cp-5"],
+      );
+      assert.match(
+        p.replacements[0].reason,
+        /certificate \/etc\/kubernetes\/pki\/etcd\/server\.crt expires .* within 30 days/,
+      );
+      const run = await rollout("certificate");
+      assert.equal(run.code, 0, run.stderr + run.stdout.slice(-3000));
+      assert.deepEqual(replacedBy(run), ["ctl-cp-5"]);
+      const n = await nodes();
+      assert.deepEqual(
+        n.map((x) => x.name),
+        ["ctl-cp-4", "ctl-cp-6", "ctl-cp-7"],
+      );
+      assert.ok(n.every((x) => x.member && !x.member.learner && x.member.healthy));
+      // The new node's certificates are fresh: nothing more to replace.
+      const after = await inspect({ stack: STACK, workDir: suite.wd.dir, env });
+      assert.deepEqual(after.replacements, []);
+      assert.equal(after.next.kind, "done");
+      const fresh = after.certificates?.["ctl-cp-7"];
+      assert.ok(fresh?.ok && !fresh.expiring, JSON.stringify(fresh));
+    });
   });
 });

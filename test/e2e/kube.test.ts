@@ -22,6 +22,7 @@ import {
   type ApiProbeStats,
 } from "../support/kube-workload";
 import { labLeftovers, labStackYaml, testLab } from "../support/lab";
+import { longOnly } from "../support/long";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import type { TestWorkDir } from "../support/workdir";
 
@@ -247,40 +248,44 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
     assert.deepEqual((await stored()).nodes, before.nodes, "the node list is unchanged");
   });
 
-  it(
-    "stops safely when a PodDisruptionBudget blocks the drain past its deadline, and continues once it allows " + "it",
-    async () => {
-      const kc = await labKubeConfig(adminConf());
-      await setPdb(kc, 3); // 3 replicas, minAvailable 3: no eviction is allowed
-      wd.writeStackConfig(STACK, stackYaml(`k8s-v${V2}-os2`, { drainSeconds: 15 }));
-      const before = (await stored()).nodes.map((n) => n.name);
-      const blocked = await rollout();
-      const s = summaryOf(blocked);
-      assert.equal(blocked.code, 7, blocked.stdout + blocked.stderr);
-      assert.equal(s.result, "failed");
-      assert.match(s.reason, /drain of .* did not finish within 15s .*disruption budget.*No node was removed/);
-      const mid = await view();
-      assert.equal(mid.stored.nodes.length, 4, "the new node stays, nothing was removed");
-      assert.equal(mid.etcd.voters, 4, "every etcd member is in place");
-      const victim = before[0];
-      assert.ok(mid.kube.nodes.find((n) => n.name === victim)?.unschedulable, `${victim} stays cordoned`);
-      assert.equal((await workloadPods(kc)).filter((p) => p.ready).length, 3, "no workload pod was evicted");
+  // npm run test:long only (test/support/long.ts): CI's time budget.
+  longOnly(() => {
+    it(
+      "stops safely when a PodDisruptionBudget blocks the drain past its deadline, and continues once it allows " +
+        "it",
+      async () => {
+        const kc = await labKubeConfig(adminConf());
+        await setPdb(kc, 3); // 3 replicas, minAvailable 3: no eviction is allowed
+        wd.writeStackConfig(STACK, stackYaml(`k8s-v${V2}-os2`, { drainSeconds: 15 }));
+        const before = (await stored()).nodes.map((n) => n.name);
+        const blocked = await rollout();
+        const s = summaryOf(blocked);
+        assert.equal(blocked.code, 7, blocked.stdout + blocked.stderr);
+        assert.equal(s.result, "failed");
+        assert.match(s.reason, /drain of .* did not finish within 15s .*disruption budget.*No node was removed/);
+        const mid = await view();
+        assert.equal(mid.stored.nodes.length, 4, "the new node stays, nothing was removed");
+        assert.equal(mid.etcd.voters, 4, "every etcd member is in place");
+        const victim = before[0];
+        assert.ok(mid.kube.nodes.find((n) => n.name === victim)?.unschedulable, `${victim} stays cordoned`);
+        assert.equal((await workloadPods(kc)).filter((p) => p.ready).length, 3, "no workload pod was evicted");
 
-      await setPdb(kc, 2);
-      const { run, api } = await withApiProbe(rollout);
-      assert.equal(run.code, 0, run.stderr);
-      assert.equal(kinds(run)[0].kind, "drain", "the next run continues with the drain");
-      assertRetirementOrder(run, before);
-      figures.baseImageRollWallMs = summaryOf(run).wallMs;
-      figures.baseImageRollApi = {
-        requests: api.requests,
-        failures: api.failures,
-        longestOutageMs: api.longestOutageMs,
-      };
-      assert.ok(api.longestOutageMs <= 1000, `API unavailable for ${api.longestOutageMs} ms`);
-      await assertAt(`k8s-v${V2}-os2`, V2, "3.7");
-    },
-  );
+        await setPdb(kc, 2);
+        const { run, api } = await withApiProbe(rollout);
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(kinds(run)[0].kind, "drain", "the next run continues with the drain");
+        assertRetirementOrder(run, before);
+        figures.baseImageRollWallMs = summaryOf(run).wallMs;
+        figures.baseImageRollApi = {
+          requests: api.requests,
+          failures: api.failures,
+          longestOutageMs: api.longestOutageMs,
+        };
+        assert.ok(api.longestOutageMs <= 1000, `API unavailable for ${api.longestOutageMs} ms`);
+        await assertAt(`k8s-v${V2}-os2`, V2, "3.7");
+      },
+    );
+  });
 
   it("never shows the cluster's keys or a bootstrap token in its output or state in the clear", async () => {
     const st = await stored();
