@@ -110,7 +110,8 @@ describe("operator controls on the lab (e2e, lab t23)", function () {
       assert.ok(hook?.ok, JSON.stringify(hook));
       assert.equal(hook.node, "ctl-cp-4");
       assert.match(hook.output, /is healthy/);
-      assert.match(hook.output, /checked ctl-cp-4 at 10\.77\.123\./);
+      const prefix = lab.subnet.split(".").slice(0, 3).join(".");
+      assert.ok(hook.output.includes(`checked ctl-cp-4 at ${prefix}.`), hook.output);
       // Stopped at rest: 3 healthy voters, one of them new.
       const n = await nodes();
       assert.deepEqual(
