@@ -115,12 +115,13 @@ function initScript(i: LabMachineInputs, dir: string, imageDir: string, address:
 set -eu
 hostname '${i.name}'
 ${binds}
-mount -t tmpfs -o mode=1777 tmpfs /tmp
-mount -t tmpfs -o mode=755 tmpfs /run
-mkdir -p /run/sshd /run/molt
 mount --bind '${imageDir}/bin' /usr/local/bin
 mount -o remount,bind,ro /usr/local/bin
 mount --bind '${imageDir}/etc/os-release' /etc/os-release
+# Fresh /tmp and /run last: a lab root under /tmp (MOLT_LAB_ROOT) stays reachable for the binds.
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs -o mode=755 tmpfs /run
+mkdir -p /run/sshd /run/molt
 echo '${i.image}' > /run/molt/image
 ${kubeletStart(i, imageDir, address)}sshd=/usr/sbin/sshd
 [ -x /usr/local/bin/sshd ] && sshd=/usr/local/bin/sshd
