@@ -143,7 +143,9 @@ export class EtcdAccess {
         }),
     );
     if (this.credentials) return;
-    for (const n of this.tunnels.keys()) {
+    // In the pool's order (the stack's, or the hosts as given to adopt), not the order the
+    // tunnels happened to open in: which node's CA is trusted must not be a race.
+    for (const n of nodes.filter((x) => this.tunnels.has(x))) {
       const ssh = this.pool.get(n)!;
       const cat = `${sudoFor(ssh.target.user)}cat`;
       const r = await ssh.exec(
