@@ -6,6 +6,7 @@ import { boundEngine } from "./engine-bind";
 import { engineEnv, locateEngine, repoRoot } from "./engine";
 import { cancellableEngine, engineTag } from "./engine-process";
 import { keepingUserText } from "./stack-file";
+import { fileBackendDir, removeBrokenSidecars, userBackendUrl } from "../backend/file-sidecars";
 
 export interface OpenStackOptions {
   stackName: string;
@@ -25,6 +26,21 @@ export interface OpenStackOptions {
   tagProcesses?: boolean;
   /** Start engines that die with this process (stack/engine-bind.ts); unbound where impossible. */
   bindEngine?: boolean;
+  /** Told of broken metadata sidecars removed from a file backend (default: a line on stderr). */
+  onRepair?: (removed: string[]) => void;
+}
+
+/** A sentence for the sidecars a killed engine left broken and molt removed (backend/file-sidecars.ts). */
+export function repairMessage(removed: string[]): string {
+  return (
+    `removed ${removed.length} broken metadata file(s) of the file backend, left by an engine that was killed ` +
+    `while writing them (they made every read of the stack fail with "failed to load checkpoint: EOF"): ` +
+    removed.join(", ")
+  );
+}
+
+function reportRepair(removed: string[]): void {
+  process.stderr.write(`molt: ${repairMessage(removed)}\n`);
 }
 
 export class StackNotFoundError extends Error {
@@ -99,11 +115,17 @@ export async function openStack(o: OpenStackOptions): Promise<Stack> {
   const located = locateEngine();
   const engine = (o.bindEngine && boundEngine(located)) || located;
   const envVars = engineEnv(engine, o.env ?? {});
+  const backend = userBackendUrl(envVars.PULUMI_BACKEND_URL);
+  const dir = fileBackendDir(backend);
+  if (dir) {
+    const removed = removeBrokenSidecars(dir);
+    if (removed.length) (o.onRepair ?? reportRepair)(removed);
+  }
   const pulumiCommand = cancellableEngine({
     binDir: engine.binDir,
     version: engine.version,
     ...(o.signal ? { signal: o.signal } : {}),
-    ...(o.tagProcesses ? { tag: engineTag(envVars.PULUMI_BACKEND_URL, o.stackName) } : {}),
+    ...(o.tagProcesses ? { tag: engineTag(backend, o.stackName) } : {}),
   });
   const args = { stackName: o.stackName, projectName: "molt", program: o.program };
   const wsOpts = { workDir: o.workDir ?? repoRoot, pulumiCommand, envVars };
@@ -112,8 +134,8 @@ export async function openStack(o: OpenStackOptions): Promise<Stack> {
       return await LocalWorkspace.selectStack(args, wsOpts);
     } catch (e) {
       if (e instanceof Error && /no stack named|not found/i.test(e.message))
-        throw new StackNotFoundError(o.stackName, envVars.PULUMI_BACKEND_URL);
-      throw classifyEngineError(e, o.stackName, envVars.PULUMI_BACKEND_URL);
+        throw new StackNotFoundError(o.stackName, backend);
+      throw classifyEngineError(e, o.stackName, backend);
     }
   }
   try {
@@ -121,7 +143,7 @@ export async function openStack(o: OpenStackOptions): Promise<Stack> {
     const file = join(wsOpts.workDir, "stacks", `Pulumi.${o.stackName}.yaml`);
     return await keepingUserText(file, () => LocalWorkspace.createOrSelectStack(args, wsOpts));
   } catch (e) {
-    throw classifyEngineError(e, o.stackName, envVars.PULUMI_BACKEND_URL);
+    throw classifyEngineError(e, o.stackName, backend);
   }
 }
 

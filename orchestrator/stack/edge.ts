@@ -13,7 +13,7 @@ import type { StackLock } from "../lock-scope";
 import type { Operation } from "../model";
 import { isNodeName } from "../plan";
 import { programInputFor } from "../program-input";
-import { openStack } from "./driver";
+import { openStack, repairMessage } from "./driver";
 import { teardownWarning } from "../teardown";
 import { clearEngineLeftovers } from "./leftovers";
 import type { ClearedOperation } from "./pending";
@@ -126,6 +126,9 @@ export class EngineStack implements StackEdge {
       ...(o.signal ? { signal: o.signal } : {}),
       ...(o.tagProcesses ? { tagProcesses: true } : {}),
       bindEngine: o.lock?.holder.engineBound ?? false,
+      ...(o.report
+        ? { onRepair: (removed: string[]) => o.report!({ type: "warning", message: repairMessage(removed) }) }
+        : {}),
     });
     return new EngineStack(stack, o);
   }

@@ -20,6 +20,7 @@ import { PulumiCommand } from "@pulumi/pulumi/automation";
 import { pollUntil } from "../../lib/poll";
 import { alive } from "../../lib/process";
 import { EngineCancelledError } from "./cancelled";
+import { userBackendUrl } from "../backend/file-sidecars";
 
 export { EngineCancelledError };
 
@@ -39,7 +40,8 @@ export const ENGINE_TAG_VAR = "MOLT_ENGINE_OF";
 
 /** The tag of a stack's engine processes: the stack and a digest of its backend. */
 export function engineTag(backend: string, stack: string): string {
-  return `${stack}@${createHash("sha256").update(backend).digest("hex").slice(0, 16)}`;
+  // The backend as the user named it: the engine's own URL may carry molt's metadata=skip.
+  return `${stack}@${createHash("sha256").update(userBackendUrl(backend)).digest("hex").slice(0, 16)}`;
 }
 
 /** Commands that change the stack: never started once the run was cancelled. */

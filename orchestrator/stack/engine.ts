@@ -5,6 +5,7 @@ import { homedir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 import * as semver from "semver";
+import { engineBackendUrl } from "../backend/file-sidecars";
 
 const repoRoot = resolve(__dirname, "..", "..", "..");
 
@@ -136,7 +137,6 @@ export function engineEnv(engine: Engine, overrides: Record<string, string> = {}
   return {
     PULUMI_SKIP_UPDATE_CHECK: "true",
     PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
-    PULUMI_BACKEND_URL: backend,
     MOLT_DIST: resolve(__dirname, "..", ".."),
     // The dynamic provider each `up` starts is a node process that loads @pulumi/pulumi and
     // molt's modules: V8's compiled code cached on disk saves a good part of that start.
@@ -148,6 +148,8 @@ export function engineEnv(engine: Engine, overrides: Record<string, string> = {}
     PATH: `${engine.binDir}${delimiter}${process.env.PATH ?? ""}`,
     ...(hasPassphrase ? {} : passphraseEnv(backend)),
     ...overrides,
+    // A file backend without fileblob's metadata sidecars (backend/file-sidecars.ts).
+    PULUMI_BACKEND_URL: engineBackendUrl(backend),
   };
 }
 

@@ -9,6 +9,7 @@ import type { NodeEndpoint } from "../model";
 import { classifyEngineError } from "./driver";
 import { explainPending, type ClearedOperation, type PendingOperation } from "./pending";
 import type { StateResource } from "./targets";
+import { userBackendUrl } from "../backend/file-sidecars";
 
 export class CorruptStateError extends Error {
   constructor(stack: string, detail: string) {
@@ -84,7 +85,9 @@ export async function readStoredState(stack: Stack): Promise<StoredState> {
     throw classifyEngineError(
       e,
       stack.name,
-      (stack.workspace as { envVars?: Record<string, string> }).envVars?.PULUMI_BACKEND_URL ?? "the backend",
+      userBackendUrl(
+        (stack.workspace as { envVars?: Record<string, string> }).envVars?.PULUMI_BACKEND_URL ?? "the backend",
+      ),
     );
   }
   return parseStoredState(stack, out);

@@ -157,7 +157,15 @@ describe("API endpoint VIP with keepalived on the lab (e2e, lab t11)", function 
     assert.equal(i.next.kind, "done", i.next.reason);
     assert.ok(!i.nodes.some((n) => n.name === victim));
     assert.deepEqual(i.members.map((m) => m.name).sort(), i.nodes.map((n) => n.name).sort());
-    assert.deepEqual(holders(i.nodes.map((n) => n.name)), [newHolder], "the VIP stayed where it failed over to");
+    // One live node holds the VIP. It usually stays where it failed over to (nopreempt: the new
+    // node never takes it from a healthy holder), but a holder whose own etcd /health fails twice
+    // in a row (fall 2) while the dead member is replaced hands it on, by design: on a loaded CI
+    // machine that happened once (the client's longest gap above bounds what it cost).
+    const held = holders(i.nodes.map((n) => n.name));
+    assert.equal(held.length, 1, `one holder among ${i.nodes.map((n) => n.name)}: ${held}`);
+    (figures.failover as Record<string, unknown>).finalHolder = held[0];
+    if (held[0] !== newHolder)
+      console.log(`    note: the VIP moved again during the replacement, ${newHolder} -> ${held[0]}`);
     const stack = await openStack({
       stackName: STACK,
       workDir: suite.wd.dir,

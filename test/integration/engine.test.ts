@@ -2,7 +2,8 @@
 // tools/setup-engine.sh, the file backend, a dynamic provider in its own process, and
 // secrets encrypted with the passphrase provider. Fails, never skips, without an engine.
 import * as assert from "node:assert/strict";
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { locateEngine } from "../../orchestrator/stack/engine";
@@ -82,5 +83,43 @@ describe("the Pulumi engine (integration)", function () {
     assert.equal(destroyed.summary.result, "succeeded");
     assert.equal(existsSync(target), false, "destroy ran the provider's delete");
     await stack.workspace.removeStack("engine-proof");
+  });
+
+  it("a metadata sidecar a killed engine left empty breaks plain Pulumi, not molt; molt's engines write none", async () => {
+    const name = "sidecar-proof";
+    const open = (onRepair?: (removed: string[]) => void) =>
+      openStack({
+        stackName: name,
+        workDir: wd.dir,
+        env: wd.env,
+        program: async () => ({ answer: 42 }),
+        ...(onRepair ? { onRepair } : {}),
+      });
+    const stack = await open();
+    assert.equal((await stack.up()).summary.result, "succeeded");
+    const dir = join(wd.dir, "state", ".pulumi", "stacks", "molt");
+    const checkpoint = join(dir, `${name}.json`);
+    assert.ok(existsSync(checkpoint), "the checkpoint was written");
+    assert.ok(!existsSync(`${checkpoint}.attrs`), "molt's engine wrote no sidecar for the checkpoint");
+
+    // What an engine killed inside fileblob's setAttrs leaves: the sidecar truncated, empty.
+    writeFileSync(`${checkpoint}.attrs`, "");
+    writeFileSync(join(dir, "other.json.attrs"), '{"user.content_type":"application/json"}\n');
+    const engine = locateEngine();
+    const plain = spawnSync(join(engine.binDir, "pulumi"), ["stack", "export", "--stack", name], {
+      cwd: wd.dir,
+      env: { ...process.env, ...wd.env, PULUMI_SKIP_UPDATE_CHECK: "true" },
+      encoding: "utf8",
+    });
+    assert.notEqual(plain.status, 0, "plain pulumi cannot read the stack");
+    assert.match(plain.stderr, /failed to load checkpoint: EOF/);
+
+    let removed: string[] = [];
+    const again = await open((r) => (removed = r));
+    assert.deepEqual(removed, [`${checkpoint}.attrs`], "only the broken sidecar was removed");
+    assert.ok(existsSync(join(dir, "other.json.attrs")), "a whole sidecar stays");
+    assert.equal((await again.outputs()).answer.value, 42);
+    await again.destroy();
+    await again.workspace.removeStack(name);
   });
 });

@@ -65,6 +65,8 @@ export function startClusterProbe(
   };
   let running = true;
   let access: EtcdAccess | undefined;
+  /** The machines whose etcd is a voting member (a client of a real cluster never talks to a learner). */
+  let voterNodes: string[] | undefined;
   let known = "";
   let lastOk = Date.now();
   let i = 0;
@@ -92,10 +94,12 @@ export function startClusterProbe(
             await access?.close();
             access = next;
             known = sig;
+            voterNodes = undefined;
           }
         }
         if (!access) throw new Error("no tunnel");
-        const client = access.voters(access.nodes());
+        if (voterNodes === undefined) voterNodes = await votersAmong(access);
+        const client = access.voters(voterNodes);
         const key = `molt-probe/${i++}`;
         const value = `${Date.now()}`;
         // A request stuck on a tunnel to a machine that just vanished is the probe's problem,
@@ -126,6 +130,27 @@ export function startClusterProbe(
       return report;
     },
   };
+}
+
+/**
+ * The nodes whose own etcd says it is a voter. A learner (a new node before its promotion)
+ * rejects reads and writes ("rpc not supported for learner"), so a client that picked it
+ * would report the cluster as failing while it is not; a machine whose etcd does not answer
+ * yet is left out too. Asked again whenever the set of machines changes.
+ */
+async function votersAmong(access: EtcdAccess): Promise<string[]> {
+  const nodes = access.nodes();
+  const learner = await Promise.all(
+    nodes.map((n) =>
+      within(2000, access.status(n), "status").then(
+        (s) => s.isLearner,
+        () => true,
+      ),
+    ),
+  );
+  const voters = nodes.filter((_, i) => !learner[i]);
+  if (voters.length === 0) throw new Error(`no voter among ${nodes.join(", ")}`);
+  return voters;
 }
 
 function within<T>(ms: number, p: Promise<T>, what: string): Promise<T> {
