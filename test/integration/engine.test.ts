@@ -85,7 +85,7 @@ describe("the Pulumi engine (integration)", function () {
     await stack.workspace.removeStack("engine-proof");
   });
 
-  it("a metadata sidecar a killed engine left empty breaks plain Pulumi, not molt; molt's engines write none", async () => {
+  it("an empty metadata sidecar (a killed engine's) breaks plain Pulumi, not molt; molt writes none", async () => {
     const name = "sidecar-proof";
     const open = (onRepair?: (removed: string[]) => void) =>
       openStack({
