@@ -94,6 +94,7 @@ async function hookContext(op: HookOp, ctx: ActContext, files: HookFiles): Promi
           user: x.sshUser ?? state.sshUser,
           hostPublicKey: x.hostPublicKey,
         })),
+        ctx.edges.nodes.access,
       )
     : undefined;
   // kubeadm's admin.conf names the cluster's endpoint (controlPlaneEndpoint), not the node.

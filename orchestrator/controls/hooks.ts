@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { HookName } from "../model";
+import type { SshAccessSettings } from "../../infra/remote/access";
 
 /** What a library hook callback receives (the command gets the same as MOLT_* variables). */
 export interface HookContext {
@@ -72,26 +73,54 @@ export interface NodeSsh {
   hostPublicKey: string;
 }
 
-/** An ssh_config with one Host per node (`ssh -F $MOLT_SSH_CONFIG <node>`), host keys pinned. */
-export function writeSshConfig(files: HookFiles, privateKey: string, nodes: NodeSsh[]): string {
+/** The alias of the jump host in a hook's ssh_config (never a node name: those are DNS-1123 labels). */
+export const BASTION_ALIAS = "molt_bastion";
+
+/**
+ * An ssh_config with one Host per node (`ssh -F $MOLT_SSH_CONFIG <node>`), host keys pinned,
+ * the stack's key offered; with molt:ssh.bastion every node is reached through it
+ * (ProxyJump, its host key pinned too), and with molt:ssh.agent the agent's keys
+ * ($SSH_AUTH_SOCK) are offered besides the stack's, as molt's own sessions do.
+ */
+export function writeSshConfig(
+  files: HookFiles,
+  privateKey: string,
+  nodes: NodeSsh[],
+  access?: SshAccessSettings,
+): string {
   const key = files.write("id", privateKey.endsWith("\n") ? privateKey : privateKey + "\n");
-  const known = files.write("known_hosts", nodes.map((n) => `${n.name} ${n.hostPublicKey.trim()}\n`).join(""));
-  const hosts = nodes.map((n) =>
+  const b = access?.bastion;
+  const known = files.write(
+    "known_hosts",
     [
-      `Host ${n.name}`,
-      `  HostName ${n.host}`,
-      `  Port ${n.port}`,
-      `  User ${n.user}`,
-      `  HostKeyAlias ${n.name}`,
+      ...nodes.map((n) => `${n.name} ${n.hostPublicKey.trim()}\n`),
+      ...(b ? [`${BASTION_ALIAS} ${b.hostKey.trim()}\n`] : []),
+    ].join(""),
+  );
+  const host = (alias: string, h: { host: string; port: number; user: string }, agent: boolean, jump: boolean) =>
+    [
+      `Host ${alias}`,
+      `  HostName ${h.host}`,
+      `  Port ${h.port}`,
+      `  User ${h.user}`,
+      `  HostKeyAlias ${alias}`,
       `  IdentityFile ${key}`,
-      "  IdentitiesOnly yes",
+      // Only the stack's key, unless the agent's are wanted too (it then offers both).
+      `  IdentitiesOnly ${agent ? "no" : "yes"}`,
       `  UserKnownHostsFile ${known}`,
       "  StrictHostKeyChecking yes",
       "  BatchMode yes",
+      ...(jump ? [`  ProxyJump ${BASTION_ALIAS}`] : []),
       "",
+    ].join("\n");
+  const agent = access?.agent ?? false;
+  return files.write(
+    "ssh_config",
+    [
+      ...nodes.map((n) => host(n.name, n, agent, b !== undefined)),
+      ...(b ? [host(BASTION_ALIAS, b, agent || b.agent, false)] : []),
     ].join("\n"),
   );
-  return files.write("ssh_config", hosts.join("\n"));
 }
 
 const KEEP_OUTPUT = 64 * 1024;

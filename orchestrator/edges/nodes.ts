@@ -11,7 +11,7 @@ import { sudoFor } from "./etcd";
 
 export class SshNodeAccess implements NodeAccess {
   /** `access`: molt:ssh.agent and molt:ssh.bastion, besides the stack's key. */
-  constructor(private readonly access?: SshAccessSettings) {}
+  constructor(readonly access?: SshAccessSettings) {}
 
   private readonly pool = new SessionPool();
   private readonly etcdAccess = EtcdAccess.over(this.pool);

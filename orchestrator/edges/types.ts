@@ -6,6 +6,7 @@ import type { StoredState } from "../stack/state";
 import type { Alarm, EndpointStatus, Member } from "./etcd";
 import type { ComponentHealth, KubeObservation } from "./kube";
 import type { VipObservation } from "./vip";
+import type { SshAccessSettings } from "../../infra/remote/access";
 
 export interface EtcdEdge {
   /** Per-member status, through that member's own endpoint. */
@@ -57,6 +58,8 @@ export interface NodeAccess {
    * exits 0). `SUDO ` in the command becomes `sudo -n ` for a login user that is not root.
    */
   run(node: string, command: string, what: string): Promise<string>;
+  /** How sessions reach the nodes besides the stack's key (molt:ssh.agent and .bastion), for hooks. */
+  readonly access?: SshAccessSettings;
   /** Forget the Kubernetes edge (its credentials or tunnels failed); the next call opens it again. */
   resetKube(): Promise<void>;
   close(): Promise<void>;

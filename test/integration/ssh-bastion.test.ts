@@ -1,7 +1,9 @@
 // molt's SSH edge through a real OpenSSH bastion and with a real ssh-agent (loopback; the
 // lab's isolated bridge proves in e2e that nodes are reachable only through the bastion).
 import * as assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { HookFiles, writeSshConfig } from "../../orchestrator/controls/hooks";
 import { connect } from "node:net";
 import {
   BastionError,
@@ -171,6 +173,47 @@ describe("SSH through a bastion, and with an ssh-agent (infra/remote/ssh.ts)", f
     assert.equal(fingerprintOf(via), fingerprintOf(node.hostKey));
     assert.match(fingerprintOf(via), /^SHA256:[A-Za-z0-9+/]{43}$/);
     assert.equal(fingerprintOf(via), execFingerprint(node.hostKey), "the same fingerprint as ssh-keygen -lf prints");
+  });
+
+  it("gives hooks an ssh_config that OpenSSH follows through the bastion, both host keys pinned", () => {
+    const files = new HookFiles();
+    try {
+      const nodes = [{ name: "cp-1", host: "127.0.0.1", port: node.port, user: "root", hostPublicKey: node.hostKey }];
+      const bastionAccess = (hostKey: string, agent = false) => ({
+        agent,
+        bastion: { host: "127.0.0.1", port: bastion.port, user: "root", hostKey, agent },
+      });
+      const ssh = (config: string, env: NodeJS.ProcessEnv = {}) =>
+        spawnSync("ssh", ["-F", config, "cp-1", "echo", "hook-through-the-bastion"], {
+          encoding: "utf8",
+          env: { PATH: process.env.PATH, ...env },
+          timeout: 30_000,
+        });
+      const ok = ssh(writeSshConfig(files, client.privateKey, nodes, bastionAccess(bastion.hostKey)));
+      assert.equal(ok.status, 0, ok.stderr);
+      assert.equal(ok.stdout.trim(), "hook-through-the-bastion");
+      // The bastion's key is pinned: another one is refused before anything runs.
+      const wrong = ssh(writeSshConfig(files, client.privateKey, nodes, bastionAccess(closedBastion.hostKey)));
+      assert.notEqual(wrong.status, 0);
+      assert.match(wrong.stderr, /host key|REMOTE HOST IDENTIFICATION/i);
+      // The node's port is reachable directly here too: the config must say it goes through the bastion.
+      const text = readFileSync(
+        writeSshConfig(files, client.privateKey, nodes, bastionAccess(bastion.hostKey)),
+        "utf8",
+      );
+      assert.match(text, /Host cp-1[\s\S]*ProxyJump molt_bastion/);
+      // With molt:ssh.agent the agent's key is offered too: a stack key nobody authorized still gets in.
+      const viaAgent = ssh(writeSshConfig(files, stranger.privateKey, nodes, bastionAccess(bastion.hostKey, true)), {
+        SSH_AUTH_SOCK: agent.socket,
+      });
+      assert.equal(viaAgent.status, 0, viaAgent.stderr);
+      const noAgent = ssh(writeSshConfig(files, stranger.privateKey, nodes, bastionAccess(bastion.hostKey)), {
+        SSH_AUTH_SOCK: agent.socket,
+      });
+      assert.notEqual(noAgent.status, 0, "without molt:ssh.agent only the stack's key is offered");
+    } finally {
+      files.remove();
+    }
   });
 });
 
