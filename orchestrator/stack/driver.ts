@@ -33,9 +33,8 @@ export interface OpenStackOptions {
 /** A sentence for the sidecars a killed engine left broken and molt removed (backend/file-sidecars.ts). */
 export function repairMessage(removed: string[]): string {
   return (
-    `removed ${removed.length} broken metadata file(s) of the file backend, left by an engine that was killed ` +
-    `while writing them (they made every read of the stack fail with "failed to load checkpoint: EOF"): ` +
-    removed.join(", ")
+    `removed ${removed.length} broken metadata sidecar(s) of the file backend (cut short by an engine killed while ` +
+    `writing them; they make reads fail with "failed to load checkpoint: EOF"): ${removed.join(", ")}`
   );
 }
 
