@@ -135,8 +135,7 @@ export class EtcdAccess {
         .filter((n) => !this.tunnels.has(n))
         .map(async (n) => {
           try {
-            const fwd = await this.pool.get(n)!.forward("127.0.0.1", 2379);
-            this.tunnels.set(n, { port: fwd.port, close: fwd.close });
+            await this.openTunnel(n);
           } catch (e) {
             this.tunnelFailures.set(n, (e as Error).message);
           }
@@ -160,6 +159,40 @@ export class EtcdAccess {
     }
     const why = [...this.unreachable.entries()].map(([n, r]) => `${n}: ${r}`).join("; ");
     throw new EtcdUnreachableError(why || (nodes.length ? "no node has etcd client certificates" : "no nodes"));
+  }
+
+  /** Tunnels being opened, by node: a warm-up and a refresh never open two for one node. */
+  private readonly opening = new Map<string, Promise<void>>();
+
+  private openTunnel(node: string): Promise<void> {
+    const pending = this.opening.get(node);
+    if (pending) return pending;
+    const session = this.pool.get(node);
+    if (!session) return Promise.reject(new EtcdUnreachableError(`no session to ${node}`));
+    const p = session.forward("127.0.0.1", 2379).then(
+      (fwd) => {
+        this.opening.delete(node);
+        // Its session was dropped (or replaced) meanwhile: that tunnel leads nowhere.
+        if (this.pool.get(node) !== session || this.tunnels.has(node)) return void fwd.close();
+        this.tunnels.set(node, { port: fwd.port, close: fwd.close });
+      },
+      (e: unknown) => {
+        this.opening.delete(node);
+        throw e;
+      },
+    );
+    this.opening.set(node, p);
+    return p;
+  }
+
+  /**
+   * Opens tunnels to these nodes in the background where their sessions are up (a node the
+   * engine just created, warmed by the pool): no certificate is read and nothing is recorded.
+   */
+  warmTunnels(nodes: string[]): Promise<void> {
+    return Promise.all(
+      nodes.filter((n) => !this.tunnels.has(n) && this.pool.get(n)).map((n) => this.openTunnel(n).catch(() => {})),
+    ).then(() => undefined);
   }
 
   /** The sessions the tunnels ride on (the Kubernetes edge can share them). */

@@ -23,11 +23,27 @@ export class SshNodeAccess implements NodeAccess {
 
   async sync(state: StoredState): Promise<void> {
     if (!state.sshPrivateKey && !this.access?.agent) throw new Error("the stack holds no SSH key for its nodes");
-    await this.pool.sync(state.endpoints, {
+    await this.pool.sync(state.endpoints, this.credentials(state));
+  }
+
+  /** In flight: sessions and tunnels to nodes a change just made (warm). */
+  private warming?: Promise<void>;
+
+  warm(state: StoredState): void {
+    if (!state.sshPrivateKey && !this.access?.agent) return;
+    const before = this.warming ?? Promise.resolve();
+    this.warming = before
+      .then(() => this.pool.warm(state.endpoints, this.credentials(state)))
+      .then((opened) => this.etcdAccess.warmTunnels(opened))
+      .catch(() => undefined);
+  }
+
+  private credentials(state: StoredState) {
+    return {
       user: state.sshUser,
       ...(state.sshPrivateKey ? { privateKey: state.sshPrivateKey } : {}),
       ...accessFields(this.access, state.sshPrivateKey),
-    });
+    };
   }
 
   async run(node: string, command: string, what: string): Promise<string> {
@@ -56,6 +72,7 @@ export class SshNodeAccess implements NodeAccess {
   }
 
   async close(): Promise<void> {
+    // A session a warm-up opens after this is closed by the pool (its epoch moved on).
     await this.resetKube();
     await this.etcdAccess.close();
     this.pool.close();

@@ -47,6 +47,12 @@ export interface VipEdge {
 export interface NodeAccess {
   /** Sessions to exactly the state's nodes (kept warm across passes). */
   sync(state: StoredState): Promise<void>;
+  /**
+   * Starts opening sessions (and etcd tunnels) to listed nodes that have none, in the
+   * background, dropping nothing: called when a change's new node list is known, before its
+   * `up` returns, so the next observation does not pay for the connect.
+   */
+  warm?(state: StoredState): void;
   /** Nodes that could not be reached in the last sync, with the reason. */
   readonly unreachable: ReadonlyMap<string, string>;
   etcd(): Promise<EtcdEdge>;

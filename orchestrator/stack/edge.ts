@@ -95,6 +95,12 @@ export interface EngineStackOptions {
    * `signal`). Without one (plan, status) no lock is touched.
    */
   lock?: StackLock;
+  /**
+   * Called during an `up`, as soon as the engine registered the stack's outputs (the new
+   * node list and how each node is reached): the node access warms sessions to new nodes
+   * while the engine finishes (edges/open.ts). Read-only; its failures are ignored.
+   */
+  onNodeList?: (state: StoredState) => void;
 }
 
 export class EngineStack implements StackEdge {
@@ -259,8 +265,15 @@ export class EngineStack implements StackEdge {
     const onOutput =
       this.o.engineOutput && report ? (line: string) => report({ type: "engine", line: line.trimEnd() }) : undefined;
     const recorder = new UpRecorder();
+    const onNodeList = this.o.onNodeList;
     const onEvent = (e: EngineEvent) => {
       recorder.onEvent(e);
+      const molt = onNodeList && clientKey ? stackOutputOf(e, "molt") : undefined;
+      if (molt && onNodeList && clientKey)
+        void parseStoredState(this.stack, {
+          molt: { value: molt, secret: false },
+          sshPrivateKey: { value: clientKey, secret: true },
+        }).then(onNodeList, () => undefined);
       const w = teardownWarning(e);
       if (w) report?.({ type: "warning", node: w.node, message: w.message });
       const step = resourceStep(e);
@@ -312,6 +325,14 @@ export class EngineStack implements StackEdge {
     after.catch(() => undefined);
     this.base = after;
   }
+}
+
+/** One output of the root stack resource, when this event registers them (up-events.ts reads the same). */
+function stackOutputOf(e: EngineEvent, name: string): unknown {
+  const m = e.resOutputsEvent?.planning ? undefined : e.resOutputsEvent?.metadata;
+  if (m?.type !== "pulumi:pulumi:Stack") return undefined;
+  const v = m.new?.outputs?.[name];
+  return v !== null && typeof v === "object" ? v : undefined;
 }
 
 /** The name of the stack's SSH client key resource (infra/lab/program.ts and the clouds' programs). */
