@@ -84,7 +84,11 @@ export class SessionPool {
               : await own;
             if (this.sessions.get(e.name) !== session) this.sessions.get(e.name)?.close();
             this.sessions.set(e.name, session);
-            if (pending) void own.then((s) => s !== session && s.close(), () => undefined);
+            if (pending)
+              void own.then(
+                (s) => s !== session && s.close(),
+                () => undefined,
+              );
           } catch (err) {
             const errors = err instanceof AggregateError ? err.errors : [err];
             this.failures.set(e.name, (errors[errors.length - 1] as Error).message);
