@@ -184,6 +184,14 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
         customTimeouts: { create: `${args.deadlineSeconds + 60}s` },
       },
     );
-    this.registerOutputs({ privateAddress: this.privateAddress, hostPublicKey: this.hostPublicKey });
+    // The whole endpoint, as a cloud node registers it (providers/cloud-node.ts): known once the
+    // machine answers, so molt connects to it while the join still runs (stack/edge.ts).
+    this.registerOutputs({
+      privateAddress: this.privateAddress,
+      sshHost: this.sshHost,
+      sshPort: this.sshPort,
+      hostPublicKey: this.hostPublicKey,
+      providerId: this.providerId,
+    });
   }
 }

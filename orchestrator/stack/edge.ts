@@ -29,7 +29,7 @@ import {
 } from "./state";
 import { orphanedNodes, targetsFor, urnName } from "./targets";
 import { upWithoutReadback } from "./lean-up";
-import { notShownDeleted, UpRecorder, type UpRecord } from "./up-events";
+import { createdNodeEndpoint, notShownDeleted, UpRecorder, type UpRecord } from "./up-events";
 
 /** The stack's node list and what its state holds besides (resources of unlisted nodes). */
 export interface StackState extends StoredState {
@@ -259,6 +259,7 @@ export class EngineStack implements StackEdge {
   ): Promise<UpRecord> {
     this.stack.workspace.program = buildProgram(programInputFor(this.o.config, nodes));
     const clientKey = this.known?.sshPrivateKey;
+    const before = this.known;
     this.known = undefined;
     this.base = undefined;
     const report = this.o.report;
@@ -266,8 +267,18 @@ export class EngineStack implements StackEdge {
       this.o.engineOutput && report ? (line: string) => report({ type: "engine", line: line.trimEnd() }) : undefined;
     const recorder = new UpRecorder();
     const onNodeList = this.o.onNodeList;
+    const names = nodes.map((n) => n.name);
     const onEvent = (e: EngineEvent) => {
       recorder.onEvent(e);
+      // A new node is connected as soon as its component says how (its machine answers),
+      // while its join runs; the stack's outputs, at the end of the `up`, say it for any provider.
+      const created = onNodeList && before ? createdNodeEndpoint(e, names) : undefined;
+      if (created && onNodeList && before)
+        onNodeList({
+          ...before,
+          nodes,
+          endpoints: [...before.endpoints.filter((x) => x.name !== created.name), created],
+        });
       const molt = onNodeList && clientKey ? stackOutputOf(e, "molt") : undefined;
       if (molt && onNodeList && clientKey)
         void parseStoredState(this.stack, {

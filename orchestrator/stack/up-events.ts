@@ -6,6 +6,7 @@
 // or failed `up` throws before its record is read; the engine ends every stream with a
 // `cancelEvent`, which is the end of the stream, not a cancel.)
 import type { EngineEvent, OpType } from "@pulumi/pulumi/automation";
+import type { NodeEndpoint } from "../../infra/node";
 
 export interface UpRecord {
   /** URNs a finished step made: create, create-replacement, import. */
@@ -68,4 +69,32 @@ export class UpRecorder {
 export function notShownDeleted(record: UpRecord, nodeResources: readonly string[]): string[] {
   if (!record.complete) return [...nodeResources];
   return nodeResources.filter((u) => !record.deleted.has(u));
+}
+
+/**
+ * A new node's endpoint, from the event of its node component registering its outputs
+ * (every provider's `molt:<provider>:ControlPlaneNode` registers privateAddress, sshHost,
+ * sshPort, hostPublicKey, providerId): the lab's as soon as its machine answers, a cloud's
+ * once its host key is known. Only a created component named as one of `names`, with every
+ * field well-formed; anything else is undefined (the stack's outputs say it later).
+ */
+export function createdNodeEndpoint(e: EngineEvent, names: readonly string[]): NodeEndpoint | undefined {
+  const done = e.resOutputsEvent;
+  if (!done || done.planning) return undefined;
+  const m = done.metadata;
+  if (!CREATES.includes(m.op) || !/^molt:[a-z]+:ControlPlaneNode$/.test(m.type)) return undefined;
+  const name = m.urn.slice(m.urn.lastIndexOf("::") + 2);
+  if (!names.includes(name)) return undefined;
+  const o = (m.new?.outputs ?? {}) as Record<string, unknown>;
+  const text = (k: string) => (typeof o[k] === "string" && o[k] !== "" ? (o[k] as string) : undefined);
+  const [privateAddress, sshHost, hostPublicKey, providerId] = [
+    text("privateAddress"),
+    text("sshHost"),
+    text("hostPublicKey"),
+    text("providerId"),
+  ];
+  const sshPort = o.sshPort;
+  if (!privateAddress || !sshHost || !hostPublicKey || !providerId) return undefined;
+  if (typeof sshPort !== "number" || !Number.isInteger(sshPort) || sshPort < 1 || sshPort > 65535) return undefined;
+  return { name, privateAddress, sshHost, sshPort, hostPublicKey, providerId };
 }

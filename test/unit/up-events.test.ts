@@ -3,7 +3,7 @@
 // resource of the node is gone" check must fail closed on anything less.
 import * as assert from "node:assert/strict";
 import type { EngineEvent, OpType } from "@pulumi/pulumi/automation";
-import { notShownDeleted, UpRecorder } from "../../orchestrator/stack/up-events";
+import { createdNodeEndpoint, notShownDeleted, UpRecorder } from "../../orchestrator/stack/up-events";
 
 const U = (name: string, type = "pulumi-nodejs:dynamic/molt:LabMachine") => `urn:pulumi:s::molt::${type}::${name}`;
 let seq = 0;
@@ -85,5 +85,54 @@ describe("up events (what an update did, from its own event stream)", () => {
     const molt = { schema: 1, nodes: [], endpoints: [], sshUser: "root", apiEndpoint: "10.0.0.1:6443" };
     const r = record([done("same", U("molt-s", "pulumi:pulumi:Stack"), { molt, sshPrivateKey: "[secret]" }), summary]);
     assert.deepEqual(r.stackOutputs?.molt, molt);
+  });
+
+  describe("a new node's endpoint from its component's outputs (connected while its join runs)", () => {
+    const NODE = "molt:lab:ControlPlaneNode";
+    const outs = {
+      privateAddress: "10.77.102.7",
+      sshHost: "10.77.102.7",
+      sshPort: 22,
+      hostPublicKey: "ssh-ed25519 AAAAhost",
+      providerId: "lab://t2/s-cp-4",
+    };
+    const names = ["s-cp-1", "s-cp-4"];
+    it("a created node component of the up's list, every field present: its endpoint", () => {
+      assert.deepEqual(createdNodeEndpoint(done("create", U("s-cp-4", NODE), outs), names), {
+        name: "s-cp-4",
+        ...outs,
+      });
+      assert.equal(
+        createdNodeEndpoint(done("create", U("s-cp-4", "molt:aws:ControlPlaneNode"), outs), names)?.name,
+        "s-cp-4",
+      );
+    });
+    const rows: [string, EngineEvent][] = [
+      ["an existing node (same)", done("same", U("s-cp-1", NODE), outs)],
+      ["a node not in the up's list", done("create", U("s-cp-9", NODE), outs)],
+      ["another resource type (the machine)", done("create", U("s-cp-4"), outs)],
+      [
+        "no host key yet (a cloud node before its bootstrap)",
+        done("create", U("s-cp-4", NODE), { ...outs, hostPublicKey: undefined }),
+      ],
+      ["an empty address", done("create", U("s-cp-4", NODE), { ...outs, sshHost: "" })],
+      ["a port that is not a port", done("create", U("s-cp-4", NODE), { ...outs, sshPort: "22" })],
+      ["port 0", done("create", U("s-cp-4", NODE), { ...outs, sshPort: 0 })],
+      ["no outputs (the component's own registration)", done("create", U("s-cp-4", NODE))],
+      ["a failed step", failed(U("s-cp-4", NODE))],
+      [
+        "a planning event (a preview's)",
+        {
+          sequence: 1,
+          timestamp: 0,
+          resOutputsEvent: {
+            planning: true,
+            metadata: { op: "create", urn: U("s-cp-4", NODE), type: NODE, new: { outputs: outs } },
+          },
+        } as unknown as EngineEvent,
+      ],
+    ];
+    for (const [what, e] of rows)
+      it(`nothing for ${what}`, () => assert.equal(createdNodeEndpoint(e, names), undefined));
   });
 });
