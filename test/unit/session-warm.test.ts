@@ -86,7 +86,7 @@ describe("session pool warm-up (a new node connected before the next observation
     assert.equal(pool.get("b"), fresh as unknown as SshSession);
   });
 
-  it("a warm-up that failed costs nothing: the sync's own connect decides, and its error is the one recorded", async () => {
+  it("a warm-up that failed costs nothing: the sync's own connect decides, its error recorded", async () => {
     const c = connector();
     const pool = new SessionPool(c.connect);
     const a = pool.sync([ep("a")], creds);
@@ -117,7 +117,7 @@ describe("session pool warm-up (a new node connected before the next observation
     assert.deepEqual(pool.nodes(), []);
   });
 
-  it("no warm-up before the pool knows its key, nor with another key (a rotated key is the sync's to handle)", async () => {
+  it("no warm-up before the pool knows its key, nor with another key (a rotated key is for the sync)", async () => {
     const c = connector();
     const pool = new SessionPool(c.connect);
     assert.deepEqual(await pool.warm([ep("a")], creds), []);
