@@ -8,12 +8,15 @@ import type { NodeView } from "./events";
 import type { Operation, World } from "./model";
 import { observe } from "./observe";
 import { agreedLeader, decide, isOutdated, kubeProblem, plannedReplacements, type PlannedReplacement } from "./plan";
-import { StackNotFoundError } from "./stack/driver";
+import { BackendError, StackNotFoundError } from "./stack/driver";
 import type { StackEdge, StackState } from "./stack/edge";
 import { backendUrl, repoRoot } from "./stack/engine";
 import { nodeViews } from "./views";
 import { hexMemberId } from "./etcd-id";
 import { releaseStatus, type ReleaseStatus } from "./promotion/status";
+import { S3Store } from "./backend/s3";
+import { fileBackendDir } from "./backend/file-sidecars";
+import { existsSync } from "node:fs";
 
 export interface Condition {
   type: "EtcdClusterHealthy" | "EtcdMembersMatchNodes" | "MachinesUpToDate" | "ControlPlaneHealthy" | "Available";
@@ -50,6 +53,7 @@ export async function inspect(o: {
   const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
   const intent = cfg.intent;
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
+  await checkBackendReadOnly(backend, o.env);
   let edges: Edges;
   try {
     edges = await (o.edges ?? openEdges)({
@@ -189,6 +193,18 @@ function kubeCondition(s: World): Condition {
     };
   }
   return { type: "ControlPlaneHealthy", status: "False", reason: bad.map(([n, p]) => `${n}: ${p}`).join("; ") };
+}
+
+/**
+ * The backend checked before the engine opens it, as a rollout's lease checks it, writing nothing:
+ * the engine's own answer to a missing bucket, refused credentials or an unreachable endpoint is an
+ * SDK trace (exit 1), and to a missing folder "code: 1"; this says what is wrong and what to do
+ * (BackendError, exit 2). A bucket: HEAD (read-only); a folder: that it exists.
+ */
+async function checkBackendReadOnly(backend: string, env?: Record<string, string>): Promise<void> {
+  if (backend.startsWith("s3://")) return new S3Store(backend, env).check();
+  const dir = fileBackendDir(backend);
+  if (dir && !existsSync(dir)) throw new BackendError(backend, `the folder ${dir} does not exist`);
 }
 
 /** A stack that does not exist yet: no nodes, nothing to change. */

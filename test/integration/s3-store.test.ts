@@ -10,6 +10,7 @@ import { BackendError } from "../../orchestrator/stack/driver";
 import { S3Store } from "../../orchestrator/backend/s3";
 import { acquireLock, ConcurrentRolloutError, readLease, type HeldLock } from "../../orchestrator/lock";
 import { freePort, startS3Server, type S3Server } from "../support/s3";
+import { runCli } from "../support/cli";
 
 describe("the S3 object store and lease (molt-s3 on loopback)", function () {
   this.timeout(60_000);
@@ -116,5 +117,34 @@ describe("the S3 object store and lease (molt-s3 on loopback)", function () {
       new S3Store(`s3://molt-state?endpoint=http://127.0.0.1:${port}&s3ForcePathStyle=true&region=us-east-1`).check(),
       /cannot reach http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/,
     );
+  });
+
+  it("status and plan on a bad bucket backend: exit 2 with what is wrong, nothing written", async () => {
+    const port = await freePort();
+    const rows: Array<[string, string, Record<string, string>, RegExp]> = [
+      ["status", s3.url("no-such-bucket", "cli"), {}, /the bucket no-such-bucket does not exist/],
+      ["plan", s3.url("molt-state", "cli"), { AWS_SECRET_ACCESS_KEY: "not-the-secret" }, /refused the credentials/],
+      [
+        "status",
+        `s3://molt-state/cli?endpoint=http://127.0.0.1:${port}&s3ForcePathStyle=true&region=us-east-1`,
+        {},
+        /cannot reach http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/,
+      ],
+    ];
+    for (const [command, url, env, message] of rows) {
+      const run = await runCli([command, "--stack", "lab", "--json"], {
+        ...s3.credentials,
+        PULUMI_CONFIG_PASSPHRASE: "not-used",
+        PULUMI_BACKEND_URL: url,
+        ...env,
+      });
+      const what = `${command} on ${url}: exit ${run.code}: ${run.stdout.slice(-600)} ${run.stderr.slice(-600)}`;
+      assert.equal(run.code, 2, what);
+      const err = run.events.find((e) => e.type === "error") as { message?: string } | undefined;
+      assert.match(String(err?.message), message, what);
+      assert.match(String(err?.message), /nothing was changed/, what);
+      assert.ok(!(run.stdout + run.stderr).includes(s3.credentials.AWS_SECRET_ACCESS_KEY), "no secret printed");
+    }
+    assert.deepEqual(await new S3Store(s3.url("molt-state", "cli")).list(""), [], "nothing written under the prefix");
   });
 });
