@@ -3,7 +3,7 @@
 // scripts run against a real HTTP endpoint, and shellcheck on every rendered script.
 import * as assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -14,6 +14,8 @@ import {
   renderKeepalivedConfig,
   renderKeepalivedReleaseScript,
   renderKeepalivedSetupScript,
+  renderNotifyScript,
+  STATE_FILE,
   vrrpPriority,
   type VipNode,
   type VipSettings,
@@ -183,6 +185,30 @@ describe("keepalived for the API endpoint VIP (infra/vip/keepalived.ts)", () => 
     it("both pass shellcheck", () => {
       assert.equal(shellcheck(renderCheckScript({ kind: "etcd", metricsPort: 2381 })), "");
       assert.equal(shellcheck(renderCheckScript({ kind: "apiserver", port: 6443 })), "");
+    });
+  });
+
+  describe("notify script", () => {
+    // It travels inside the set-up script as a constant, where shellcheck on the set-up script
+    // does not read it: checked and run on its own.
+    it("passes shellcheck and records the state keepalived passes (type, name, state, priority)", () => {
+      const script = renderNotifyScript();
+      assert.equal(shellcheck(script), "");
+      const dir = mkdtempSync(join(tmpdir(), "molt-notify-"));
+      try {
+        const file = join(dir, "run", "vrrp-state");
+        const local = script.replace(`readonly STATE_FILE='${STATE_FILE}'`, `readonly STATE_FILE='${file}'`);
+        assert.notEqual(local, script, "the state file is a constant of the script");
+        for (const state of ["BACKUP", "MASTER", "FAULT"]) {
+          const r = spawnSync("bash", ["-c", local, "notify", "INSTANCE", "VI_API", state, "140"], {
+            encoding: "utf8",
+          });
+          assert.equal(r.status, 0, r.stderr);
+          assert.equal(readFileSync(file, "utf8"), `${state}\n`);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
   });
 
