@@ -91,9 +91,12 @@ export class PassphraseError extends Error {
   }
 }
 
-/** The engine's own error line (the Automation API wraps it in the whole command line). */
-function engineErrorLine(message: string): string {
-  return /^error: (.+)$/m.exec(message)?.[1].trim() ?? message.split("\n")[0];
+/**
+ * The engine's own error line. The Automation API wraps it as "code: N\n stdout: ...\n stderr:
+ * error: ...", so the line may start after " stderr: " rather than at the start of a line.
+ */
+export function engineErrorLine(message: string): string {
+  return /^(?: *stderr: )?error: (.+)$/m.exec(message)?.[1].trim() ?? message.split("\n")[0];
 }
 
 /**
