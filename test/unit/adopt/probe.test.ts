@@ -3,7 +3,8 @@
 import * as assert from "node:assert/strict";
 import { stackedEtcdProblems } from "../../../orchestrator/adopt";
 import type { AdoptionHost } from "../../../orchestrator/adopt/input";
-import { parseProbe, type HostFacts } from "../../../orchestrator/adopt/probe";
+import { parseProbe, probeScript, type HostFacts } from "../../../orchestrator/adopt/probe";
+import { shellcheck } from "../kubeadm/shell";
 
 const host: AdoptionHost = { address: "10.0.1.10", sshHost: "10.0.1.10", sshPort: 22 };
 const stacked: HostFacts = {
@@ -22,6 +23,12 @@ const problems = (f: Partial<HostFacts>, kube = true) =>
   stackedEtcdProblems([host], new Map([[host, { ...stacked, ...f }]]), kube, cfg(kube ? "1.36.3" : undefined));
 
 describe("adoption: kubeadm-made stacked etcd (orchestrator/adopt/probe.ts)", () => {
+  it("the probe passes shellcheck, as root and through sudo", () => {
+    assert.equal(shellcheck(probeScript("root")), "");
+    assert.equal(shellcheck(probeScript("ubuntu")), "");
+    assert.match(probeScript("ubuntu"), /sudo -n /);
+  });
+
   it("reads the probe's output", () => {
     assert.deepEqual(
       parseProbe(
