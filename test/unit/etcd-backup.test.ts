@@ -1,9 +1,11 @@
 // Retention of etcd backups: the newest N per stack, never the current run's, never another stack's.
 import * as assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { backupsOf, pruneBackups } from "../../orchestrator/etcd-backup";
+import { backupsOf, pruneBackups, retainBackups } from "../../orchestrator/etcd-backup";
+import { humanRenderer } from "../../orchestrator/cli/render";
+import type { RolloutEvent } from "../../orchestrator/events";
 
 describe("etcd backup retention", () => {
   let dir: string;
@@ -54,5 +56,29 @@ describe("etcd backup retention", () => {
     const made = [1, 2].map((m) => file("lab", m));
     assert.deepEqual(pruneBackups("lab", 3, made[1], dir), []);
     assert.deepEqual(backupsOf("lab", dir), made);
+  });
+
+  it("a run's retention says what it removed (an event, a human line), and nothing when nothing went", () => {
+    const saved = process.env.MOLT_HOME;
+    process.env.MOLT_HOME = dir; // the run's retention works in $MOLT_HOME/snapshots
+    try {
+      const snapshots = join(dir, "snapshots");
+      mkdirSync(snapshots);
+      const made = [1, 2, 3, 4].map((m) => join(snapshots, `lab-2026-11-30T10-0${m}-00-000Z.db`));
+      for (const p of made) writeFileSync(p, "x");
+      const events: RolloutEvent[] = [];
+      retainBackups("lab", 2, made[3], (e) => events.push(e));
+      assert.deepEqual(events, [{ type: "backups-pruned", stack: "lab", keep: 2, removed: made.slice(0, 2) }]);
+      let text = "";
+      humanRenderer({ write: (t) => void (text += t), tty: false, deadlineOf: () => 60, now: () => 0 })(events[0]);
+      assert.match(text, /removed 2 older etcd snapshot\(s\) of stack lab \(molt:backups\.keep 2\): /);
+      assert.ok(text.includes(made[0]) && text.includes(made[1]), text);
+      const none: RolloutEvent[] = [];
+      retainBackups("lab", 2, made[3], (e) => none.push(e));
+      assert.deepEqual(none, [], "nothing removed, nothing said");
+    } finally {
+      if (saved === undefined) delete process.env.MOLT_HOME;
+      else process.env.MOLT_HOME = saved;
+    }
   });
 });
