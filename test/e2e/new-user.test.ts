@@ -51,8 +51,10 @@ describe("a new user's rollout: signals, left-overs, hand-run pulumi, status (e2
   }
 
   /**
-   * Starts a rollout to the other image and signals it once the engine works on `op`
-   * (an engine line saying a resource is being created or deleted inside that operation).
+   * Starts a rollout to the other image and signals it once the engine works on `op`: a
+   * surge's join script running (`<node>-etcd`; the issue's case: molt died during `kubeadm
+   * join`), a prune's first resource being deleted.
+   * The step in flight must finish after the signal (the engine's graceful cancel), not die.
    */
   async function signalDuring(
     op: "surge" | "prune",
@@ -70,10 +72,16 @@ describe("a new user's rollout: signals, left-overs, hand-run pulumi, status (e2
       if (delivery === "group SIGINT") process.kill(-handle.child.pid!, "SIGINT");
       else process.kill(handle.child.pid!, "SIGTERM");
     };
+    let inFlight = "";
+    /** The engine's dynamic-resource steps, each with the number of signals sent before it came. */
+    const steps: { sent: number; resource: string; status: string }[] = [];
     const handle = startCli(["rollout", "--stack", STACK, "--yes", "--json", "--verbose"], env, (e) => {
       if (e.type === "decision") inOp = (e.operation as { kind: string }).kind === op;
-      const working = e.type === "engine" && new RegExp(op === "surge" ? "creating" : "deleting").test(String(e.line));
-      if (!inOp || !working || sent > 0) return;
+      if (e.type !== "resource" || !String(e.kind).startsWith("pulumi-nodejs:dynamic")) return;
+      steps.push({ sent, resource: String(e.resource), status: String(e.status) });
+      const slow = op === "surge" ? e.op === "create" && /-etcd$/.test(String(e.resource)) : e.op === "delete";
+      if (!inOp || e.status !== "started" || !slow || sent > 0) return;
+      inFlight = String(e.resource);
       signal();
       signalledAt = Date.now();
     });
@@ -84,10 +92,18 @@ describe("a new user's rollout: signals, left-overs, hand-run pulumi, status (e2
       });
     const run = await handle.done;
     assert.equal(sent, times, `the ${op} was reached and signalled (exit ${run.code}): ${run.stderr.slice(-500)}`);
+    const afterSignal = steps.filter((x) => x.sent > 0);
     figures[`${delivery} during ${op}${times > 1 ? ` x${times}` : ""}`] = {
+      inFlight,
       exitAfterSignalMs: Date.now() - signalledAt,
       runMs: Date.now() - t0,
+      stepsStartedAfterSignal: afterSignal.filter((x) => x.status === "started").map((x) => x.resource),
     };
+    if (times === 1)
+      assert.ok(
+        afterSignal.some((x) => x.resource === inFlight && x.status === "done"),
+        `the step in flight (${inFlight}) finished after the signal: ${JSON.stringify(afterSignal)}`,
+      );
     assert.equal(run.signal, null, "molt exited by itself, not killed by the signal");
     assert.equal(run.code, 130, `exit 130; stderr: ${run.stderr.slice(-1000)}`);
     const s = summaryOf(run);
