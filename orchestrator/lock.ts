@@ -11,8 +11,9 @@
 //    the send of its last successful renewal) has lost the lease: `signal` aborts and `lost`
 //    resolves, before any other runner can take the lease over. The loop stops at its next
 //    boundary, and the engine it runs is stopped (orchestrator/stack/engine-fence.ts).
-// Backends molt cannot write objects to itself (Pulumi Cloud, azblob://, gs://) get a lease
-// in ~/.molt: it covers this machine only, and the `lock` event says so.
+// Backends molt cannot write objects to itself (Pulumi Cloud, gs://) get a lease in ~/.molt:
+// it covers this machine only, and the `lock` event says so. file://, s3:// and azblob://
+// backends hold it beside the state.
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, readlinkSync } from "node:fs";
 import { hostname } from "node:os";

@@ -4,12 +4,14 @@
 // so that two runners can never both believe they wrote the same version:
 //  - putIfAbsent succeeds only if the key holds nothing (S3: If-None-Match: *);
 //  - putIfMatch and delete succeed only if the key still holds the version read (S3: If-Match
-//    with the ETag; a file backend: an exclusively created next version).
+//    with the ETag; Azure Blob: the same headers on Put/Delete Blob; a file backend: an
+//    exclusively created next version).
 // Keys are relative, "/"-separated paths ("molt/locks/prod.json"). S3's ETag is the content's
 // MD5: a writer must never write the same bytes twice (the lease's records carry a run id and
 // a timestamp), or a stale If-Match would still match.
 import { fileURLToPath } from "node:url";
 import { BackendError } from "../stack/driver";
+import { AzureBlobStore } from "./azblob";
 import { FileStore } from "./file";
 import { S3Store } from "./s3";
 
@@ -41,10 +43,14 @@ export interface ObjectStore {
   readonly clockResolutionMs: number;
 }
 
-/** Backends whose objects molt can reach itself: a folder, or an S3 (or S3-compatible) bucket. */
+/**
+ * Backends whose objects molt can reach itself: a folder, an S3 (or S3-compatible) bucket, or an
+ * Azure Blob container. gs:// and Pulumi Cloud have none (their leases cover one machine).
+ */
 export function openStore(backendUrl: string, env: Record<string, string | undefined> = {}): ObjectStore | undefined {
   if (backendUrl.startsWith("file://")) return new FileStore(fileURLToPath(backendUrl));
   if (backendUrl.startsWith("s3://")) return new S3Store(backendUrl, env);
+  if (backendUrl.startsWith("azblob://")) return new AzureBlobStore(backendUrl, env);
   return undefined;
 }
 
@@ -58,7 +64,7 @@ export function requireStore(
   if (!store)
     throw new BackendError(
       redactUrl(backendUrl),
-      `molt cannot keep ${what} in this backend (only file:// and s3:// backends are supported for it)`,
+      `molt cannot keep ${what} in this backend (only file://, s3:// and azblob:// backends are supported for it)`,
     );
   return store;
 }

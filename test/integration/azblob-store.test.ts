@@ -1,0 +1,189 @@
+// The object store and the stack lease on Azure Blob, served by Azurite (the Azure Storage
+// emulator) on loopback: the service's own conditional writes decide every race, its clock
+// decides expiry, and a container that does not exist, refused credentials or an endpoint
+// nobody listens on are bad input with a message that says which.
+import * as assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { distDir } from "../../orchestrator/stack/engine";
+import { BackendError } from "../../orchestrator/stack/driver";
+import { AzureBlobStore } from "../../orchestrator/backend/azblob";
+import { openStore, requireStore } from "../../orchestrator/backend/store";
+import { acquireLock, ConcurrentRolloutError, lockStore, readLease, type HeldLock } from "../../orchestrator/lock";
+import { startAzurite, type AzuriteServer } from "../support/azurite";
+import { freePort } from "../support/s3";
+
+describe("the Azure Blob object store and lease (Azurite on loopback)", function () {
+  this.timeout(60_000);
+  let az: AzuriteServer;
+  const saved: Record<string, string | undefined> = {};
+  const VARS = [
+    "AZURE_STORAGE_ACCOUNT",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGEBLOB_CONNECTIONSTRING",
+    "AZURE_STORAGE_DOMAIN",
+    "AZURE_STORAGE_PROTOCOL",
+    "AZURE_STORAGE_IS_CDN",
+    "AZURE_STORAGE_IS_LOCAL_EMULATOR",
+  ];
+  const setCreds = (c: Record<string, string>) => {
+    for (const [k, v] of Object.entries(c)) process.env[k] = v;
+  };
+  before(async () => {
+    az = await startAzurite(["molt-state"]);
+    for (const k of VARS) {
+      saved[k] = process.env[k];
+      delete process.env[k];
+    }
+    setCreds(az.credentials);
+  });
+  after(async () => {
+    for (const [k, v] of Object.entries(saved))
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    await az?.stop();
+  });
+
+  it("writes conditionally with If-None-Match / If-Match and deletes with If-Match", async () => {
+    const s = new AzureBlobStore(az.url("molt-state", "team-a"));
+    await s.check();
+    const e1 = await s.putIfAbsent("k.json", Buffer.from("1"));
+    assert.ok(e1);
+    assert.equal(await s.putIfAbsent("k.json", Buffer.from("2")), undefined);
+    const got = await s.get("k.json");
+    assert.equal(got?.body.toString(), "1");
+    assert.equal(got?.etag, e1);
+    const e2 = await s.putIfMatch("k.json", Buffer.from("3"), e1);
+    assert.ok(e2 && e2 !== e1);
+    assert.equal(await s.putIfMatch("k.json", Buffer.from("4"), e1), undefined);
+    assert.equal(await s.putIfMatch("gone.json", Buffer.from("4"), e1), undefined, "If-Match on nothing");
+    assert.equal(await s.delete("k.json", e1), false, "a delete on a stale ETag is refused");
+    assert.deepEqual(await s.list(""), ["k.json"], "keys are relative to the URL's prefix");
+    assert.equal(await s.delete("k.json", e2), true);
+    assert.equal(await s.get("k.json"), undefined);
+    assert.equal(await s.delete("k.json", e2), false, "a delete of nothing is refused");
+    const skew = Math.abs((await s.now()).getTime() - Date.now());
+    assert.ok(skew < 2000, `the service's clock is read (${skew} ms from ours)`);
+  });
+
+  it("is the store openStore, requireStore and lockStore pick for azblob://, shared by the backend", async () => {
+    const url = az.url("molt-state");
+    assert.ok(openStore(url) instanceof AzureBlobStore);
+    assert.ok(requireStore(url, "verification records") instanceof AzureBlobStore);
+    assert.equal(lockStore(url).scope, "backend");
+    assert.doesNotMatch(new AzureBlobStore(url).location, new RegExp(az.credentials.AZURE_STORAGE_KEY.slice(0, 12)));
+  });
+
+  it("reaches the container with a connection string as the engine's driver does", async () => {
+    const cs =
+      `DefaultEndpointsProtocol=http;AccountName=${az.account};AccountKey=${az.credentials.AZURE_STORAGE_KEY};` +
+      `BlobEndpoint=http://${az.address}/${az.account};`;
+    // As the engine: the connection string names the account and its endpoint; no other variable is set.
+    const s = new AzureBlobStore("azblob://molt-state/cs", {
+      AZURE_STORAGE_ACCOUNT: "",
+      AZURE_STORAGE_KEY: "",
+      AZURE_STORAGE_CONNECTION_STRING: cs,
+    });
+    assert.equal(s.loc.credential, "connection-string");
+    assert.equal(s.loc.account, az.account);
+    const e = await s.putIfAbsent("k.json", Buffer.from("cs"));
+    assert.ok(e);
+    assert.equal((await new AzureBlobStore(az.url("molt-state", "cs")).get("k.json"))?.etag, e, "the same container");
+    assert.doesNotMatch(s.location, /AccountKey/);
+  });
+
+  it("lets exactly one of many concurrent conditional writers win", async () => {
+    const s = new AzureBlobStore(az.url("molt-state"));
+    const created = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => s.putIfAbsent("new.json", Buffer.from(`creator ${i}`))),
+    );
+    assert.equal(created.filter(Boolean).length, 1, "one creator of an absent key");
+    const e = (await s.get("new.json"))!.etag;
+    const wins = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => s.putIfMatch("new.json", Buffer.from(`writer ${i}`), e)),
+    );
+    assert.equal(wins.filter(Boolean).length, 1, "one replacer of a version");
+  });
+
+  it("holds a lease another runner sees, lets it expire by the service's clock, and reports the takeover", async () => {
+    const url = az.url("molt-state", "lease");
+    // Runner A: another process holding the lease, SIGKILLed (it never releases it).
+    const a = spawn(
+      process.execPath,
+      [
+        "-e",
+        `require(${JSON.stringify(join(distDir, "orchestrator", "lock.js"))})
+          .acquireLock(process.env.URL, "prod", "rollout",
+            { ttlSeconds: 2, identity: { host: "runner-a", machine: "a" } })
+          .then((l) => { console.log("held " + l.holder.runId); setInterval(() => {}, 1000); })`,
+      ],
+      { env: { ...process.env, URL: url }, stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const runId = await new Promise<string>((resolve, reject) => {
+      a.stdout!.on(
+        "data",
+        (d: Buffer) => /held (\S+)/.test(d.toString()) && resolve(/held (\S+)/.exec(d.toString())![1]),
+      );
+      a.on("exit", (c) => reject(new Error(`runner A exited ${c}`)));
+    });
+    const asB = () =>
+      acquireLock(url, "prod", "rollout", { ttlSeconds: 2, identity: { host: "runner-b", machine: "b" } });
+    await new Promise((r) => setTimeout(r, 2500)); // longer than the ttl: A renewed meanwhile
+    await assert.rejects(asB(), ConcurrentRolloutError, "a live runner's lease is never taken");
+    a.kill("SIGKILL");
+    const t0 = Date.now();
+    let b: HeldLock | undefined;
+    while (!b) {
+      b = await asB().catch((e: unknown) => {
+        if (!(e instanceof ConcurrentRolloutError)) throw e;
+        return undefined;
+      });
+      if (!b) await new Promise((r) => setTimeout(r, 250));
+    }
+    const waited = Date.now() - t0;
+    assert.ok(waited >= 700, `taken only once expired (${waited} ms after A died)`);
+    assert.equal(b.scope, "backend");
+    assert.equal(b.recoveredFrom?.reason, "expired");
+    assert.equal(b.recoveredFrom?.holder.runId, runId);
+    await b.release();
+    assert.equal(
+      await readLease(new AzureBlobStore(url), "prod"),
+      undefined,
+      "released: nothing left in the container",
+    );
+  });
+
+  it("says what is wrong with a container that does not exist, refused credentials, or no server", async () => {
+    await assert.rejects(new AzureBlobStore(az.url("no-such-container")).check(), (e: unknown) => {
+      assert.ok(e instanceof BackendError);
+      assert.match((e as Error).message, /the container no-such-container does not exist in the account moltdev/);
+      return true;
+    });
+    await assert.rejects(new AzureBlobStore(az.url("no-such-container")).get("k.json"), BackendError);
+    const wrong = Buffer.from("not-the-key-but-base64-all-the-same").toString("base64");
+    const refused = new AzureBlobStore(az.url("molt-state"), { AZURE_STORAGE_KEY: wrong });
+    await assert.rejects(refused.check(), (e: unknown) => {
+      assert.ok(e instanceof BackendError);
+      assert.match(
+        (e as Error).message,
+        /refused the credentials \(AuthorizationFailure\): check AZURE_STORAGE_ACCOUNT/,
+      );
+      assert.doesNotMatch((e as Error).message, new RegExp(wrong.slice(0, 12)));
+      return true;
+    });
+    await assert.rejects(refused.putIfAbsent("k.json", Buffer.from("x")), /refused the credentials/);
+    const port = await freePort();
+    const t0 = Date.now();
+    await assert.rejects(
+      new AzureBlobStore(`azblob://molt-state?domain=127.0.0.1:${port}&protocol=http`).check(),
+      (e: unknown) => {
+        assert.ok(e instanceof BackendError);
+        assert.match((e as Error).message, /cannot reach http:\/\/127\.0\.0\.1:\d+\/moltdev \(ECONNREFUSED\)/);
+        return true;
+      },
+    );
+    assert.ok(Date.now() - t0 < 10_000, "an endpoint nobody listens on fails within seconds");
+  });
+});
