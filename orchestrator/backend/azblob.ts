@@ -12,13 +12,8 @@
 // Conditional writes are the service's own: Put Blob with If-None-Match: * or If-Match: <ETag>,
 // Delete Blob with If-Match (a 412 or 409 means another writer won). Azure's ETag changes on
 // every write, whatever the bytes.
-import {
-  AnonymousCredential,
-  ContainerClient,
-  RestError,
-  StorageSharedKeyCredential,
-  type StoragePipelineOptions,
-} from "@azure/storage-blob";
+// The SDK is loaded on first use only (~160 ms): other backends' commands never pay for it.
+import type { ContainerClient, RestError, StoragePipelineOptions } from "@azure/storage-blob";
 import { BackendError } from "../stack/driver";
 import type { ObjectStore, StoredObject } from "./store";
 
@@ -172,7 +167,7 @@ export class AzureBlobStore implements ObjectStore {
       for await (const c of r.readableStreamBody!) chunks.push(Buffer.from(c as Buffer));
       return { body: Buffer.concat(chunks), etag: r.etag!, modified: r.lastModified! };
     } catch (e) {
-      if (e instanceof RestError && e.statusCode === 404 && errorCode(e) !== "ContainerNotFound") return undefined;
+      if (isRest(e) && e.statusCode === 404 && errorCode(e) !== "ContainerNotFound") return undefined;
       throw this.backendError(e);
     }
   }
@@ -191,7 +186,7 @@ export class AzureBlobStore implements ObjectStore {
       await blob.delete({ conditions: { ifMatch: etag } });
       return true;
     } catch (e) {
-      if (e instanceof RestError && (e.statusCode === 412 || (e.statusCode === 404 && !containerGone(e)))) return false;
+      if (isRest(e) && (e.statusCode === 412 || (e.statusCode === 404 && !containerGone(e)))) return false;
       throw this.backendError(e);
     }
   }
@@ -232,7 +227,7 @@ export class AzureBlobStore implements ObjectStore {
       return r.etag!;
     } catch (e) {
       // 412 ConditionNotMet; 409 BlobAlreadyExists (If-None-Match: * lost); 404: If-Match on nothing.
-      if (e instanceof RestError && !containerGone(e))
+      if (isRest(e) && !containerGone(e))
         if (e.statusCode === 412 || e.statusCode === 409 || (conditions.ifMatch && e.statusCode === 404))
           return undefined;
       throw this.backendError(e);
@@ -250,6 +245,9 @@ export class AzureBlobStore implements ObjectStore {
   }
 
   private async makeClient(): Promise<ContainerClient> {
+    const { AnonymousCredential, ContainerClient, StorageSharedKeyCredential } =
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use (CommonJS build)
+      require("@azure/storage-blob") as typeof import("@azure/storage-blob");
     const get = envOf(this.env);
     const options: StoragePipelineOptions = {
       retryOptions: { maxTries: 3, retryDelayInMs: 200, maxRetryDelayInMs: 1000, tryTimeoutInMs: 20_000 },
@@ -284,7 +282,8 @@ export class AzureBlobStore implements ObjectStore {
           );
         }
       case "default": {
-        const { DefaultAzureCredential } = await import("@azure/identity");
+        // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only for Entra ID
+        const { DefaultAzureCredential } = require("@azure/identity") as typeof import("@azure/identity");
         return new ContainerClient(containerUrl, new DefaultAzureCredential(), options);
       }
     }
@@ -303,8 +302,8 @@ export class AzureBlobStore implements ObjectStore {
   private backendError(e: unknown): Error {
     if (e instanceof BackendError) return e;
     const err = e as RestError & { code?: string };
-    const st = err instanceof RestError ? err.statusCode : undefined;
-    const code = err instanceof RestError ? errorCode(err) : undefined;
+    const st = isRest(err) ? err.statusCode : undefined;
+    const code = isRest(err) ? errorCode(err) : undefined;
     const where = `azblob://${this.loc.container} at ${this.endpoint()}`;
     const net = NET.exec(`${err.code ?? ""} ${err.name} ${err.message}`)?.[0];
     let detail: string;
@@ -327,6 +326,11 @@ export class AzureBlobStore implements ObjectStore {
       );
     return new BackendError(this.shown(), detail);
   }
+}
+
+/** The SDK's RestError (told by shape: the SDK is not loaded at import time). */
+function isRest(e: unknown): e is RestError {
+  return e instanceof Error && e.name === "RestError";
 }
 
 function errorCode(e: RestError): string | undefined {
