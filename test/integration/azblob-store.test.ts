@@ -3,9 +3,11 @@
 // decides expiry, and a container that does not exist, refused credentials or an endpoint
 // nobody listens on are bad input with a message that says which.
 import * as assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { distDir } from "../../orchestrator/stack/engine";
+import { distDir, locateEngine } from "../../orchestrator/stack/engine";
 import { BackendError } from "../../orchestrator/stack/driver";
 import { AzureBlobStore } from "../../orchestrator/backend/azblob";
 import { openStore, requireStore } from "../../orchestrator/backend/store";
@@ -153,6 +155,34 @@ describe("the Azure Blob object store and lease (Azurite on loopback)", function
       undefined,
       "released: nothing left in the container",
     );
+  });
+
+  it("keeps the lease in the container that holds the Pulumi engine's state", async () => {
+    const url = az.url("molt-state", "engine");
+    const dir = mkdtempSync(join(tmpdir(), "molt-azblob-engine-"));
+    try {
+      writeFileSync(join(dir, "Pulumi.yaml"), "name: azt\nruntime: yaml\n");
+      const env = { ...process.env, PULUMI_HOME: join(dir, ".pulumi-home"), PULUMI_CONFIG_PASSPHRASE: "azurite" };
+      const pulumi = join(locateEngine().binDir, "pulumi");
+      execFileSync(pulumi, ["login", url], { cwd: dir, env, stdio: "pipe", timeout: 30_000 });
+      execFileSync(pulumi, ["stack", "init", "dev", "--non-interactive"], {
+        cwd: dir,
+        env,
+        stdio: "pipe",
+        timeout: 30_000,
+      });
+      const lock = await acquireLock(url, "dev", "rollout", { ttlSeconds: 10 });
+      try {
+        assert.equal(lock.scope, "backend");
+        const keys = await new AzureBlobStore(url).list("");
+        assert.ok(keys.includes(".pulumi/stacks/azt/dev.json"), `the engine's state is there: ${keys.join(" ")}`);
+        assert.ok(keys.includes(".molt/locks/dev.json"), `and molt's lease beside it: ${keys.join(" ")}`);
+      } finally {
+        await lock.release();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("says what is wrong with a container that does not exist, refused credentials, or no server", async () => {

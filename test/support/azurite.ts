@@ -82,6 +82,9 @@ export async function startAzurite(containers: string[]): Promise<AzuriteServer>
         };
         if (child.exitCode !== null || child.signalCode !== null) return done();
         child.once("exit", done);
+        // Azurite closes gracefully, waiting for idle keep-alive connections: 3 s, then SIGKILL.
+        const kill = setTimeout(() => child.kill("SIGKILL"), 3000);
+        child.once("exit", () => clearTimeout(kill));
         child.kill("SIGTERM");
       }),
   };
