@@ -2,9 +2,11 @@
 // (test/support/long.ts): kube.test.ts's drain blocked by a PodDisruptionBudget past its
 // deadline, rollout.test.ts's SIGKILL during promote-or-verify and remove-member (the chaos
 // subset's kill chain covers those boundaries in npm test), controls.test.ts's
-// certificate-driven replacement.
+// certificate-driven replacement, chaos.test.ts's bootstrap that never starts etcd and old
+// member dying mid-rollout.
 process.env.MOLT_TEST_LONG = "1";
 /* eslint-disable @typescript-eslint/no-require-imports */
 require("../e2e/kube.test");
 require("../e2e/rollout.test");
 require("../e2e/controls.test");
+require("../e2e/chaos.test");
