@@ -19,6 +19,7 @@ import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { createForeignCluster, type ForeignCluster } from "../support/foreign";
 import { labLeftovers, testLab } from "../support/lab";
 import { startClusterProbe } from "../support/probe";
+import { longRun } from "../support/long";
 
 const publicLab = testLab(17);
 const lab = { ...testLab(18), isolated: true as const };
@@ -357,17 +358,18 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     assert.equal((await suite.stored()).nodes.length, 3);
   });
 
+  // The minor upgrade after adoption (3.5.35 -> 3.6) runs in npm run test:long only (CI's time
+  // budget): once adopted nodes are replaced they are molt's own, and npm test upgrades etcd's
+  // minor add-first in the Kubernetes suite (3.6 -> 3.7).
+  const steps = [["etcd-v3.5.35", "3.5.35"], ...(longRun ? [["etcd-v3.6.16", "3.6.16"]] : [])] as const;
   it(
-    "replaces the adopted nodes add-first (3.5.11 -> 3.5.35) with a client writing throughout; 3.5.35 -> 3.6 then " +
-      "works",
+    "replaces the adopted nodes add-first (3.5.11 -> 3.5.35) with a client writing throughout" +
+      (longRun ? "; 3.5.35 -> 3.6 then works" : ""),
     async function () {
       this.timeout(900_000);
       assert.ok(adopted, "the cluster was adopted");
       const st0 = await suite.stored();
-      for (const [image, etcd] of [
-        ["etcd-v3.5.35", "3.5.35"],
-        ["etcd-v3.6.16", "3.6.16"],
-      ] as const) {
+      for (const [image, etcd] of steps) {
         suite.wd.writeStackConfig(STACK, stackYaml(image));
         const key = (await suite.stored()).sshPrivateKey!;
         // The probe writes through every machine whose etcd still has data (retired ones are wiped).
