@@ -18,7 +18,9 @@ describe("chaos on the lab (e2e, CI subset)", function () {
     const broken = r.invariants.filter((i) => !i.ok);
     assert.equal(broken.length, 0, broken.map((i) => `${i.name}: ${i.detail}`).join("\n"));
     assert.ok(r.faults.length > 0, "the fault was injected");
-    assert.ok(r.probe.ok > 20, "the probe really wrote through the whole scenario");
+    // A round trip per 2 s of the scenario at least (a fixed 20 came within 7 of failing as runs got faster).
+    const floor = Math.max(10, Math.floor(r.wallMs / 2000));
+    assert.ok(r.probe.ok >= floor, `the probe really wrote through the scenario: ${r.probe.ok} writes, want ${floor}`);
   };
 
   before(async function () {
