@@ -42,10 +42,19 @@ export class SessionPool {
     this.dropListeners.push(listener);
   }
 
-  /** Connected nodes. */
+  /**
+   * Connected nodes, in the order the last sync was given them (the stack's order, or the hosts
+   * as given to adopt), never the order their connections happened to complete in: callers pick
+   * "the first node" (whose etcd CA to trust), which must not be a race. Nodes only a warm-up
+   * connected come last.
+   */
   nodes(): string[] {
-    return [...this.sessions.keys()];
+    const listed = this.order.filter((n) => this.sessions.has(n));
+    return [...listed, ...[...this.sessions.keys()].filter((n) => !this.order.includes(n))];
   }
+
+  /** The nodes of the last sync, in its order. */
+  private order: string[] = [];
 
   get(node: string): SshSession | undefined {
     return this.sessions.get(node);
@@ -64,6 +73,7 @@ export class SessionPool {
       this.key = key;
     }
     const wanted = new Map(endpoints.map((e) => [e.name, e]));
+    this.order = endpoints.map((e) => e.name);
     for (const [node, session] of this.sessions) {
       const e = wanted.get(node);
       if (!e || !session.open || session.target.hostKey !== e.hostPublicKey || session.target.host !== e.sshHost)

@@ -127,4 +127,21 @@ describe("session pool warm-up (a new node connected before the next observation
     assert.deepEqual(await pool.warm([ep("b")], { ...creds, privateKey: "ROTATED" }), []);
     assert.equal(c.calls.length, 1);
   });
+
+  it("lists nodes in the order they were given, whatever order their connects completed in", async () => {
+    const c = connector();
+    const pool = new SessionPool(c.connect);
+    const synced = pool.sync([ep("a"), ep("b"), ep("c")], creds);
+    await tick();
+    // The last one answers first: the order of "the first node" (whose etcd CA is trusted) is the caller's.
+    c.calls[2].resolve();
+    await tick();
+    c.calls[1].resolve();
+    await tick();
+    c.calls[0].resolve();
+    await synced;
+    assert.deepEqual(pool.nodes(), ["a", "b", "c"]);
+    await pool.sync([ep("c"), ep("a")], creds);
+    assert.deepEqual(pool.nodes(), ["c", "a"], "the last sync's order, b dropped");
+  });
 });
