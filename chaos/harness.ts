@@ -532,8 +532,10 @@ export class Chaos {
             const ms = await access.memberList(access.nodes()[0]);
             if (test({ voters: ms.filter((m) => !m.isLearner).length, learners: ms.filter((m) => m.isLearner).length }))
               return true;
-            // A new machine appeared: reopen with its tunnel too.
-            if (labEndpoints(this.lab).length !== eps.length) break;
+            // No reopen when the new machine appears: any old member lists the learner, and a
+            // reopen (a second of new SSH sessions) could miss a learner that exists for less
+            // (it did once, on an idle machine: "no kill point was reached in a whole leg (stuck
+            // at k08)"). A node that goes away fails the call and the loop reopens.
             await new Promise((r) => setTimeout(r, 50)); // poll interval of the watcher
           }
         } catch {
