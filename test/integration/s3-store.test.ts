@@ -3,12 +3,10 @@
 // bucket that does not exist, refused credentials or an endpoint nobody listens on are bad
 // input with a message that says which.
 import * as assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { join } from "node:path";
-import { distDir } from "../../orchestrator/stack/engine";
 import { BackendError } from "../../orchestrator/stack/driver";
 import { S3Store } from "../../orchestrator/backend/s3";
-import { acquireLock, ConcurrentRolloutError, readLease, type HeldLock } from "../../orchestrator/lock";
+import { readLease } from "../../orchestrator/lock";
+import { leaseTakeover } from "../support/lease-takeover";
 import { freePort, startS3Server, type S3Server } from "../support/s3";
 import { runCli } from "../support/cli";
 
@@ -60,39 +58,7 @@ describe("the S3 object store and lease (molt-s3 on loopback)", function () {
   it("holds a lease another runner sees, lets it expire by the server's clock, and reports the takeover", async () => {
     const url = s3.url("molt-state", "lease");
     // Runner A: another process holding the lease, SIGKILLed (it never releases it).
-    const a = spawn(
-      process.execPath,
-      [
-        "-e",
-        `require(${JSON.stringify(join(distDir, "orchestrator", "lock.js"))})
-          .acquireLock(process.env.URL, "prod", "rollout",
-            { ttlSeconds: 2, identity: { host: "runner-a", machine: "a" } })
-          .then((l) => { console.log("held " + l.holder.runId); setInterval(() => {}, 1000); })`,
-      ],
-      { env: { ...process.env, URL: url }, stdio: ["ignore", "pipe", "inherit"] },
-    );
-    const runId = await new Promise<string>((resolve, reject) => {
-      a.stdout!.on(
-        "data",
-        (d: Buffer) => /held (\S+)/.test(d.toString()) && resolve(/held (\S+)/.exec(d.toString())![1]),
-      );
-      a.on("exit", (c) => reject(new Error(`runner A exited ${c}`)));
-    });
-    const asB = () =>
-      acquireLock(url, "prod", "rollout", { ttlSeconds: 2, identity: { host: "runner-b", machine: "b" } });
-    await new Promise((r) => setTimeout(r, 2500)); // longer than the ttl: A renewed meanwhile
-    await assert.rejects(asB(), ConcurrentRolloutError, "a live runner's lease is never taken");
-    a.kill("SIGKILL");
-    const t0 = Date.now();
-    let b: HeldLock | undefined;
-    while (!b) {
-      b = await asB().catch((e: unknown) => {
-        if (!(e instanceof ConcurrentRolloutError)) throw e;
-        return undefined;
-      });
-      if (!b) await new Promise((r) => setTimeout(r, 250));
-    }
-    const waited = Date.now() - t0;
+    const { b, runId, waitedMs: waited } = await leaseTakeover(url);
     assert.ok(waited >= 700, `taken only once expired (${waited} ms after A died)`);
     assert.equal(b.recoveredFrom?.reason, "expired");
     assert.equal(b.recoveredFrom?.holder.runId, runId);
