@@ -14,6 +14,9 @@ import { BackendError } from "../stack/driver";
 import { AzureBlobStore } from "./azblob";
 import { FileStore } from "./file";
 import { S3Store } from "./s3";
+import { STORE_SCHEMES } from "./schemes";
+
+export { STORE_SCHEMES };
 
 export interface StoredObject {
   body: Buffer;
@@ -64,7 +67,7 @@ export function requireStore(
   if (!store)
     throw new BackendError(
       redactUrl(backendUrl),
-      `molt cannot keep ${what} in this backend (only file://, s3:// and azblob:// backends are supported for it)`,
+      `molt cannot keep ${what} in this backend (only ${STORE_SCHEMES} backends are supported for it)`,
     );
   return store;
 }

@@ -6,7 +6,7 @@
 //    written to the stack's backend (soaking), and with `verify` the soak runs inline.
 import type { StackConfig } from "../config";
 import { InvalidConfigError } from "../config";
-import { openStore, redactUrl } from "../backend/store";
+import { openStore, redactUrl, STORE_SCHEMES } from "../backend/store";
 import type { Edges } from "../edges/types";
 import type { RolloutEvent } from "../events";
 import type { Stop } from "../loop/memory";
@@ -37,7 +37,7 @@ export async function releasePreflight(c: PromotionContext & { verify?: boolean 
     );
   if (c.verify && !openStore(c.backend, c.env))
     throw new PromotionRefusedError(
-      `--verify: molt keeps verification records in file:// and s3:// backends only, and stack ${stack}'s is ` +
+      `--verify: molt keeps verification records in ${STORE_SCHEMES} backends only, and stack ${stack}'s is ` +
         `${redactUrl(c.backend)}; nothing was changed`,
     );
   if (release) {
@@ -118,7 +118,7 @@ export function releaseRecorder(c: PromotionContext & { verify?: boolean; soakIn
         c.emit({
           type: "warning",
           message:
-            `no verification record of release ${release.name}: molt keeps records in file:// and s3:// backends ` +
+            `no verification record of release ${release.name}: molt keeps records in ${STORE_SCHEMES} backends ` +
             `only, and this stack's is ${redactUrl(c.backend)}`,
         });
         return c.verify ? { result: "failed", reason: "converged, but no record can be kept in this backend" } : end;

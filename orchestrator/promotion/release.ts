@@ -6,6 +6,7 @@
 import { createHash } from "node:crypto";
 import * as semver from "semver";
 import { z } from "zod";
+import { STORE_SCHEMES, STORE_URL } from "../backend/schemes";
 
 export interface Release {
   name: string;
@@ -67,8 +68,9 @@ const sourceSchema = z.union(
         backend: z
           .string({ message: "the source stack's backend URL" })
           .regex(
-            /^(file|s3):\/\/./,
-            "a file:// or s3:// backend URL (molt reads verification records from those backends only)",
+            STORE_URL,
+            `a ${STORE_SCHEMES.replace(" and ", " or ")} backend URL ` +
+              "(molt reads verification records from those backends only)",
           )
           .optional(),
       })

@@ -1,7 +1,7 @@
 // What `molt status` says about a stack's release: its name and digest, and where its
 // verification record stands. Reading a record never fails the status: a backend without
 // records, or an unreadable record, is said as such.
-import { openStore, redactUrl } from "../backend/store";
+import { openStore, redactUrl, STORE_SCHEMES } from "../backend/store";
 import type { StackConfig } from "../config";
 import { readRecord } from "./record";
 import { releaseDigest } from "./release";
@@ -39,7 +39,7 @@ export async function releaseStatus(
   if (!store)
     return {
       ...base,
-      verification: { state: "unavailable", detail: `no records in ${redactUrl(backend)} (file:// and s3:// only)` },
+      verification: { state: "unavailable", detail: `no records in ${redactUrl(backend)} (${STORE_SCHEMES} only)` },
     };
   try {
     const stored = await readRecord(store, stack, release.name);

@@ -317,7 +317,7 @@ export function stagingScenario(full: boolean): void {
           stack: "prod",
           args: ["promote", "--from", "staging", "--to", "prod", "--yes", "--json", "--from-backend", "https://x"],
           code: 2,
-          message: /only file:\/\/ and s3:\/\/ backends/,
+          message: /only file:\/\/, s3:\/\/ and azblob:\/\/ backends are supported/,
         },
         {
           name: "promote from a backend folder that does not exist",

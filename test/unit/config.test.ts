@@ -91,7 +91,7 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         stackYaml([
           ...labLines,
           "molt:release: { name: os-2026-11, etcdVersion: v3.4.23, images: { prod: lab-v1, lab: lab-v1 } }",
-          "molt:promotion: { soakMinutes: 0.5, requireVerifiedOn: [staging, { stack: dev, backend: 's3://b/x' }] }",
+          "molt:promotion: { soakMinutes: 0.5, requireVerifiedOn: [staging, { stack: dev, backend: 's3://b/x' }, { stack: qa, backend: 'azblob://c/x' }] }",
         ]),
       );
       assert.deepEqual(c.release, {
@@ -101,7 +101,11 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       });
       assert.deepEqual(c.promotion, {
         soakMinutes: 0.5,
-        requireVerifiedOn: [{ stack: "staging" }, { stack: "dev", backend: "s3://b/x" }],
+        requireVerifiedOn: [
+          { stack: "staging" },
+          { stack: "dev", backend: "s3://b/x" },
+          { stack: "qa", backend: "azblob://c/x" },
+        ],
       });
     });
 
@@ -461,7 +465,7 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         "requireVerifiedOn with a Pulumi Cloud backend",
         [...labLines, "molt:promotion: { requireVerifiedOn: [{ stack: staging, backend: 'https://api.pulumi.com' }] }"],
         "molt:promotion.requireVerifiedOn.0.backend",
-        /file:\/\/ or s3:\/\//,
+        /file:\/\/, s3:\/\/ or azblob:\/\/ backend URL/,
       ],
       ["unknown key in molt:promotion", [...labLines, "molt:promotion: { soak: 5 }"], "molt:promotion", /soak/],
     ];
