@@ -67,6 +67,17 @@ function watched(c: Scope): string | undefined {
   const w = c.s.joining ?? c.s.controls?.watching;
   if (w && c.s.nodes.some((n) => n.name === w) && w !== c.victim?.name) return w;
   if (c.s.nodes.length > c.s.intent.replicas && isJoining(c, c.newest.name)) return c.newest.name;
+  // Retire first (maxSurge 0): a node that joined just before a crash leaves the count at
+  // replicas, which looks like a finished replacement. Until this run retires a node, its newest
+  // up-to-date node is watched again (its postJoin and soak: at least once, never skipped).
+  const { s } = c;
+  if (
+    s.intent.rollout.maxSurge === 0 &&
+    c.outdated.length > 0 &&
+    (s.controls?.retired.length ?? 0) === 0 &&
+    !isOutdated(c.newest, s.intent, s.certificates)
+  )
+    return c.newest.name;
   return undefined;
 }
 

@@ -574,6 +574,32 @@ describe("the rollout loop (fake edges)", function () {
       assert.deepEqual(calls, ["lab-cp-4", "lab-cp-5", "lab-cp-6"]);
     });
 
+    it("maxSurge 0: after a crash right after a join, the rerun runs postJoin before the next retirement", async () => {
+      stack("lab-v2", { maxSurge: 0 });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const calls: string[] = [];
+      const hooks = {
+        postJoin: async (c: { node: string }) => {
+          calls.push(c.node);
+          w.log.push(`hook postJoin ${c.node}`);
+        },
+      };
+      // Retire first: the old node's machine goes (apply 1), then the new node joins (apply 2).
+      w.faults.crashAfterApply = 2;
+      await assert.rejects(run(w, { hooks }), /simulated crash/);
+      assert.deepEqual(calls, []);
+      assert.deepEqual(images(w), ["lab-cp-2:lab-v1", "lab-cp-3:lab-v1", "lab-cp-4:lab-v2"]);
+      w.log.length = 0;
+      const { summary } = await run(w, { hooks });
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(calls, ["lab-cp-4", "lab-cp-5", "lab-cp-6"]);
+      // lab-cp-4's hook came before anything touched the next old node.
+      const i = (prefix: string) => w.log.findIndex((l) => l.startsWith(prefix));
+      assert.ok(i("hook postJoin lab-cp-4") >= 0, w.log.join("\n"));
+      const retirement = w.log.findIndex((l) => /^(etcd memberRemove|etcd moveLeader|up prune)/.test(l));
+      assert.ok(retirement > i("hook postJoin lab-cp-4"), w.log.join("\n"));
+    });
+
     it("refuses to start outside the maintenance window, changing nothing", async () => {
       stack("lab-v2", { rollout: { window: { days: ["sat"], start: "01:00", end: "05:00", timeZone: "UTC" } } });
       const w = FakeWorld.cluster(3, "lab-v1");
