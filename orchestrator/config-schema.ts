@@ -76,6 +76,9 @@ export const baseSections = {
         .max(3650, "at most 3650")
         .optional(),
       window: windowSchema.optional(),
+      pruneWithNextSurge: z
+        .boolean({ message: "true or false: destroy a retired node and create the next in one engine run" })
+        .optional(),
     })
     .strict()
     .optional(),
@@ -156,7 +159,13 @@ export function everySectionPresent(raw: Record<string, unknown>): Record<string
 export function crossFieldProblems(raw: Record<string, unknown>): string[] {
   const problems: string[] = [];
   const replicas = typeof raw["molt:replicas"] === "string" ? Number(raw["molt:replicas"]) : raw["molt:replicas"];
-  const rolloutRaw = raw["molt:rollout"] as { maxSurge?: unknown } | undefined;
+  const rolloutRaw = raw["molt:rollout"] as { maxSurge?: unknown; pruneWithNextSurge?: unknown } | undefined;
+  if (rolloutRaw?.maxSurge === 0 && rolloutRaw.pruneWithNextSurge === true) {
+    problems.push(
+      `molt:rollout.pruneWithNextSurge: true creates the next node before the retired one is destroyed, one ` +
+        `machine beyond replicas, which maxSurge: 0 rules out; drop one of the two`,
+    );
+  }
   if (rolloutRaw?.maxSurge === 0 && typeof replicas === "number" && replicas < 3) {
     problems.push(
       `molt:rollout.maxSurge: 0 (retire first) needs at least 3 replicas, or the cluster would lose quorum; use ` +

@@ -162,6 +162,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
         ...(c["molt:rollout"]?.window
           ? { window: { days: [], ...c["molt:rollout"].window } as MaintenanceWindow }
           : {}),
+        ...(c["molt:rollout"]?.pruneWithNextSurge ? { pruneWithNextSurge: true } : {}),
       },
       ...(c["molt:hooks"] && Object.keys(c["molt:hooks"]).length
         ? {

@@ -47,6 +47,12 @@ export interface Intent {
     replaceCertificatesExpiringWithinDays?: number;
     /** molt:rollout.window: when replacements may start (checked by the loop, not the planner). */
     window?: MaintenanceWindow;
+    /**
+     * molt:rollout.pruneWithNextSurge: a retired node's destruction and the next node's
+     * creation in one engine run (`prune-and-surge`), when the planner would decide that
+     * surge right after the prune (plan/overlap.ts). One machine more is in flight during it.
+     */
+    pruneWithNextSurge?: boolean;
   };
   /** Hooks (molt:hooks, library callbacks): which run, and how long each may take. */
   hooks?: Partial<Record<HookName, HookSpec>>;
@@ -167,6 +173,19 @@ export type Operation =
   /** Destroys the node; with Kubernetes its Node object is deleted after, through `deleteNodeVia`. */
   /** `unreachable`: no member and SSH not answering: destroyed without its teardown if it still does not answer. */
   | { kind: "prune"; node: string; deleteNodeVia?: string; reason: string; unreachable?: boolean }
+  /**
+   * molt:rollout.pruneWithNextSurge: the prune of `node` (as `prune` says it) and the surge of
+   * `entry` the planner decides on the world after that prune, in one engine run: the new
+   * node is created (and joins) first, the retired node's machine is destroyed after it.
+   */
+  | {
+      kind: "prune-and-surge";
+      node: string;
+      deleteNodeVia?: string;
+      unreachable?: boolean;
+      entry: NodeEntry;
+      reason: string;
+    }
   /**
    * An adopted node without a member (`molt adopt`): reset over SSH, released from what molt
    * attached it to (the lab's HAProxy), its Node deleted, its entry dropped. Its machine is

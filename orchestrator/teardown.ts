@@ -6,11 +6,13 @@ import { UNREACHABLE_NODES_ENV, encodeUnreachableNodes, parseTeardownWarning } f
 import type { NodeEndpoint, Operation } from "./model";
 
 /**
- * Environment for the `up` of a prune or rollback the planner marked `unreachable` (no etcd
- * member, SSH not answering); undefined for every other operation.
+ * Environment for the `up` of a prune (alone or with the next surge) or rollback the
+ * planner marked `unreachable` (no etcd member, SSH not answering); undefined for every
+ * other operation.
  */
 export function teardownEnv(op: Operation, endpoints: NodeEndpoint[]): Record<string, string> | undefined {
-  if ((op.kind !== "prune" && op.kind !== "rollback") || !op.unreachable) return undefined;
+  if ((op.kind !== "prune" && op.kind !== "rollback" && op.kind !== "prune-and-surge") || !op.unreachable)
+    return undefined;
   const ep = endpoints.find((e) => e.name === op.node);
   if (!ep) return undefined;
   return {

@@ -5,7 +5,7 @@ import type { Operation } from "../model";
 import type { ActContext } from "./context";
 import { membership } from "./etcd";
 import { deleteNode, drain, stopApiServer, updateAddons, updateClusterConfig } from "./kube";
-import { prune, pruneOrphans, rollback, surge } from "./provision";
+import { prune, pruneAndSurge, pruneOrphans, rollback, surge } from "./provision";
 import { releaseVip } from "./endpoint";
 import { retireAdopted } from "./adopted";
 import { hook } from "./hooks";
@@ -16,6 +16,7 @@ const ACTS: { [K in Change["kind"]]: (op: Extract<Operation, { kind: K }>, ctx: 
   "create-first": surge,
   surge,
   prune,
+  "prune-and-surge": pruneAndSurge,
   "retire-adopted": retireAdopted,
   "prune-orphans": pruneOrphans,
   rollback,

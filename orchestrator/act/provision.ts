@@ -1,6 +1,7 @@
 // Changes of the node list, each one targeted `up` of the engine: the first node, a surge,
-// a prune, a rollback, and the destruction of what a failed surge left.
-import type { Act } from "./context";
+// a prune (alone or with the next surge), a rollback, and the destruction of what a failed
+// surge left.
+import type { Act, ActContext } from "./context";
 import { firstLines } from "./context";
 import { EngineCancelledError } from "../stack/cancelled";
 import { teardownEnv } from "../teardown";
@@ -39,26 +40,64 @@ export const prune: Act<"prune"> = async (op, ctx) => {
       teardownEnv: teardownEnv(op, ctx.world.endpoints),
     }),
   );
-  const via = op.deleteNodeVia;
-  if (via) {
-    // Not fatal: the next pass finds the Node without a machine (its Lease goes stale) and deletes it.
-    const kube = await ctx.edges.nodes.kube();
-    await ctx
-      .timed("kube", "delete-node", op.node, () => kube.deleteNode(via, op.node))
-      .catch((e: Error) =>
-        ctx.report({
-          type: "phase",
-          phase: "kube",
-          operation: "delete-node",
-          node: op.node,
-          ms: 0,
-          ok: false,
-          detail:
-            `the Node could not be deleted now (${e.message.split("\n")[0]}); it is deleted once its Lease is ` +
-            `stale`,
-        }),
-      );
+  await deleteNodeAfterPrune(op.node, op.deleteNodeVia, ctx);
+  return { kind: "done" };
+};
+
+/** With Kubernetes, a destroyed node's Node object goes after its machine, through another API server. */
+async function deleteNodeAfterPrune(node: string, via: string | undefined, ctx: ActContext): Promise<void> {
+  if (!via) return;
+  // Not fatal: the next pass finds the Node without a machine (its Lease goes stale) and deletes it.
+  const kube = await ctx.edges.nodes.kube();
+  await ctx
+    .timed("kube", "delete-node", node, () => kube.deleteNode(via, node))
+    .catch((e: Error) =>
+      ctx.report({
+        type: "phase",
+        phase: "kube",
+        operation: "delete-node",
+        node,
+        ms: 0,
+        ok: false,
+        detail:
+          `the Node could not be deleted now (${e.message.split("\n")[0]}); it is deleted once its Lease is ` + `stale`,
+      }),
+    );
+}
+
+/**
+ * molt:rollout.pruneWithNextSurge: one `up` destroys the retired node and creates the next
+ * (plan/overlap.ts); then the retired node's Node object goes, as after a prune. When the
+ * `up` fails, the stored list says which half happened: a new node that is not in it failed
+ * as a surge does (rolled back, or the run pauses); one that is in it joined, and what the
+ * `up` left of the retired node is destroyed by the next pass (an orphan, or still listed).
+ */
+export const pruneAndSurge: Act<"prune-and-surge"> = async (op, ctx) => {
+  const prev = ctx.world.nodes;
+  const node = op.entry.name;
+  const next = [...prev.filter((n) => n.name !== op.node), op.entry];
+  const label = `${op.node}->${node}`;
+  try {
+    await ctx.timed("provision", op.kind, label, () =>
+      ctx.edges.stack.apply({ op, prev, next, node: op.node, teardownEnv: teardownEnv(op, ctx.world.endpoints) }),
+    );
+  } catch (e) {
+    if (e instanceof EngineCancelledError) throw e;
+    const why = firstLines((e as Error).message);
+    ctx.report({ type: "phase", phase: "provision", operation: op.kind, node: label, ms: 0, ok: false, detail: why });
+    const stored = await ctx.edges.stack.state();
+    if (!stored.nodes.some((n) => n.name === node))
+      return { kind: "surge-failed", node, why: firstLines((e as Error).message, 3) };
+    ctx.report({
+      type: "warning",
+      node: op.node,
+      message:
+        `${node} joined, but the same update failed to destroy ${op.node} (${why}); the next pass destroys what ` +
+        `is left of it`,
+    });
+    return { kind: "done" };
   }
+  await deleteNodeAfterPrune(op.node, op.deleteNodeVia, ctx);
   return { kind: "done" };
 };
 

@@ -47,7 +47,8 @@ export class LiveProgress {
           op.kind === "wait"
             ? `waiting: ${op.reason}`
             : `${op.kind}${"node" in op && op.node ? ` ${op.node}` : ""}` +
-              `${op.kind === "surge" || op.kind === "create-first" ? ` ${op.entry.name}` : ""}`;
+              `${op.kind === "prune-and-surge" ? " ->" : ""}` +
+              `${"entry" in op ? ` ${op.entry.name}` : ""}`;
         this.current = { key, what, since: this.now() };
         break;
       }

@@ -64,8 +64,19 @@ export function worldMemory(m: LoopMemory, windowClosed?: string): WorldMemory {
 /** A new node stops "joining" once seen as a healthy voter with (with Kubernetes) a healthy control plane. */
 export function afterObservation(m: LoopMemory, healthy: (node: string) => boolean): LoopMemory {
   if (!m.joining || !healthy(m.joining)) return m;
-  // Seen healthy: it is watched (postJoin hook, soak) until the next retirement.
-  return { ...m, joining: undefined, controls: { ...m.controls, watching: m.joining } };
+  // Seen healthy: it is watched (postJoin hook, soak) until the next retirement. Its join
+  // deadline was met: an expiry recorded by the pass before (the deadline passed as it became
+  // healthy) must not roll it back later, when an old node may already be drained.
+  const key = `join:${m.joining}` as const;
+  const waits = { ...m.waits };
+  delete waits[key];
+  return {
+    ...m,
+    joining: undefined,
+    waits,
+    expired: m.expired.filter((k) => k !== key),
+    controls: { ...m.controls, watching: m.joining },
+  };
 }
 
 /**
@@ -158,7 +169,7 @@ export function afterAct(
     return {
       memory: { ...retried(counted, op), controls: { ...m.controls, retired: [...m.controls.retired, op.node] } },
     };
-  if (op.kind === "surge" || op.kind === "create-first")
+  if (op.kind === "surge" || op.kind === "create-first" || op.kind === "prune-and-surge")
     return {
       memory: { ...counted, joining: op.entry.name, waits: { ...counted.waits, [`join:${op.entry.name}`]: now } },
     };

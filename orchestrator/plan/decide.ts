@@ -6,6 +6,7 @@ import { learners, leader, memberlessNode, replaceDeadGuard, strayMember, unheal
 import { addons, kubernetesHealth } from "./kube-steps";
 import { hookFailure, postJoinHook, postRetireHook, preRetireHook, replacementBoundary, soak } from "./control-steps";
 import { newEntry } from "./rules";
+import { withNextSurge } from "./overlap";
 import { scopeOf, type Scope } from "./scope";
 import { kubernetesVersionProblem } from "./versions";
 import { vipCondition } from "./vip";
@@ -13,7 +14,7 @@ import { vipCondition } from "./vip";
 type Step = (c: Scope) => Operation | undefined;
 
 export function decide(s: World, stack: string): Operation {
-  const early = cleanUpFailedSurge(s) ?? firstNode(s, stack) ?? preflight(s);
+  const early = cleanUpFailedSurge(s, stack) ?? firstNode(s, stack) ?? preflight(s);
   if (early) return early;
   const c = scopeOf(s, stack);
   const steps: Step[] = [
@@ -40,7 +41,8 @@ export function decide(s: World, stack: string): Operation {
   ];
   for (const step of steps) {
     const op = step(c);
-    if (op) return op;
+    // molt:rollout.pruneWithNextSurge: a prune and the surge decided right after it, as one (plan/overlap.ts).
+    if (op) return withNextSurge(s, op, (after) => decide(after, stack)) ?? op;
   }
   const { intent } = s;
   return {
@@ -53,7 +55,7 @@ export function decide(s: World, stack: string): Operation {
 }
 
 /** What a failed or killed surge left: resources of an unlisted node, or a rolled-back node already gone. */
-function cleanUpFailedSurge(s: World): Operation | undefined {
+function cleanUpFailedSurge(s: World, stack: string): Operation | undefined {
   if (s.orphans.length > 0) {
     return {
       kind: "prune-orphans",
@@ -64,7 +66,7 @@ function cleanUpFailedSurge(s: World): Operation | undefined {
     };
   }
   const rb = s.rollingBack;
-  if (rb && !s.nodes.some((n) => n.name === rb.node)) {
+  if (rb && !s.nodes.some((n) => n.name === rb.node) && !retiredNodeLeft(s, stack)) {
     return {
       kind: "done",
       reason: rb.why
@@ -73,6 +75,17 @@ function cleanUpFailedSurge(s: World): Operation | undefined {
     };
   }
   return undefined;
+}
+
+/**
+ * A node without a member is still in the list (with more than one node): a failed
+ * `prune-and-surge` left the retired node it never reached. It is destroyed before the run
+ * ends as rolled back, as it would have been before a separate surge.
+ */
+function retiredNodeLeft(s: World, stack: string): boolean {
+  if (!s.etcd || s.nodes.length < 2) return false;
+  const c = scopeOf(s, stack);
+  return s.nodes.some((n) => !c.memberOf(n));
 }
 
 function firstNode(s: World, stack: string): Operation | undefined {

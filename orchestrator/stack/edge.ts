@@ -37,12 +37,15 @@ export interface StackState extends StoredState {
   orphans: string[];
 }
 
-/** One change of the node list: append one new node, or drop one node. */
+/** One change of the node list: append one new node, drop one node, or both (`prune-and-surge`). */
 export interface NodeListChange {
-  op: Extract<Operation, { kind: "create-first" | "surge" | "prune" | "rollback" | "retire-adopted" }>;
+  op: Extract<
+    Operation,
+    { kind: "create-first" | "surge" | "prune" | "rollback" | "retire-adopted" | "prune-and-surge" }
+  >;
   prev: NodeEntry[];
   next: NodeEntry[];
-  /** The node the change is about. */
+  /** The node the change is about (`prune-and-surge`: the node it destroys; `op.entry` is the one it adds). */
   node: string;
   /**
    * Engine environment for this change's `up` (orchestrator/teardown.ts): a node the planner
@@ -175,9 +178,13 @@ export class EngineStack implements StackEdge {
     const storedList = listed ?? (await readStoredState(this.stack)).nodes;
     if (canonical(storedList) !== canonical(prev))
       throw new Error("the stored node list changed under this run; stopping without changes");
-    const plan = targetsFor(resources, node, [...new Set([...prev, ...next].map((n) => n.name))]);
-    let record = await this.up(next, plan?.targets, teardownEnv);
-    if (plan && (op.kind === "prune" || op.kind === "rollback" || op.kind === "retire-adopted")) {
+    const names = [...new Set([...prev, ...next].map((n) => n.name))];
+    const plan = targetsFor(resources, node, names);
+    // prune-and-surge: one `up` over both nodes' targets (the new node's by name, as a surge's).
+    const added = op.kind === "prune-and-surge" ? targetsFor(resources, op.entry.name, names) : undefined;
+    const targets = plan && added ? [...new Set([...plan.targets, ...added.targets])] : plan?.targets;
+    let record = await this.up(next, targets, teardownEnv);
+    if (plan && removesNode(op)) {
       // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
       // resource still depends on it. Every resource of the node must be gone: the update's
       // own events show each delete; what they do not show, the state decides.
@@ -346,15 +353,31 @@ function stackOutputOf(e: EngineEvent, name: string): unknown {
   return v !== null && typeof v === "object" ? v : undefined;
 }
 
+/** Does the change drop `node` from the list (so every resource of it must be gone after)? */
+function removesNode(op: NodeListChange["op"]): boolean {
+  return ["prune", "rollback", "retire-adopted", "prune-and-surge"].includes(op.kind);
+}
+
 /** The name of the stack's SSH client key resource (infra/lab/program.ts and the clouds' programs). */
 const CLIENT_KEY_NAME = "ssh-client-key";
 
-/** Only two shapes of change to the node list exist: append one new node, or drop one node. */
+/**
+ * Only three shapes of change to the node list exist: append one new node, drop one node,
+ * or drop one and append one (`prune-and-surge`).
+ */
 export function assertListTransition(prev: NodeEntry[], next: NodeEntry[], op: Operation): void {
   const prevNames = prev.map((n) => n.name);
   const nextNames = next.map((n) => n.name);
   const appended = nextNames.length === prevNames.length + 1 && prevNames.every((n, i) => nextNames[i] === n);
   const dropped = nextNames.length === prevNames.length - 1 && nextNames.every((n) => prevNames.includes(n));
+  const kept = prevNames.filter((n) => op.kind === "prune-and-surge" && n !== op.node);
+  const replaced =
+    op.kind === "prune-and-surge" &&
+    prevNames.includes(op.node) &&
+    nextNames.length === prevNames.length &&
+    kept.every((n, i) => nextNames[i] === n) &&
+    nextNames[nextNames.length - 1] === op.entry.name &&
+    !prevNames.includes(op.entry.name);
   const sameEntries = next.every((n) => {
     const p = prev.find((x) => x.name === n.name);
     return !p || JSON.stringify(p) === JSON.stringify(n);
@@ -366,7 +389,8 @@ export function assertListTransition(prev: NodeEntry[], next: NodeEntry[], op: O
       next[next.length - 1].name === op.entry.name) ||
       ((op.kind === "prune" || op.kind === "rollback" || op.kind === "retire-adopted") &&
         dropped &&
-        !nextNames.includes(op.node)));
+        !nextNames.includes(op.node)) ||
+      replaced);
   if (!ok)
     throw new Error(
       `refusing to apply a node list that is not "${op.kind}" of the stored list: [${prevNames}] -> [${nextNames}]`,

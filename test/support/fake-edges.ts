@@ -35,6 +35,11 @@ export class FakeWorld {
     joinNeverStarts?: boolean;
     /** The next surge's `up` fails after the machine's resources were made, before the list was written. */
     upFailsAfterCreate?: boolean;
+    /**
+     * The next prune-and-surge's `up` creates the new node and writes the list, then fails to
+     * delete the retired node's machine (it stays in the state, unlisted).
+     */
+    deleteFailsAfterCreate?: boolean;
     /** The process "dies" right after this many applied changes (the next read of the state throws). */
     crashAfterApply?: number;
     /** A released VIP is taken by no other node, though they say BACKUP (VRRP adverts do not reach them). */
@@ -138,7 +143,23 @@ class FakeStack implements StackEdge {
     const w = this.w;
     w.applies++;
     w.log.push(`up ${change.op.kind} ${change.node}`);
-    if (change.op.kind === "surge" || change.op.kind === "create-first") {
+    if (change.op.kind === "prune-and-surge") {
+      w.log[w.log.length - 1] += `+${change.op.entry.name}`;
+      // The engine creates the new node first; deletes come after the program registered everything.
+      const joins = !w.faults.joinNeverStarts;
+      w.faults.joinNeverStarts = false;
+      w.boot(change.op.entry, joins);
+      if (w.faults.upFailsAfterCreate) {
+        w.faults.upFailsAfterCreate = false;
+        throw new Error("error: update failed\n[lab-cp-x] error: the join script exited 1");
+      }
+      w.list = change.next.map((n) => ({ ...n }));
+      if (w.faults.deleteFailsAfterCreate) {
+        w.faults.deleteFailsAfterCreate = false;
+        throw new Error(`error: update failed\n[${change.node}] error: deleting the machine failed`);
+      }
+      w.machines.delete(change.node);
+    } else if (change.op.kind === "surge" || change.op.kind === "create-first") {
       const entry = change.next[change.next.length - 1];
       const joins = !w.faults.joinNeverStarts;
       w.faults.joinNeverStarts = false;

@@ -216,6 +216,13 @@ describe("stack configuration (orchestrator/config.ts)", () => {
     it("allows maxSurge 0 with 3 replicas", () => {
       assert.equal(load(stackYaml([...labLines, "molt:rollout: { maxSurge: 0 }"])).intent.rollout.maxSurge, 0);
     });
+    it("takes molt:rollout.pruneWithNextSurge (off unless true)", () => {
+      const on = load(stackYaml([...labLines, "molt:rollout: { pruneWithNextSurge: true }"])).intent.rollout;
+      assert.equal(on.pruneWithNextSurge, true);
+      const off = load(stackYaml([...labLines, "molt:rollout: { pruneWithNextSurge: false }"])).intent.rollout;
+      assert.equal(off.pruneWithNextSurge, undefined);
+      assert.equal(load(stackYaml(labLines)).intent.rollout.pruneWithNextSurge, undefined);
+    });
   });
 
   describe("invalid values name their key", () => {
@@ -242,6 +249,18 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         /at least 3 replicas/,
       ],
       ["maxSurge 2", [...labLines, "molt:rollout: { maxSurge: 2 }"], "molt:rollout.maxSurge", /0 or 1/],
+      [
+        "pruneWithNextSurge as a word",
+        [...labLines, "molt:rollout: { pruneWithNextSurge: yes please }"],
+        "molt:rollout.pruneWithNextSurge",
+        /true or false: destroy a retired node and create the next in one engine run/,
+      ],
+      [
+        "pruneWithNextSurge with maxSurge 0",
+        [...labLines, "molt:rollout: { maxSurge: 0, pruneWithNextSurge: true }"],
+        "molt:rollout.pruneWithNextSurge",
+        /one machine beyond replicas, which maxSurge: 0 rules out/,
+      ],
       [
         "maxUnavailable 1",
         [...labLines, "molt:rollout: { maxUnavailable: 1 }"],

@@ -239,6 +239,107 @@ describe("the rollout loop (fake edges)", function () {
     assert.equal(w.members.length, 3);
   });
 
+  describe("molt:rollout.pruneWithNextSurge", () => {
+    const on = { rollout: { pruneWithNextSurge: true } };
+
+    it("destroys each retired node and creates the next in one `up`: 4 engine runs for 3 nodes, not 6", async () => {
+      stack("lab-v2", on);
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const { summary, events } = await run(w);
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
+      assert.deepEqual(
+        w.log.filter((l) => l.startsWith("up")),
+        [
+          "up surge lab-cp-4",
+          "up prune-and-surge lab-cp-1+lab-cp-5",
+          "up prune-and-surge lab-cp-2+lab-cp-6",
+          "up prune lab-cp-3",
+        ],
+      );
+      // Add first still: each new node joined before the next old member (lab-cp-2's is 2, lab-cp-3's 3) went.
+      for (const [id, added] of [
+        ["2", "lab-cp-5"],
+        ["3", "lab-cp-6"],
+      ]) {
+        const up = w.log.findIndex((l) => l.endsWith(`+${added}`));
+        const removed = w.log.findIndex((l) => l.startsWith(`etcd memberRemove ${id} `));
+        assert.ok(up >= 0 && removed > up, w.log.join("\n"));
+      }
+      assert.deepEqual(summary.replaced, ["lab-cp-1", "lab-cp-2", "lab-cp-3"]);
+      const merged = events.filter((e) => e.type === "decision" && e.operation.kind === "prune-and-surge");
+      assert.equal(merged.length, 2);
+      assert.equal((await run(w)).summary.result, "noop");
+    });
+
+    it("a failed create: the new node is rolled back, the retired one destroyed, old nodes untouched", async () => {
+      stack("lab-v2", on);
+      const w = FakeWorld.cluster(3, "lab-v1");
+      let merged = 0;
+      const { summary } = await run(w, {
+        beforeOperation: async (op) => {
+          if (op.kind === "prune-and-surge" && merged++ === 0) w.faults.upFailsAfterCreate = true;
+        },
+      });
+      assert.equal(summary.result, "rolled-back", summary.reason);
+      assert.match(summary.reason, /lab-cp-5 could not be created \(.*join script exited 1/);
+      const ups = w.log.filter((l) => l.startsWith("up"));
+      assert.deepEqual(ups, [
+        "up surge lab-cp-4",
+        "up prune-and-surge lab-cp-1+lab-cp-5",
+        "up prune-orphans lab-cp-5",
+        "up prune lab-cp-1",
+      ]);
+      assert.deepEqual(images(w), ["lab-cp-2:lab-v1", "lab-cp-3:lab-v1", "lab-cp-4:lab-v2"]);
+      assert.deepEqual([...w.machines.keys()].sort(), ["lab-cp-2", "lab-cp-3", "lab-cp-4"]);
+      // The next run removes the failed node's stray member and carries on.
+      const again = await run(w);
+      assert.equal(again.summary.result, "succeeded", again.summary.reason);
+      assert.equal(w.members.length, 3);
+    });
+
+    it("a failed delete: the joined node stays, what is left of the retired one goes next", async () => {
+      stack("lab-v2", on);
+      const w = FakeWorld.cluster(3, "lab-v1");
+      let merged = 0;
+      const { summary, events } = await run(w, {
+        beforeOperation: async (op) => {
+          if (op.kind === "prune-and-surge" && merged++ === 0) w.faults.deleteFailsAfterCreate = true;
+        },
+      });
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
+      const ups = w.log.filter((l) => l.startsWith("up"));
+      assert.deepEqual(ups.slice(0, 3), [
+        "up surge lab-cp-4",
+        "up prune-and-surge lab-cp-1+lab-cp-5",
+        "up prune-orphans lab-cp-1",
+      ]);
+      assert.ok(
+        events.some(
+          (e) =>
+            e.type === "warning" && /lab-cp-5 joined, but the same update failed to destroy lab-cp-1/.test(e.message),
+        ),
+      );
+      assert.ok(!w.log.some((l) => l.startsWith("up rollback")), "the joined node was not rolled back");
+      assert.equal(w.machines.size, 3);
+    });
+
+    it("resumes a run that died after any of its changes", async () => {
+      stack("lab-v2", on);
+      for (let crash = 1; crash <= 4; crash++) {
+        const w = FakeWorld.cluster(3, "lab-v1");
+        w.faults.crashAfterApply = crash;
+        await assert.rejects(run(w), /simulated crash/, `crash at change ${crash}: ${w.log.join(", ")}`);
+        const { summary } = await run(w);
+        assert.equal(summary.result, crash === 4 ? "noop" : "succeeded", `crash at change ${crash}: ${summary.reason}`);
+        assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"], `crash at ${crash}`);
+        assert.equal(w.members.length, 3);
+        assert.equal(w.machines.size, 3);
+      }
+    });
+  });
+
   it("refuses an alarmed cluster before changing anything", async () => {
     stack("lab-v2");
     const w = FakeWorld.cluster(3, "lab-v1");
