@@ -55,7 +55,7 @@ const phase = (p: string, kind: string) => (e: Event) =>
 const engine = (suffix: string, verb: string) => {
   const re = new RegExp(`\\S+-${suffix} ${verb}\\b`);
   return (e: Event, st: RunState) =>
-    e.type === "engine" && (st.op === "surge" || st.op === "prune") && re.test(String(e.line));
+    e.type === "engine" && ["surge", "prune", "prune-and-surge"].includes(st.op) && re.test(String(e.line));
 };
 
 /** In flow order: one node replacement passes every point once (move-leader only if the victim leads). */
@@ -113,6 +113,48 @@ export const KUBE_KILL_POINTS: KillPoint[] = [
   { id: "q10", what: "addon images set, DaemonSet rolling out", match: op("update-addons"), delayMs: 1500 },
 ];
 
+/**
+ * molt:rollout.pruneWithNextSurge: the one engine run that creates the next node and then
+ * destroys the retired one (plan/overlap.ts), in flow order. `npm run chaos -- --only overlap`.
+ */
+export const OVERLAP_KILL_POINTS: KillPoint[] = [
+  { id: "o01", what: "prune-and-surge decided, before `up`", match: op("prune-and-surge") },
+  {
+    id: "o02",
+    what: "prune-and-surge `up`: new machine booting",
+    match: engine("machine", "creating"),
+    delayMs: 300,
+  },
+  {
+    id: "o03",
+    what: "prune-and-surge `up`: new node's join script started",
+    match: engine("etcd", "creating"),
+    delayMs: 300,
+  },
+  {
+    id: "o04",
+    what: "prune-and-surge `up`: a learner exists",
+    cluster: { during: "prune-and-surge", test: (m) => m.learners > 0 },
+  },
+  {
+    id: "o05",
+    what: "prune-and-surge `up`: new node joined, retired node's reset running",
+    match: engine("etcd", "deleting"),
+    delayMs: 200,
+  },
+  {
+    id: "o06",
+    what: "prune-and-surge `up`: retired machine being destroyed",
+    match: engine("machine", "deleting"),
+    delayMs: 200,
+  },
+  {
+    id: "o07",
+    what: "prune-and-surge `up` finished, before the next pass",
+    match: phase("provision", "prune-and-surge"),
+  },
+];
+
 /** A bounded subset for CI: one point in each stretch of the flow. */
 export const CI_KILL_POINTS = ["k02", "k04", "k08", "k10", "k14", "k16", "k19", "k21"];
 
@@ -152,6 +194,8 @@ export interface ChaosOptions {
   s3?: S3Server;
   /** molt:timeouts.lockSeconds of the stack (the lease's time to live). */
   lockSeconds?: number;
+  /** molt:rollout.pruneWithNextSurge for every rollout of the scenario. */
+  pruneWithNextSurge?: boolean;
 }
 
 /** Runs the CLI as another machine would: its own UTS namespace and host name. */
@@ -170,6 +214,7 @@ export class Chaos {
   private stateMount = false;
   private readonly s3?: S3Server;
   private readonly lockSeconds?: number;
+  private readonly pruneWithNextSurge?: boolean;
   /** How the CLI is started (runner A's host name when the backend is shared). */
   private readonly wrap: string[] = [];
 
@@ -184,6 +229,7 @@ export class Chaos {
     execFileSync("mount", ["-t", "tmpfs", "-o", "size=256m,mode=700", "molt-chaos-state", state]);
     this.stateMount = true;
     this.lockSeconds = o.lockSeconds;
+    this.pruneWithNextSurge = o.pruneWithNextSurge;
     if (o.s3) {
       this.s3 = o.s3;
       const home = join(this.suite.wd.dir, "home");
@@ -215,6 +261,7 @@ export class Chaos {
         joinSeconds: o.joinSeconds ?? 120,
         settleSeconds: o.settleSeconds ?? 30,
         ...(this.lockSeconds ? { lockSeconds: this.lockSeconds } : {}),
+        ...(this.pruneWithNextSurge ? { pruneWithNextSurge: true } : {}),
       }),
     );
   }

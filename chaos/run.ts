@@ -5,12 +5,20 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { testLab } from "../test/support/lab";
 import { startS3Server } from "../test/support/s3";
-import { Chaos, CI_KILL_POINTS, formatTable, KILL_POINTS, KUBE_KILL_POINTS, type ScenarioResult } from "./harness";
+import {
+  Chaos,
+  CI_KILL_POINTS,
+  formatTable,
+  KILL_POINTS,
+  KUBE_KILL_POINTS,
+  OVERLAP_KILL_POINTS,
+  type ScenarioResult,
+} from "./harness";
 
 async function main(): Promise<number> {
   const quick = process.argv.includes("--quick");
   // --only kill,member-dies,kube: run just these scenarios (ids above; "kube" is the Kubernetes chain,
-  // "two-runners" two runners sharing an S3 bucket).
+  // "two-runners" two runners sharing an S3 bucket, "overlap" kills inside prune-and-surge).
   const onlyAt = process.argv.indexOf("--only");
   const only = onlyAt > 0 ? (process.argv[onlyAt + 1] ?? "").split(",") : [];
   // --points k04,k16: only these kill points in the kill chain; --lab N: lab id (default 6).
@@ -82,6 +90,24 @@ async function main(): Promise<number> {
     } finally {
       await shared.teardown();
       await s3.stop();
+    }
+  }
+  // molt:rollout.pruneWithNextSurge: kills inside the one engine run that adds a node and
+  // destroys a retired one, on a lab of its own (issue #14).
+  if (!quick && (only.length === 0 || only.includes("overlap"))) {
+    const overlap = new Chaos({
+      lab: testLab(15),
+      stack: "overlap",
+      pruneWithNextSurge: true,
+      log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`),
+    });
+    try {
+      await overlap.create();
+      rows.push(await overlap.killChain(OVERLAP_KILL_POINTS, "prune-and-surge boundaries (pruneWithNextSurge)"));
+      save();
+      console.log(formatTable(rows.slice(-1)));
+    } finally {
+      await overlap.teardown();
     }
   }
   // Kubernetes steps, on a control plane of their own (full run only; MOLT_CHAOS_KUBE=0 skips).

@@ -18,8 +18,14 @@ import type { TestWorkDir } from "../support/workdir";
 
 const lab = testLab(2);
 const STACK = "roll";
-const stackYaml = (image: string, o: { maxSurge?: 0 | 1; joinSeconds?: number } = {}) =>
-  labStackYaml(lab, { image, maxSurge: o.maxSurge ?? 1, joinSeconds: o.joinSeconds ?? 120, settleSeconds: 30 });
+const stackYaml = (image: string, o: { maxSurge?: 0 | 1; joinSeconds?: number; pruneWithNextSurge?: boolean } = {}) =>
+  labStackYaml(lab, {
+    image,
+    maxSurge: o.maxSurge ?? 1,
+    joinSeconds: o.joinSeconds ?? 120,
+    settleSeconds: 30,
+    ...(o.pruneWithNextSurge ? { pruneWithNextSurge: true } : {}),
+  });
 
 describe("rollout on the lab (e2e)", function () {
   let wd: TestWorkDir;
@@ -196,15 +202,44 @@ describe("rollout on the lab (e2e)", function () {
     await assertConverged("lab-v1");
   });
 
+  it("rolls with pruneWithNextSurge: each retired node destroyed in the next surge's engine run", async () => {
+    wd.writeStackConfig(STACK, stackYaml("lab-v2", { pruneWithNextSurge: true }));
+    const before = (await stored()).nodes.map((n) => n.name);
+    const { run, probe } = await withProbe(rollout);
+    const s = summaryOf(run);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(s.result, "succeeded", s.reason);
+    figures.pruneWithNextSurgeWallMs = s.wallMs;
+    figures.pruneWithNextSurgeProbe = { ok: probe.ok, failed: probe.failed, longestGapMs: probe.longestGapMs };
+    assert.ok(probe.ok >= Math.max(20, s.wallMs / 2000), `the background writer really ran: ${probe.ok} writes`);
+    const changes = run.events
+      .filter((e) => e.type === "phase" && e.phase === "provision")
+      .map((e) => `${String(e.operation)} ${String(e.node)}`);
+    const [a, b, c] = before;
+    const added = (await stored()).nodes.map((n) => n.name);
+    // Three nodes replaced in four engine runs: surge, prune+surge, prune+surge, prune.
+    assert.deepEqual(changes, [
+      `surge ${added[0]}`,
+      `prune-and-surge ${a}->${added[1]}`,
+      `prune-and-surge ${b}->${added[2]}`,
+      `prune ${c}`,
+    ]);
+    // Still add first: the list never held fewer than 3 nodes or more than 4.
+    const counts = run.events.filter((e) => e.type === "observed").map((e) => (e.nodes as unknown[]).length);
+    assert.ok(Math.min(...counts) >= 3 && Math.max(...counts) <= 4, `node counts during the roll: ${counts}`);
+    await assertConverged("lab-v2", probe);
+  });
+
   // promote-or-verify and remove-member in npm run test:long only (CI's time budget): the chaos
   // subset's kill chain covers those boundaries in npm test (test/support/long.ts).
   const points = longRun
-    ? (["surge", "promote-or-verify", "remove-member", "prune"] as const)
-    : (["surge", "prune"] as const);
+    ? (["surge", "promote-or-verify", "remove-member", "prune", "prune-and-surge"] as const)
+    : (["surge", "prune", "prune-and-surge"] as const);
   for (const point of points) {
     it(`converges after SIGKILL during ${point}`, async () => {
       const target = (await stored()).nodes[0].image === "lab-v1" ? "lab-v2" : "lab-v1";
-      wd.writeStackConfig(STACK, stackYaml(target));
+      // prune-and-surge: killed inside the one engine run that adds a node and destroys a retired one.
+      wd.writeStackConfig(STACK, stackYaml(target, { pruneWithNextSurge: point === "prune-and-surge" }));
       let killedAt = "";
       const handle = startCli(["rollout", "--stack", STACK, "--yes", "--json"], env, (e) => {
         if (killedAt) return;
@@ -213,11 +248,12 @@ describe("rollout on the lab (e2e)", function () {
           (point === "surge" && op === "surge") ||
           (point === "promote-or-verify" && e.type === "phase" && e.operation === "surge") ||
           (point === "remove-member" && op === "remove-member") ||
-          (point === "prune" && op === "prune");
+          (point === "prune" && op === "prune") ||
+          (point === "prune-and-surge" && op === "prune-and-surge");
         if (hit) {
           killedAt = `${e.type}:${op || String(e.operation)}`;
           // Inside the operation: give it a moment to be under way, then kill everything.
-          setTimeout(() => handle.kill9(), point === "surge" || point === "prune" ? 2500 : 0);
+          setTimeout(() => handle.kill9(), ["surge", "prune", "prune-and-surge"].includes(point) ? 2500 : 0);
         }
       });
       const killed = await handle.done;

@@ -45,6 +45,8 @@ export interface LabStackOptions {
   image: string;
   replicas?: number;
   maxSurge?: 0 | 1;
+  /** molt:rollout.pruneWithNextSurge. */
+  pruneWithNextSurge?: boolean;
   joinSeconds?: number;
   settleSeconds?: number;
   drainSeconds?: number;
@@ -69,7 +71,14 @@ export function labStackYaml(lab: LabSettings, o: LabStackOptions): string {
       "molt:provider": "lab",
       "molt:replicas": o.replicas ?? 3,
       "molt:image": o.image,
-      ...(o.maxSurge !== undefined ? { "molt:rollout": { maxSurge: o.maxSurge } } : {}),
+      ...(o.maxSurge !== undefined || o.pruneWithNextSurge !== undefined
+        ? {
+            "molt:rollout": {
+              ...(o.maxSurge !== undefined ? { maxSurge: o.maxSurge } : {}),
+              ...(o.pruneWithNextSurge !== undefined ? { pruneWithNextSurge: o.pruneWithNextSurge } : {}),
+            },
+          }
+        : {}),
       ...(Object.keys(timeouts).length ? { "molt:timeouts": timeouts } : {}),
       "molt:lab": { name: lab.lab, bridge: lab.bridge, subnet: lab.subnet },
       ...(o.apiEndpoint ? { "molt:apiEndpoint": o.apiEndpoint } : {}),
