@@ -217,14 +217,19 @@ export class EngineStack implements StackEdge {
     const { resources, listed } = await this.baseState();
     const current = (await readStoredState(this.stack)).nodes;
     const names = [...(listed ?? current).map((n) => n.name), ...orphans];
-    const targets = new Set<string>();
     const owned = new Set<string>();
-    for (const n of orphans) {
-      const plan = targetsFor(resources, n, names);
-      plan?.targets.forEach((t) => targets.add(t));
-      plan?.nodeResources.forEach((u) => owned.add(u));
-    }
-    const record = await this.up(current, [...targets]);
+    for (const n of orphans) targetsFor(resources, n, names)?.nodeResources.forEach((u) => owned.add(u));
+    // A whole-stack `up`, not a targeted one: the `up` that left these orphans was killed or
+    // failed after it had re-registered other nodes' resources with the dependencies of the
+    // list it was writing (a prune re-registers the nodes that joined through the node it
+    // drops), so the state's dependencies are not the stored list's. A targeted `up` carries
+    // an untargeted resource over with its stored dependencies, registering those early, and
+    // the engine then refuses the program's own registration of one of them ("Duplicate
+    // resource URN": seen after a SIGKILL inside a prune-and-surge). Diffing everything
+    // re-registers every resource with the stored list's dependencies; a diff changes nothing
+    // on a node (infra/remote/command-impl.ts replaces only on new triggers). Only after a
+    // failed or killed `up`, so its cost is not on the path of a rollout.
+    const record = await this.up(current, undefined);
     await this.remember(record, current);
     const unseen = notShownDeleted(record, [...owned]);
     const left = unseen.length ? (await exportState(this.stack)).resources.filter((r) => unseen.includes(r.urn)) : [];
