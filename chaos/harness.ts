@@ -538,29 +538,36 @@ export class Chaos {
   private async runArmed(point: KillPoint): Promise<{ killed: boolean; run: CliRun }> {
     const st: RunState = { op: "" };
     let fired = false;
-    let watcher: Promise<void> | undefined;
+    const watchers: Promise<void>[] = [];
     let stopWatch = false;
-    let stepOver = false;
+    // The step being watched; it is over at its provision phase. Each decision of the watched
+    // operation gets a watch of its own (a run before it may have ended other steps: o04 was
+    // never reached while the first surge's phase counted as the end of every later step).
+    let watched: { over: boolean } | undefined;
     const handle = this.start((e, kill) => {
       if (e.type === "decision") st.op = (e.operation as { kind: string }).kind;
-      if (e.type === "phase" && e.phase === "provision") stepOver = true;
+      if (e.type === "phase" && e.phase === "provision" && watched) watched.over = true;
       if (fired) return;
       if (point.match?.(e, st)) {
         fired = true;
         setTimeout(kill, point.delayMs ?? 0);
       }
-      if (point.cluster && e.type === "decision" && st.op === point.cluster.during && !watcher) {
-        watcher = this.watchCluster(point.cluster.test, () => stopWatch || fired || stepOver).then((hit) => {
-          if (hit && !fired) {
-            fired = true;
-            kill();
-          }
-        });
+      if (point.cluster && e.type === "decision" && st.op === point.cluster.during && (!watched || watched.over)) {
+        const step = { over: false };
+        watched = step;
+        watchers.push(
+          this.watchCluster(point.cluster.test, () => stopWatch || fired || step.over).then((hit) => {
+            if (hit && !fired) {
+              fired = true;
+              kill();
+            }
+          }),
+        );
       }
     });
     const run = await handle.done;
     stopWatch = true;
-    await watcher;
+    await Promise.all(watchers);
     return { killed: fired && run.signal === "SIGKILL", run };
   }
 
@@ -575,8 +582,20 @@ export class Chaos {
       const access = await EtcdAccess.open(eps, { user: "root", privateKey: st.sshPrivateKey! }).catch(() => undefined);
       if (access) {
         try {
+          // Any member answers: not only the oldest machine, which during a prune-and-surge is the
+          // retired node, its etcd already reset (the watcher never saw the learner there: o04).
+          let asked = access.nodes()[0];
           while (!stop()) {
-            const ms = await access.memberList(access.nodes()[0]);
+            const ms = await access.memberList(asked).catch(async (e: unknown) => {
+              for (const n of access.nodes().filter((x) => x !== asked)) {
+                const r = await access.memberList(n).catch(() => undefined);
+                if (r) {
+                  asked = n;
+                  return r;
+                }
+              }
+              throw e;
+            });
             if (test({ voters: ms.filter((m) => !m.isLearner).length, learners: ms.filter((m) => m.isLearner).length }))
               return true;
             // No reopen when the new machine appears: any old member lists the learner, and a
