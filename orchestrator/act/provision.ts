@@ -4,6 +4,8 @@
 import type { Act, ActContext } from "./context";
 import { firstLines } from "./context";
 import { EngineCancelledError } from "../stack/cancelled";
+import { ownerOf, urnName } from "../stack/targets";
+import { UpFailedError, type UpRecord } from "../stack/up-events";
 import { teardownEnv } from "../teardown";
 
 /** Appends the planner's new entry (with its failure domain) and creates its machine, which joins. */
@@ -44,6 +46,16 @@ export const prune: Act<"prune"> = async (op, ctx) => {
   return { kind: "done" };
 };
 
+/**
+ * Did the `up` fail only in steps of the retired node? The engine deletes it after every
+ * create, so the new node was made whole; any other failure (one of the new node's steps, a
+ * cluster-wide resource, none shown) counts as a failed surge: the new node is rolled back.
+ */
+function onlyRetiredNodeFailed(record: UpRecord, retired: string, added: string): boolean {
+  const owners = record.failed.map((u) => ownerOf(urnName(u), [retired, added]));
+  return owners.length > 0 && owners.every((o) => o === retired);
+}
+
 /** With Kubernetes, a destroyed node's Node object goes after its machine, through another API server. */
 async function deleteNodeAfterPrune(node: string, via: string | undefined, ctx: ActContext): Promise<void> {
   if (!via) return;
@@ -68,9 +80,9 @@ async function deleteNodeAfterPrune(node: string, via: string | undefined, ctx: 
 /**
  * molt:rollout.pruneWithNextSurge: one `up` destroys the retired node and creates the next
  * (plan/overlap.ts); then the retired node's Node object goes, as after a prune. When the
- * `up` fails, the stored list says which half happened: a new node that is not in it failed
- * as a surge does (rolled back, or the run pauses); one that is in it joined, and what the
- * `up` left of the retired node is destroyed by the next pass (an orphan, or still listed).
+ * `up` fails, its events say which half failed: only steps of the retired node (its deletes
+ * come after every create) and the new node joined, and what is left of the retired node is
+ * destroyed by the next pass; anything else fails as a surge does (rolled back, or paused).
  */
 export const pruneAndSurge: Act<"prune-and-surge"> = async (op, ctx) => {
   const prev = ctx.world.nodes;
@@ -82,12 +94,12 @@ export const pruneAndSurge: Act<"prune-and-surge"> = async (op, ctx) => {
       ctx.edges.stack.apply({ op, prev, next, node: op.node, teardownEnv: teardownEnv(op, ctx.world.endpoints) }),
     );
   } catch (e) {
-    if (e instanceof EngineCancelledError) throw e;
-    const why = firstLines((e as Error).message);
+    // A cancel, and anything refused before the engine ran (the stored list changed), stop the run.
+    if (!(e instanceof UpFailedError)) throw e;
+    const why = firstLines(e.message);
     ctx.report({ type: "phase", phase: "provision", operation: op.kind, node: label, ms: 0, ok: false, detail: why });
-    const stored = await ctx.edges.stack.state();
-    if (!stored.nodes.some((n) => n.name === node))
-      return { kind: "surge-failed", node, why: firstLines((e as Error).message, 3) };
+    if (!onlyRetiredNodeFailed(e.record, op.node, node))
+      return { kind: "surge-failed", node, why: firstLines(e.message, 3) };
     ctx.report({
       type: "warning",
       node: op.node,

@@ -139,6 +139,9 @@ export function afterAct(
         ...counted,
         expired: [...counted.expired, key],
         rollingBack: { node: outcome.node, why: outcome.why },
+        // A prune-and-surge may have written its list (the lab does before the join): the node
+        // count is back at replicas, so only this memory says the node is the new one to roll back.
+        ...(op.kind === "prune-and-surge" ? { joining: outcome.node } : {}),
       };
       if (intent.rollout.onFailure === "pause")
         return {

@@ -61,8 +61,8 @@ function cleanUpFailedSurge(s: World, stack: string): Operation | undefined {
       kind: "prune-orphans",
       nodes: s.orphans,
       reason:
-        `the state holds resources of ${s.orphans.join(", ")}, which never reached the node list (a surge ` +
-        `that failed or was killed): destroy them`,
+        `the state holds resources of ${s.orphans.join(", ")}, which are not in the node list (a surge ` +
+        `that failed or was killed, or a retired node a prune-and-surge did not finish): destroy them`,
     };
   }
   const rb = s.rollingBack;

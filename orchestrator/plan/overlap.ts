@@ -66,6 +66,15 @@ export function withNextSurge(
   if (!after) return undefined;
   const next = decideAgain(after);
   if (next.kind !== "surge") return undefined;
+  // The new node must be new next to the retired one too, which is still there during the `up`:
+  // a newer generation (the pruned node may be the newest: a join that never happened, whose
+  // name the world after it would give again) and, with static addresses, not its address.
+  const { entry } = next;
+  const clash = s.nodes.some(
+    (n) =>
+      n.name === entry.name || n.generation >= entry.generation || (!!entry.address && n.address === entry.address),
+  );
+  if (clash) return undefined;
   return {
     kind: "prune-and-surge",
     node: op.node,

@@ -1,7 +1,7 @@
 // The stack edge: molt's node list lives in the stack's outputs, and every change to it is
 // one targeted `up` of the engine (orchestrator/stack/targets.ts). Before each `up` the
 // stored list is re-read under molt's lock and must be the one the change was decided on.
-import type { EngineEvent, Stack } from "@pulumi/pulumi/automation";
+import { CommandError, type EngineEvent, type Stack } from "@pulumi/pulumi/automation";
 import { resourceStep } from "./resource-steps";
 import { detach } from "../../infra/lab/lb-impl";
 import { labLbInputs } from "../../infra/lab/lb";
@@ -27,9 +27,10 @@ import {
   viewOf,
   type StoredState,
 } from "./state";
-import { orphanedNodes, targetsFor, urnName } from "./targets";
+import { crossNodeResources, orphanedNodes, targetsFor, urnName } from "./targets";
 import { upWithoutReadback } from "./lean-up";
-import { createdNodeEndpoint, notShownDeleted, UpRecorder, type UpRecord } from "./up-events";
+import { createdNodeEndpoint, notShownDeleted, UpFailedError, UpRecorder, type UpRecord } from "./up-events";
+import { EngineCancelledError } from "./cancelled";
 
 /** The stack's node list and what its state holds besides (resources of unlisted nodes). */
 export interface StackState extends StoredState {
@@ -217,19 +218,21 @@ export class EngineStack implements StackEdge {
     const { resources, listed } = await this.baseState();
     const current = (await readStoredState(this.stack)).nodes;
     const names = [...(listed ?? current).map((n) => n.name), ...orphans];
+    const targets = new Set<string>();
     const owned = new Set<string>();
-    for (const n of orphans) targetsFor(resources, n, names)?.nodeResources.forEach((u) => owned.add(u));
-    // A whole-stack `up`, not a targeted one: the `up` that left these orphans was killed or
-    // failed after it had re-registered other nodes' resources with the dependencies of the
-    // list it was writing (a prune re-registers the nodes that joined through the node it
-    // drops), so the state's dependencies are not the stored list's. A targeted `up` carries
-    // an untargeted resource over with its stored dependencies, registering those early, and
-    // the engine then refuses the program's own registration of one of them ("Duplicate
-    // resource URN": seen after a SIGKILL inside a prune-and-surge). Diffing everything
-    // re-registers every resource with the stored list's dependencies; a diff changes nothing
-    // on a node (infra/remote/command-impl.ts replaces only on new triggers). Only after a
-    // failed or killed `up`, so its cost is not on the path of a rollout.
-    const record = await this.up(current, undefined);
+    for (const n of orphans) {
+      const plan = targetsFor(resources, n, names);
+      plan?.targets.forEach((t) => targets.add(t));
+      plan?.nodeResources.forEach((u) => owned.add(u));
+    }
+    // The `up` that left these orphans was killed or failed, maybe after it had re-registered
+    // other nodes' resources with the dependencies of the list it was writing (a prune
+    // re-registers the nodes that joined through the node it drops): those are targeted too,
+    // so they are registered again with the stored list's (stack/targets.ts crossNodeResources;
+    // without it the engine refused every rerun after a SIGKILL inside a prune-and-surge with
+    // "Duplicate resource URN"). Never the other nodes' machines: a targeted `up` leaves them be.
+    crossNodeResources(resources, names).forEach((u) => targets.add(u));
+    const record = await this.up(current, [...targets]);
     await this.remember(record, current);
     const unseen = notShownDeleted(record, [...owned]);
     const left = unseen.length ? (await exportState(this.stack)).resources.filter((r) => unseen.includes(r.urn)) : [];
@@ -311,6 +314,11 @@ export class EngineStack implements StackEdge {
         onEvent,
         ...(target ? { target } : {}),
       });
+    } catch (e) {
+      // What the failed `up` did is in its events (a prune-and-surge tells its halves apart).
+      // Only the engine's own failures: molt's errors (a cancel, a lock, a passphrase) keep their kind.
+      if (e instanceof EngineCancelledError || !(e instanceof CommandError)) throw e;
+      throw new UpFailedError(e.message, recorder.record());
     } finally {
       for (const [k, v] of saved)
         if (v === undefined) delete vars[k];

@@ -74,24 +74,7 @@ export function targetsFor(
   for (const r of real) if (ownerOf(urnName(r.urn), names) === undefined) target.add(r.urn);
 
   // Dependents, transitively.
-  const refs = (r: StateResource): string[] => [
-    ...(r.dependencies ?? []),
-    ...Object.values(r.propertyDependencies ?? {}).flat(),
-    ...(r.deletedWith ? [r.deletedWith] : []),
-    ...(r.parent ? [r.parent] : []),
-  ];
-  const closure = new Set<string>(owned);
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const r of real) {
-      if (closure.has(r.urn)) continue;
-      if (refs(r).some((u) => closure.has(u))) {
-        closure.add(r.urn);
-        target.add(r.urn);
-        grew = true;
-      }
-    }
-  }
+  for (const u of dependentsOf(real, owned)) target.add(u);
   // A node not (fully) in the state yet: its resources by name. `**` spans the type and
   // parent parts of the URN; the name part is matched exactly or as `<node>-…`.
   const escaped = node.replace(/[*?[\]\\]/g, "\\$&");
@@ -101,6 +84,50 @@ export function targetsFor(
     ...clusterWideTypes.flatMap((t) => [`**::${t}::*`, `**::${t}$**`]),
   ];
   return { targets: [...globs, ...[...target].sort()], nodeResources: owned.sort() };
+}
+
+const refs = (r: StateResource): string[] => [
+  ...(r.dependencies ?? []),
+  ...Object.values(r.propertyDependencies ?? {}).flat(),
+  ...(r.deletedWith ? [r.deletedWith] : []),
+  ...(r.parent ? [r.parent] : []),
+];
+
+/** `start` and every resource that depends on one of them, transitively (the dependents only). */
+function dependentsOf(real: readonly StateResource[], start: readonly string[]): string[] {
+  const closure = new Set<string>(start);
+  const found: string[] = [];
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const r of real) {
+      if (closure.has(r.urn) || !refs(r).some((u) => closure.has(u))) continue;
+      closure.add(r.urn);
+      found.push(r.urn);
+      grew = true;
+    }
+  }
+  return found;
+}
+
+/**
+ * Resources of one node whose stored dependencies reach another node's resources (a join
+ * through another node), and what depends on them. After a killed or failed `up` that was
+ * dropping a node, these may have been re-registered with the dependencies of the list it
+ * was writing; an `up` of another list must target them, or the engine carries them over
+ * with their stored dependencies, registers those ahead of the program, and then refuses the
+ * program's own registration ("Duplicate resource URN"). A node's machine depends only on its
+ * own and cluster-wide resources, so it is never among them.
+ */
+export function crossNodeResources(resources: readonly StateResource[], nodeNames: readonly string[]): string[] {
+  const real = resources.filter((r) => !ENGINE_OWNED(r));
+  const owner = new Map(real.map((r) => [r.urn, ownerOf(urnName(r.urn), nodeNames)]));
+  const crossing = real
+    .filter((r) => {
+      const mine = owner.get(r.urn);
+      return mine !== undefined && refs(r).some((u) => owner.get(u) !== undefined && owner.get(u) !== mine);
+    })
+    .map((r) => r.urn);
+  return [...new Set([...crossing, ...dependentsOf(real, crossing)])].sort();
 }
 
 /**

@@ -98,3 +98,17 @@ export function createdNodeEndpoint(e: EngineEvent, names: readonly string[]): N
   if (typeof sshPort !== "number" || !Number.isInteger(sshPort) || sshPort < 1 || sshPort > 65535) return undefined;
   return { name, privateAddress, sshHost, sshPort, hostPublicKey, providerId };
 }
+
+/**
+ * An `up` that ran and failed (not a cancel): the engine's message, and what its events
+ * showed it do before it failed, so a caller can tell which part of a change happened.
+ */
+export class UpFailedError extends Error {
+  constructor(
+    message: string,
+    readonly record: UpRecord,
+  ) {
+    super(message);
+    this.name = "UpFailedError";
+  }
+}

@@ -6,6 +6,21 @@ import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "../../orchestrator
 import type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry } from "../../orchestrator/model";
 import type { ClearedOperation } from "../../orchestrator/stack/pending";
 import type { NodeListChange, StackEdge, StackState } from "../../orchestrator/stack/edge";
+import { UpFailedError } from "../../orchestrator/stack/up-events";
+
+/** A failed `up` as the engine edge reports it: the step of `node`'s `<resource>` failed. */
+function failedUp(node: string, resource: string, why: string): UpFailedError {
+  const urn = `urn:pulumi:lab::molt::molt:lab:ControlPlaneNode$molt:Fake::${node}-${resource}`;
+  const none = new Set<string>();
+  return new UpFailedError(`error: update failed\n[${node}] error: ${why}`, {
+    created: none,
+    deleted: none,
+    finished: none,
+    changed: none,
+    failed: [urn],
+    complete: false,
+  });
+}
 
 export interface FakeMachine {
   entry: NodeEntry;
@@ -40,6 +55,11 @@ export class FakeWorld {
      * delete the retired node's machine (it stays in the state, unlisted).
      */
     deleteFailsAfterCreate?: boolean;
+    /**
+     * The next prune-and-surge's `up` writes the list (as the lab's does before the join), then
+     * the new node's join fails: its member never starts, the retired machine is still there.
+     */
+    joinFailsAfterListWritten?: boolean;
     /** The process "dies" right after this many applied changes (the next read of the state throws). */
     crashAfterApply?: number;
     /** A released VIP is taken by no other node, though they say BACKUP (VRRP adverts do not reach them). */
@@ -141,6 +161,9 @@ class FakeStack implements StackEdge {
 
   async apply(change: NodeListChange): Promise<void> {
     const w = this.w;
+    // As the engine edge checks before its `up`: the change was decided on the stored list.
+    if (JSON.stringify(w.list.map((n) => n.name)) !== JSON.stringify(change.prev.map((n) => n.name)))
+      throw new Error("the stored node list changed under this run; stopping without changes");
     w.applies++;
     w.log.push(`up ${change.op.kind} ${change.node}`);
     if (change.op.kind === "prune-and-surge") {
@@ -148,15 +171,18 @@ class FakeStack implements StackEdge {
       // The engine creates the new node first; deletes come after the program registered everything.
       const joins = !w.faults.joinNeverStarts;
       w.faults.joinNeverStarts = false;
-      w.boot(change.op.entry, joins);
+      const joinFails = !!w.faults.joinFailsAfterListWritten;
+      w.faults.joinFailsAfterListWritten = false;
+      w.boot(change.op.entry, joins && !joinFails);
       if (w.faults.upFailsAfterCreate) {
         w.faults.upFailsAfterCreate = false;
-        throw new Error("error: update failed\n[lab-cp-x] error: the join script exited 1");
+        throw failedUp(change.op.entry.name, "etcd", "the join script exited 1");
       }
       w.list = change.next.map((n) => ({ ...n }));
+      if (joinFails) throw failedUp(change.op.entry.name, "etcd", "the join script exited 1");
       if (w.faults.deleteFailsAfterCreate) {
         w.faults.deleteFailsAfterCreate = false;
-        throw new Error(`error: update failed\n[${change.node}] error: deleting the machine failed`);
+        throw failedUp(change.node, "machine", "deleting the machine failed");
       }
       w.machines.delete(change.node);
     } else if (change.op.kind === "surge" || change.op.kind === "create-first") {
@@ -167,7 +193,7 @@ class FakeStack implements StackEdge {
       if (w.faults.upFailsAfterCreate) {
         w.faults.upFailsAfterCreate = false;
         // The machine exists (and its member may), the list was never written.
-        throw new Error("error: update failed\n[lab-cp-x] error: the join script exited 1");
+        throw failedUp(entry.name, "etcd", "the join script exited 1");
       }
     } else if (change.op.kind === "retire-adopted") {
       // Only its record leaves the state: the machine is not molt's.

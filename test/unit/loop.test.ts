@@ -325,6 +325,46 @@ describe("the rollout loop (fake edges)", function () {
       assert.equal(w.machines.size, 3);
     });
 
+    it("a failed join after the list was written (the lab's order): rolled back, not taken as joined", async () => {
+      stack("lab-v2", on);
+      const w = FakeWorld.cluster(3, "lab-v1");
+      let merged = 0;
+      const { summary, events } = await run(w, {
+        beforeOperation: async (op) => {
+          if (op.kind === "prune-and-surge" && merged++ === 0) w.faults.joinFailsAfterListWritten = true;
+        },
+      });
+      assert.equal(summary.result, "rolled-back", summary.reason);
+      assert.ok(!events.some((e) => e.type === "warning" && /joined, but/.test(e.message)), "not reported as joined");
+      const ups = w.log.filter((l) => l.startsWith("up"));
+      assert.deepEqual(ups, [
+        "up surge lab-cp-4",
+        "up prune-and-surge lab-cp-1+lab-cp-5",
+        "up prune-orphans lab-cp-1",
+        "up rollback lab-cp-5",
+      ]);
+      assert.deepEqual(images(w), ["lab-cp-2:lab-v1", "lab-cp-3:lab-v1", "lab-cp-4:lab-v2"]);
+      assert.deepEqual([...w.machines.keys()].sort(), ["lab-cp-2", "lab-cp-3", "lab-cp-4"]);
+      assert.equal(w.members.length, 3, "the new node's learner was removed");
+      assert.equal((await run(w)).summary.result, "succeeded");
+    });
+
+    it("a change refused before the engine ran stops the run; it is not taken for a failed surge", async () => {
+      stack("lab-v2", on);
+      const w = FakeWorld.cluster(3, "lab-v1");
+      let merged = 0;
+      await assert.rejects(
+        run(w, {
+          beforeOperation: async (op) => {
+            // Another writer changed the stored list between the decision and its `up`.
+            if (op.kind === "prune-and-surge" && merged++ === 0) w.list = w.list.slice(1);
+          },
+        }),
+        /stored node list changed under this run/,
+      );
+      assert.ok(!w.log.some((l) => l.startsWith("up prune-and-surge")), w.log.join("\n"));
+    });
+
     it("resumes a run that died after any of its changes", async () => {
       stack("lab-v2", on);
       for (let crash = 1; crash <= 4; crash++) {

@@ -1202,6 +1202,22 @@ describe("planner (orchestrator/plan.ts)", () => {
         // A preRetire hook is not a reason to wait: the surge comes before the next retirement anyway.
         expectOp(planC(retiredOne, { leader: 2 }, { rollout: on, hooks: ["preRetire"] }), "prune-and-surge");
       });
+      it("never when the new node would share the retired node's name or address (both exist during the up)", () => {
+        // The newest node never joined (a paused or killed surge): the world after it would reuse its name.
+        const op = planC([N(2, NEW), N(3, NEW), N(4, NEW, { noMember: true }), N(1)], { leader: 2 }, { rollout: on });
+        expectOp(op, "prune", { node: "lab-cp-4" });
+        // vSphere static addresses: with a pool of replicas + 1 the only free address is the retired node's.
+        const pool = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"];
+        const withAddresses = retiredOne.map((n, i) => ({ ...n, entry: { ...n.entry, address: pool[i] } }));
+        const s = snapshotOf(world(withAddresses, { leader: 2 }));
+        const intent = { ...s.intent, staticAddressPool: pool, rollout: { ...s.intent.rollout, ...on } };
+        expectOp(decide({ ...s, intent, controls: { retired: [], hooksPassed: [] } }, STACK), "prune");
+        // One address more in the pool: merged, with a free address.
+        const bigger = { ...intent, staticAddressPool: [...pool, "10.0.0.5"] };
+        const merged = decide({ ...s, intent: bigger, controls: { retired: [], hooksPassed: [] } }, STACK);
+        expectOp(merged, "prune-and-surge");
+        assert.equal(merged.kind === "prune-and-surge" && merged.entry.address, "10.0.0.5");
+      });
       it("never with maxSurge 0 (the next node would be a machine beyond replicas)", () =>
         expectOp(
           planC(

@@ -2,7 +2,14 @@
 // skips a targeted delete that an untargeted resource still depends on, so the dependents
 // rule is what makes a prune delete anything at all.
 import * as assert from "node:assert/strict";
-import { orphanedNodes, ownerOf, targetsFor, urnName, type StateResource } from "../../orchestrator/stack/targets";
+import {
+  crossNodeResources,
+  orphanedNodes,
+  ownerOf,
+  targetsFor,
+  urnName,
+  type StateResource,
+} from "../../orchestrator/stack/targets";
 
 const U = (type: string, name: string) => `urn:pulumi:s::molt::${type}::${name}`;
 const comp = "molt:lab:ControlPlaneNode";
@@ -120,6 +127,29 @@ describe("targeted up", () => {
   it("escapes glob characters in a node name", () => {
     const p = targetsFor(labState(["a"]), "we*ird", ["a"])!;
     assert.ok(p.targets.includes("**::we\\*ird"));
+  });
+});
+
+describe("cross-node resources (the orphan clean-up after a killed up)", () => {
+  const nodes = ["s-cp-1", "s-cp-2", "s-cp-3"];
+  it("are the resources joined through another node and what depends on them, never a machine", () => {
+    const got = crossNodeResources(labState(nodes), nodes).map(urnName);
+    // s-cp-2 and s-cp-3 join through s-cp-1 and start after the node before; s-cp-1 depends on no other node.
+    assert.deepEqual(got, ["s-cp-2-etcd", "s-cp-2-join", "s-cp-3-etcd", "s-cp-3-join"]);
+    assert.ok(!got.some((n) => /machine|hostkey|-lb$/.test(n)));
+  });
+  it("follow the state as a killed prune of the seed left it: re-registered through the next seed", () => {
+    // As after a SIGKILL inside a prune-and-surge of s-cp-1: s-cp-3 was re-registered through
+    // s-cp-2, the new seed, while the stored list still holds s-cp-1.
+    const killed = labState(nodes).map((r) =>
+      urnName(r.urn) === "s-cp-3-join"
+        ? { ...r, dependencies: [child("s-cp-3", "machine"), child("s-cp-2", "etcd")] }
+        : r,
+    );
+    assert.ok(crossNodeResources(killed, nodes).map(urnName).includes("s-cp-3-join"));
+  });
+  it("are none in a one-node state, and engine-owned resources are never among them", () => {
+    assert.deepEqual(crossNodeResources(labState(["s-cp-1"]), ["s-cp-1"]), []);
   });
 });
 
