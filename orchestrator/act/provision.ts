@@ -94,8 +94,9 @@ export const pruneAndSurge: Act<"prune-and-surge"> = async (op, ctx) => {
       ctx.edges.stack.apply({ op, prev, next, node: op.node, teardownEnv: teardownEnv(op, ctx.world.endpoints) }),
     );
   } catch (e) {
-    // A cancel, and anything refused before the engine ran (the stored list changed), stop the run.
-    if (!(e instanceof UpFailedError)) throw e;
+    // A cancel, anything refused before the engine ran (the stored list changed), and an engine
+    // that failed before any step (a locked stack, a refused backend) stop the run.
+    if (!(e instanceof UpFailedError) || (e.record.failed.length === 0 && e.record.finished.size === 0)) throw e;
     const why = firstLines(e.message);
     ctx.report({ type: "phase", phase: "provision", operation: op.kind, node: label, ms: 0, ok: false, detail: why });
     if (!onlyRetiredNodeFailed(e.record, op.node, node))

@@ -139,8 +139,9 @@ export function afterAct(
         ...counted,
         expired: [...counted.expired, key],
         rollingBack: { node: outcome.node, why: outcome.why },
-        // A prune-and-surge may have written its list (the lab does before the join): the node
-        // count is back at replicas, so only this memory says the node is the new one to roll back.
+        // A prune-and-surge may have written its list (the lab does before the join); when it
+        // started at replicas (after --replace-dead, or a memberless node an earlier run left)
+        // the count is back at replicas, and only this memory says the node is the new one.
         ...(op.kind === "prune-and-surge" ? { joining: outcome.node } : {}),
       };
       if (intent.rollout.onFailure === "pause")

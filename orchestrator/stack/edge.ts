@@ -227,8 +227,10 @@ export class EngineStack implements StackEdge {
     }
     // The `up` that left these orphans was killed or failed, maybe after it had re-registered
     // other nodes' resources with the dependencies of the list it was writing (a prune
-    // re-registers the nodes that joined through the node it drops): those are targeted too,
-    // so they are registered again with the stored list's (stack/targets.ts crossNodeResources;
+    // re-registers the nodes that joined through the node it drops): those that still reach
+    // another node are targeted too, so they are registered again with the stored list's
+    // (a new first node's own commands reach none and keep the killed run's inputs, which is
+    // harmless: their dependencies register first) (stack/targets.ts crossNodeResources;
     // without it the engine refused every rerun after a SIGKILL inside a prune-and-surge with
     // "Duplicate resource URN"). Never the other nodes' machines: a targeted `up` leaves them be.
     crossNodeResources(resources, names).forEach((u) => targets.add(u));

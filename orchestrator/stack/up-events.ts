@@ -3,8 +3,8 @@
 // finished step created, deleted or left, which steps failed, and the stack's outputs as
 // the engine registered them. A record is complete only when the engine's summary arrived
 // with no failed step: anything less and the caller reads the state instead. (A cancelled
-// or failed `up` throws before its record is read; the engine ends every stream with a
-// `cancelEvent`, which is the end of the stream, not a cancel.)
+// `up` throws before its record is read, a failed one throws UpFailedError with it; the
+// engine ends every stream with a `cancelEvent`, which is the end of the stream, not a cancel.)
 import type { EngineEvent, OpType } from "@pulumi/pulumi/automation";
 import type { NodeEndpoint } from "../../infra/node";
 

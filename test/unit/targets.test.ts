@@ -138,17 +138,20 @@ describe("cross-node resources (the orphan clean-up after a killed up)", () => {
     assert.deepEqual(got, ["s-cp-2-etcd", "s-cp-2-join", "s-cp-3-etcd", "s-cp-3-join"]);
     assert.ok(!got.some((n) => /machine|hostkey|-lb$/.test(n)));
   });
-  it("follow the state as a killed prune of the seed left it: re-registered through the next seed", () => {
+  it("follow the state a killed prune of the seed left: a dependency on any other node, and its dependents", () => {
     // As after a SIGKILL inside a prune-and-surge of s-cp-1: s-cp-3 was re-registered through
-    // s-cp-2, the new seed, while the stored list still holds s-cp-1.
-    const killed = labState(nodes).map((r) =>
-      urnName(r.urn) === "s-cp-3-join"
-        ? { ...r, dependencies: [child("s-cp-3", "machine"), child("s-cp-2", "etcd")] }
-        : r,
-    );
-    assert.ok(crossNodeResources(killed, nodes).map(urnName).includes("s-cp-3-join"));
+    // s-cp-2 only (the next seed), and its etcd command now depends on its own join alone.
+    const killed = labState(nodes).map((r) => {
+      const n = urnName(r.urn);
+      if (n === "s-cp-3-join") return { ...r, dependencies: [child("s-cp-3", "machine"), child("s-cp-2", "etcd")] };
+      if (n === "s-cp-3-etcd") return { ...r, dependencies: [child("s-cp-3", "machine"), child("s-cp-3", "join")] };
+      return r;
+    });
+    const got = crossNodeResources(killed, nodes).map(urnName);
+    assert.ok(got.includes("s-cp-3-join"), "a join through a node other than the first");
+    assert.ok(got.includes("s-cp-3-etcd"), "reaches no other node itself, but depends on a resource that does");
   });
-  it("are none in a one-node state, and engine-owned resources are never among them", () => {
+  it("are none in a one-node state", () => {
     assert.deepEqual(crossNodeResources(labState(["s-cp-1"]), ["s-cp-1"]), []);
   });
 });
