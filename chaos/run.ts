@@ -12,6 +12,8 @@ import {
   KILL_POINTS,
   KUBE_KILL_POINTS,
   OVERLAP_KILL_POINTS,
+  type ChaosOptions,
+  type KillPoint,
   type ScenarioResult,
 } from "./harness";
 
@@ -92,41 +94,33 @@ async function main(): Promise<number> {
       await s3.stop();
     }
   }
+  // A kill chain on a lab and stack of its own: one row of the table.
+  const chainOnItsOwn = async (o: ChaosOptions, points: KillPoint[], label: string) => {
+    const chain = new Chaos({ ...o, log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`) });
+    try {
+      await chain.create();
+      rows.push(await chain.killChain(points, label));
+      save();
+      console.log(formatTable(rows.slice(-1)));
+    } finally {
+      await chain.teardown();
+    }
+  };
   // molt:rollout.pruneWithNextSurge: kills inside the one engine run that adds a node and
   // destroys a retired one, on a lab of its own (issue #14).
-  if (!quick && (only.length === 0 || only.includes("overlap"))) {
-    const overlap = new Chaos({
-      lab: testLab(15),
-      stack: "overlap",
-      pruneWithNextSurge: true,
-      log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`),
-    });
-    try {
-      await overlap.create();
-      rows.push(await overlap.killChain(OVERLAP_KILL_POINTS, "prune-and-surge boundaries (pruneWithNextSurge)"));
-      save();
-      console.log(formatTable(rows.slice(-1)));
-    } finally {
-      await overlap.teardown();
-    }
-  }
+  if (!quick && (only.length === 0 || only.includes("overlap")))
+    await chainOnItsOwn(
+      { lab: testLab(15), stack: "overlap", pruneWithNextSurge: true },
+      OVERLAP_KILL_POINTS,
+      "prune-and-surge boundaries (pruneWithNextSurge)",
+    );
   // Kubernetes steps, on a control plane of their own (full run only; MOLT_CHAOS_KUBE=0 skips).
-  if (!quick && process.env.MOLT_CHAOS_KUBE !== "0" && (only.length === 0 || only.includes("kube"))) {
-    const kube = new Chaos({
-      lab: testLab(7),
-      stack: "kchaos",
-      images: ["k8s-v1.36.3", "k8s-v1.37.2", "k8s-v1.37.2-os2"],
-      log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`),
-    });
-    try {
-      await kube.create();
-      rows.push(await kube.killChain(KUBE_KILL_POINTS, "Kubernetes step boundaries (1.36 → 1.37)"));
-      save();
-      console.log(formatTable(rows.slice(-1)));
-    } finally {
-      await kube.teardown();
-    }
-  }
+  if (!quick && process.env.MOLT_CHAOS_KUBE !== "0" && (only.length === 0 || only.includes("kube")))
+    await chainOnItsOwn(
+      { lab: testLab(7), stack: "kchaos", images: ["k8s-v1.36.3", "k8s-v1.37.2", "k8s-v1.37.2-os2"] },
+      KUBE_KILL_POINTS,
+      "Kubernetes step boundaries (1.36 → 1.37)",
+    );
   console.log("\n" + formatTable(rows));
   for (const r of rows) {
     console.log(`\n${r.scenario}:`);

@@ -72,7 +72,7 @@ async function deleteNodeAfterPrune(node: string, via: string | undefined, ctx: 
         ms: 0,
         ok: false,
         detail:
-          `the Node could not be deleted now (${e.message.split("\n")[0]}); it is deleted once its Lease is ` + `stale`,
+          `the Node could not be deleted now (${e.message.split("\n")[0]}); ` + "it is deleted once its Lease is stale",
       }),
     );
 }

@@ -241,6 +241,18 @@ describe("the rollout loop (fake edges)", function () {
 
   describe("molt:rollout.pruneWithNextSurge", () => {
     const on = { rollout: { pruneWithNextSurge: true } };
+    /** A 3-node roll with the option on, `fault` applied just before its first prune-and-surge. */
+    const rollWithFirstMergeFaulted = (fault: (w: FakeWorld) => void) => {
+      stack("lab-v2", on);
+      const w = FakeWorld.cluster(3, "lab-v1");
+      let merged = 0;
+      const result = run(w, {
+        beforeOperation: async (op) => {
+          if (op.kind === "prune-and-surge" && merged++ === 0) fault(w);
+        },
+      });
+      return { w, result };
+    };
 
     it("destroys each retired node and creates the next in one `up`: 4 engine runs for 3 nodes, not 6", async () => {
       stack("lab-v2", on);
@@ -273,14 +285,8 @@ describe("the rollout loop (fake edges)", function () {
     });
 
     it("a failed create: the new node is rolled back, the retired one destroyed, old nodes untouched", async () => {
-      stack("lab-v2", on);
-      const w = FakeWorld.cluster(3, "lab-v1");
-      let merged = 0;
-      const { summary } = await run(w, {
-        beforeOperation: async (op) => {
-          if (op.kind === "prune-and-surge" && merged++ === 0) w.faults.upFailsAfterCreate = true;
-        },
-      });
+      const { w, result } = rollWithFirstMergeFaulted((w) => (w.faults.upFailsAfterCreate = true));
+      const { summary } = await result;
       assert.equal(summary.result, "rolled-back", summary.reason);
       assert.match(summary.reason, /lab-cp-5 could not be created \(.*join script exited 1/);
       const ups = w.log.filter((l) => l.startsWith("up"));
@@ -299,14 +305,8 @@ describe("the rollout loop (fake edges)", function () {
     });
 
     it("a failed delete: the joined node stays, what is left of the retired one goes next", async () => {
-      stack("lab-v2", on);
-      const w = FakeWorld.cluster(3, "lab-v1");
-      let merged = 0;
-      const { summary, events } = await run(w, {
-        beforeOperation: async (op) => {
-          if (op.kind === "prune-and-surge" && merged++ === 0) w.faults.deleteFailsAfterCreate = true;
-        },
-      });
+      const { w, result } = rollWithFirstMergeFaulted((w) => (w.faults.deleteFailsAfterCreate = true));
+      const { summary, events } = await result;
       assert.equal(summary.result, "succeeded", summary.reason);
       assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
       const ups = w.log.filter((l) => l.startsWith("up"));
@@ -326,14 +326,8 @@ describe("the rollout loop (fake edges)", function () {
     });
 
     it("a failed join after the list was written (the lab's order): rolled back, not taken as joined", async () => {
-      stack("lab-v2", on);
-      const w = FakeWorld.cluster(3, "lab-v1");
-      let merged = 0;
-      const { summary, events } = await run(w, {
-        beforeOperation: async (op) => {
-          if (op.kind === "prune-and-surge" && merged++ === 0) w.faults.joinFailsAfterListWritten = true;
-        },
-      });
+      const { w, result } = rollWithFirstMergeFaulted((w) => (w.faults.joinFailsAfterListWritten = true));
+      const { summary, events } = await result;
       assert.equal(summary.result, "rolled-back", summary.reason);
       assert.ok(!events.some((e) => e.type === "warning" && /joined, but/.test(e.message)), "not reported as joined");
       const ups = w.log.filter((l) => l.startsWith("up"));
@@ -350,18 +344,9 @@ describe("the rollout loop (fake edges)", function () {
     });
 
     it("a change refused before the engine ran stops the run; it is not taken for a failed surge", async () => {
-      stack("lab-v2", on);
-      const w = FakeWorld.cluster(3, "lab-v1");
-      let merged = 0;
-      await assert.rejects(
-        run(w, {
-          beforeOperation: async (op) => {
-            // Another writer changed the stored list between the decision and its `up`.
-            if (op.kind === "prune-and-surge" && merged++ === 0) w.list = w.list.slice(1);
-          },
-        }),
-        /stored node list changed under this run/,
-      );
+      // Another writer changed the stored list between the decision and its `up`.
+      const { w, result } = rollWithFirstMergeFaulted((w) => (w.list = w.list.slice(1)));
+      await assert.rejects(result, /stored node list changed under this run/);
       assert.ok(!w.log.some((l) => l.startsWith("up prune-and-surge")), w.log.join("\n"));
     });
 
