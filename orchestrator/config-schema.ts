@@ -101,6 +101,21 @@ export const baseSections = {
     })
     .strict()
     .optional(),
+  "molt:lock": z
+    .object(
+      {
+        in: z
+          .enum(["backend", "cluster"], {
+            message:
+              '"backend" (a lease beside the state: file://, s3://, azblob://) or "cluster" (a lease in the ' +
+              "cluster's etcd, for backends molt cannot write to: Pulumi Cloud, gs://)",
+          })
+          .optional(),
+      },
+      { message: '{ in: "backend" | "cluster" }: where the stack\'s rollout lease lives' },
+    )
+    .strict()
+    .optional(),
   "molt:backups": z
     .object({
       keep: z

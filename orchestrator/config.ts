@@ -49,6 +49,8 @@ export interface StackConfig {
   backups: { keep: number };
   /** The rollout lease's time to live: a lease not renewed for this long is free (molt:timeouts.lockSeconds). */
   lockSeconds: number;
+  /** Where the lease lives (molt:lock.in); undefined: beside the state where the backend allows, else in the cluster. */
+  lockIn?: "backend" | "cluster";
   /** molt:apiEndpoint mode vip: keepalived on the control-plane nodes (lab, vsphere); absent: a load balancer. */
   apiEndpoint?: VipSettings;
   /** molt:release: what this stack's rollout converges to (orchestrator/promotion/). */
@@ -144,6 +146,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
     },
     backups: { keep: c["molt:backups"]?.keep ?? DEFAULT_BACKUPS_KEPT },
     lockSeconds: c["molt:timeouts"]?.lockSeconds ?? 30,
+    ...(c["molt:lock"]?.in ? { lockIn: c["molt:lock"].in } : {}),
     intent: {
       provider: c["molt:provider"],
       replicas: c["molt:replicas"],

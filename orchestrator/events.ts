@@ -31,8 +31,12 @@ export type RolloutEvent =
   | {
       type: "lock";
       where: string;
-      /** "backend": every runner sharing the backend sees the lease; "machine": only this machine. */
-      scope: "backend" | "machine";
+      /**
+       * "backend": every runner sharing the backend sees the lease; "cluster": the cluster's
+       * etcd holds it; "cluster-pending": the stack has no cluster yet (this machine's lease
+       * until its first node's etcd can hold it); "machine": only this machine.
+       */
+      scope: "backend" | "cluster" | "cluster-pending" | "machine";
       ttlSeconds: number;
       runId: string;
       engineBound: boolean;

@@ -8,9 +8,12 @@
 // terminated if it has not stopped within half the safety margin. The run ends "failed",
 // with the reason, before another runner can take the stack.
 import type { Stack } from "@pulumi/pulumi/automation";
+import type { Edges } from "./edges/types";
 import type { RolloutEvent } from "./events";
-import { acquireLock, lossMarginMs, type HeldLock } from "./lock";
-import { openStore } from "./backend/store";
+import { acquireLock, lossMarginMs, machineStore, type HeldLock } from "./lock";
+import { acquireClusterLock, ClusterLockUnavailableError } from "./cluster-lock";
+import { openStore, redactUrl, STORE_SCHEMES } from "./backend/store";
+import { BackendError } from "./stack/driver";
 import { canBindEngines } from "./stack/engine-bind";
 import { stopEnginesNow } from "./stack/engine-process";
 import { settleEngineLock } from "./stack/engine-lock";
@@ -20,6 +23,29 @@ export interface StackLock extends HeldLock {
   settleEngine(stack: Stack, deadlineSeconds: number): Promise<void>;
   /** The summary reason once the lease is lost. */
   lostReason(): string;
+  /**
+   * Where the cluster holds the lease (molt:lock.in cluster; Pulumi Cloud and gs:// by
+   * default): takes it in the cluster's etcd once the stack has nodes. Called before the
+   * run's first change and before every change until it holds; a no-op once it does, and
+   * for leases beside the state.
+   */
+  holdInCluster(edges: Edges): Promise<void>;
+}
+
+/** Where a stack's lease lives: beside the state where molt can write there, else in the cluster. */
+export function leaseHome(
+  backend: string,
+  lockIn: "backend" | "cluster" | undefined,
+  env: Record<string, string | undefined> = {},
+): "backend" | "cluster" {
+  const shared = openStore(backend, env) !== undefined;
+  if (lockIn === "backend" && !shared)
+    throw new BackendError(
+      redactUrl(backend),
+      `molt:lock.in is "backend", but molt cannot keep a lease in this backend (only in ${STORE_SCHEMES} ones); ` +
+        `set molt:lock.in to "cluster" (the lease then lives in the cluster's etcd) or remove the key`,
+    );
+  return lockIn ?? (shared ? "backend" : "cluster");
 }
 
 export async function holdStack(
@@ -28,62 +54,118 @@ export async function holdStack(
   ttlSeconds: number,
   emit: (e: RolloutEvent) => void,
   env: Record<string, string | undefined> = {},
+  lockIn?: "backend" | "cluster",
 ): Promise<StackLock> {
+  const home = leaseHome(backend, lockIn, env);
   const shared = openStore(backend, env);
   // Engines die with their molt where another machine may have to prove them dead (buckets).
   const bind = shared !== undefined && !backend.startsWith("file://") && canBindEngines();
-  const lock = await acquireLock(backend, stackName, "rollout", {
+  const onRenewError = (e: Error) => emit({ type: "lock-renew-failed", message: e.message.split("\n")[0] });
+  // In the cluster: this machine's lease first (the cluster's is taken once its etcd can be reached).
+  const base = await acquireLock(backend, stackName, "rollout", {
     ttlSeconds,
     env,
     engineBound: bind,
-    onRenewError: (e) => emit({ type: "lock-renew-failed", message: e.message.split("\n")[0] }),
+    onRenewError,
+    ...(home === "cluster" ? { store: machineStore(), scope: "machine" as const } : {}),
   });
-  emit({
-    type: "lock",
-    where: lock.where,
-    scope: lock.scope,
-    ttlSeconds,
-    runId: lock.holder.runId,
-    engineBound: lock.holder.engineBound,
-  });
-  const r = lock.recoveredFrom;
-  if (r)
-    emit({
-      type: "lock-recovered",
-      previousPid: r.holder.pid ?? 0,
-      previousStartedAt: r.holder.startedAt ?? "unknown",
-      previousHost: r.holder.host ?? "unknown",
-      ...(r.holder.runId ? { previousRunId: r.holder.runId } : {}),
-      reason: r.reason,
-      ...(r.silentSeconds !== undefined ? { silentSeconds: r.silentSeconds } : {}),
+  const announce = (l: HeldLock, scope: "backend" | "cluster" | "cluster-pending" | "machine") => {
+    emit({ type: "lock", where: l.where, scope, ttlSeconds, runId: l.holder.runId, engineBound: l.holder.engineBound });
+    const r = l.recoveredFrom;
+    if (r)
+      emit({
+        type: "lock-recovered",
+        previousPid: r.holder.pid ?? 0,
+        previousStartedAt: r.holder.startedAt ?? "unknown",
+        previousHost: r.holder.host ?? "unknown",
+        ...(r.holder.runId ? { previousRunId: r.holder.runId } : {}),
+        reason: r.reason,
+        ...(r.silentSeconds !== undefined ? { silentSeconds: r.silentSeconds } : {}),
+      });
+  };
+  if (home === "backend") announce(base, base.scope);
+
+  // One signal for the run, whichever lease is lost.
+  const controller = new AbortController();
+  let resolveLost!: (e: Awaited<HeldLock["lost"]>) => void;
+  const lost = new Promise<Awaited<HeldLock["lost"]>>((r) => (resolveLost = r));
+  const follow = (l: HeldLock) =>
+    void l.lost.then((e) => {
+      if (controller.signal.aborted) return;
+      controller.abort(e);
+      resolveLost(e);
+      emit({ type: "lock-lost", message: e.message });
+      // The run's signal gives an engine step in flight the engine's graceful cancel at once; once
+      // half the safety margin is gone it is terminated (stopEnginesNow: a second SIGINT, then killed).
+      setTimeout(() => stopEnginesNow(), lossMarginMs(ttlSeconds) / 2).unref();
     });
-  // The run's signal gives an engine step in flight the engine's graceful cancel at once; once
-  // half the safety margin is gone it is terminated (stopEnginesNow: a second SIGINT, then killed).
-  void lock.lost.then((e) => {
-    emit({ type: "lock-lost", message: e.message });
-    setTimeout(() => stopEnginesNow(), lossMarginMs(ttlSeconds) / 2).unref();
-  });
+  follow(base);
+  let cluster: HeldLock | undefined;
+  let pendingAnnounced = false;
+  const current = () => cluster ?? base;
+
   return {
-    ...lock,
+    get where() {
+      return current().where;
+    },
+    get scope() {
+      return current().scope;
+    },
+    get holder() {
+      return current().holder;
+    },
+    ttlSeconds,
+    get recoveredFrom() {
+      return current().recoveredFrom;
+    },
+    signal: controller.signal,
+    lost,
     // The run's result stands when the lease cannot be given up: it expires by itself.
-    release: () =>
-      lock.release().catch((e: unknown) =>
-        emit({
-          type: "lock-release-failed",
-          message:
-            `${(e as Error).message.split("\n")[0]}; ` +
-            `the lease expires by itself ${ttlSeconds}s after its last renewal`,
-        }),
-      ),
+    release: async () => {
+      for (const l of [cluster, base])
+        await l?.release().catch((e: unknown) =>
+          emit({
+            type: "lock-release-failed",
+            message:
+              `${(e as Error).message.split("\n")[0]}; ` +
+              `the lease expires by itself ${ttlSeconds}s after its last renewal`,
+          }),
+        );
+    },
+    holdInCluster: async (edges) => {
+      if (home !== "cluster" || cluster || controller.signal.aborted) return;
+      const state = await edges.stack.state();
+      if (state.nodes.length === 0) {
+        // No cluster yet: the first node's engine run is the only change before its etcd can hold the lease.
+        if (!pendingAnnounced) announce(base, "cluster-pending");
+        pendingAnnounced = true;
+        return;
+      }
+      let kv;
+      try {
+        await edges.nodes.sync(state);
+        kv = (await edges.nodes.etcd()).leaseKv();
+      } catch (e) {
+        throw new ClusterLockUnavailableError(stackName, (e as Error).message.split("\n")[0]);
+      }
+      cluster = await acquireClusterLock(kv, stackName, "rollout", {
+        ttlSeconds,
+        engineBound: base.holder.engineBound,
+        onRenewError,
+      });
+      follow(cluster);
+      announce(cluster, "cluster");
+    },
     settleEngine: async (stack, deadlineSeconds) => {
       if (!shared) return; // Pulumi Cloud and other services keep their engine lock themselves.
+      const recovered = current().recoveredFrom;
       const cleared = await settleEngineLock({
         store: shared,
         stack: stackName,
-        ...(lock.recoveredFrom ? { recovered: lock.recoveredFrom } : {}),
+        ...(recovered ? { recovered } : {}),
         deadlineSeconds,
         cancel: () => stack.cancel(),
-        signal: lock.signal,
+        signal: controller.signal,
       });
       if (cleared.length)
         emit({
@@ -92,7 +174,7 @@ export async function holdStack(
         });
     },
     lostReason: () =>
-      `${(lock.signal.reason as Error)?.message ?? "the lock was lost"}; stopped at a boundary between operations ` +
+      `${(controller.signal.reason as Error)?.message ?? "the lock was lost"}; stopped at a boundary between operations ` +
       `(a running engine was interrupted). Run again: the next run resumes once it holds the stack.`,
   };
 }

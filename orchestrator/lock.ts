@@ -79,8 +79,12 @@ export class LeaseLostError extends Error {
 export interface HeldLock {
   /** Where the lease lives (the backend's store, or this machine's ~/.molt). */
   where: string;
-  /** "backend": every runner of the backend sees it; "machine": only this machine does. */
-  scope: "backend" | "machine";
+  /**
+   * "backend": every runner of the backend sees it; "cluster": the cluster's etcd holds it
+   * (orchestrator/cluster-lock.ts), seen by every runner that reaches the cluster; "machine":
+   * only this machine does.
+   */
+  scope: "backend" | "cluster" | "machine";
   holder: LockHolder;
   ttlSeconds: number;
   /** Set when a dead or expired lease was taken over: whose, and why it was free. */
@@ -104,6 +108,8 @@ export interface LockOptions {
   engineBound?: boolean;
   /** The store to use (default: the backend's, else ~/.molt). */
   store?: ObjectStore;
+  /** What `store` covers (default "backend"). */
+  scope?: HeldLock["scope"];
   /** The engine's environment (credentials for the backend's store, when given there). */
   env?: Record<string, string | undefined>;
   /** Overrides of the holder's identity (tests play two runners in one process). */
@@ -123,8 +129,13 @@ export function lockStore(
 ): { store: ObjectStore; scope: HeldLock["scope"] } {
   const store = openStore(backendUrl, env);
   if (store) return { store, scope: "backend" };
+  return { store: machineStore(), scope: "machine" };
+}
+
+/** This machine's own lease store (~/.molt). */
+export function machineStore(): ObjectStore {
   mkdirSync(moltHome(), { recursive: true });
-  return { store: new FileStore(moltHome()), scope: "machine" };
+  return new FileStore(moltHome());
 }
 
 /** The kernel boot id and pid namespace: processes with equal values see the same pids. */
@@ -175,29 +186,13 @@ export async function acquireLock(
   command: string,
   o: LockOptions = {},
 ): Promise<HeldLock> {
-  const { store, scope } = o.store ? { store: o.store, scope: "backend" as const } : lockStore(backendUrl, o.env);
+  const { store, scope } = o.store ? { store: o.store, scope: o.scope ?? "backend" } : lockStore(backendUrl, o.env);
   const ttlSeconds = o.ttlSeconds ?? DEFAULT_TTL_SECONDS;
   await store.check();
   const key = lockKey(stack);
   const where = `${key} in ${store.location}`;
-  const holder: LockHolder = {
-    host: o.identity?.host ?? hostname(),
-    pid: o.identity?.pid ?? process.pid,
-    runId: randomUUID(),
-    startedAt: new Date().toISOString(),
-    command,
-    machine: o.identity?.machine ?? machineId(),
-    engineBound: o.engineBound ?? false,
-  };
-  const record = (): Buffer =>
-    Buffer.from(
-      JSON.stringify({
-        kind: "molt-lease",
-        holder,
-        ttlSeconds,
-        renewedAt: new Date().toISOString(),
-      } satisfies LeaseRecord),
-    );
+  const holder = newHolder(command, o);
+  const record = (): Buffer => leaseRecord(holder, ttlSeconds);
 
   let etag: string | undefined;
   let recoveredFrom: HeldLock["recoveredFrom"];
@@ -237,15 +232,97 @@ export async function acquireLock(
   }
   if (!etag) throw new ConcurrentRolloutError(stack, { host: "unknown", pid: 0 }, where, ttlSeconds, ttlSeconds);
 
+  const kept = keepRenewed({
+    stack,
+    ttlSeconds,
+    sentAt,
+    ...(o.onRenewError ? { onRenewError: o.onRenewError } : {}),
+    renew: async () => {
+      const next = await store.putIfMatch(key, record(), etag!);
+      if (next) {
+        etag = next;
+        return { kind: "renewed" };
+      }
+      const now = await store.get(key).catch(() => undefined);
+      const by = now ? parseRecord(now.body)?.holder : undefined;
+      if (now && by?.runId === holder.runId) {
+        // An earlier renewal landed although its answer was lost: the lease is still ours.
+        // Renew again at once on that version; only an answered renewal re-arms the deadline.
+        etag = now.etag;
+        return { kind: "again" };
+      }
+      return {
+        kind: "lost",
+        detail: by ? `run ${by.runId} (pid ${by.pid} on ${by.host}) took it over after it expired` : "it was removed",
+      };
+    },
+  });
+
+  return {
+    where,
+    scope,
+    holder,
+    ttlSeconds,
+    ...(recoveredFrom ? { recoveredFrom } : {}),
+    signal: kept.signal,
+    lost: kept.lost,
+    release: async () => {
+      // Conditional: a lease taken over meanwhile is the new holder's and stays.
+      if (kept.stop()) await store.delete(key, etag!);
+    },
+  };
+}
+
+/** This run's identity in a lease (the overrides are for tests playing two runners). */
+export function newHolder(command: string, o: Pick<LockOptions, "identity" | "engineBound"> = {}): LockHolder {
+  return {
+    host: o.identity?.host ?? hostname(),
+    pid: o.identity?.pid ?? process.pid,
+    runId: randomUUID(),
+    startedAt: new Date().toISOString(),
+    command,
+    machine: o.identity?.machine ?? machineId(),
+    engineBound: o.engineBound ?? false,
+  };
+}
+
+/** A lease's record; a fresh timestamp on every write, so no two writes have the same bytes. */
+export function leaseRecord(holder: LockHolder, ttlSeconds: number): Buffer {
+  return Buffer.from(
+    JSON.stringify({ kind: "molt-lease", holder, ttlSeconds, renewedAt: new Date().toISOString() } satisfies LeaseRecord),
+  );
+}
+
+export function parseLeaseRecord(body: Buffer): LeaseRecord | undefined {
+  return parseRecord(body);
+}
+
+/** What one renewal did: renewed (re-arms the deadline), must be repeated at once, or found the lease gone. */
+export type RenewResult = { kind: "renewed" } | { kind: "again" } | { kind: "lost"; detail: string };
+
+/**
+ * The holder's side of any lease: renews every renewIntervalMs, and gives the lease up
+ * lossMarginMs before it could expire, counted on this process's monotonic clock from the
+ * send of the last answered renewal (`sentAt`: the acquisition's). `stop()` ends the
+ * renewals; it is true when the lease was still held (the caller then releases it).
+ */
+export function keepRenewed(o: {
+  stack: string;
+  ttlSeconds: number;
+  sentAt: number;
+  renew: () => Promise<RenewResult>;
+  onRenewError?: (e: Error) => void;
+}): { signal: AbortSignal; lost: Promise<LeaseLostError>; stop: () => boolean } {
+  const { stack, ttlSeconds } = o;
   const controller = new AbortController();
   let resolveLost!: (e: LeaseLostError) => void;
   const lost = new Promise<LeaseLostError>((r) => (resolveLost = r));
-  let released = false;
+  let stopped = false;
   let renewTimer: NodeJS.Timeout | undefined;
   let deadlineTimer: NodeJS.Timeout | undefined;
   let lastError = "";
   const loseWith = (detail: string) => {
-    if (released || controller.signal.aborted) return;
+    if (stopped || controller.signal.aborted) return;
     clearTimeout(renewTimer);
     clearTimeout(deadlineTimer);
     const e = new LeaseLostError(stack, detail);
@@ -267,59 +344,38 @@ export async function acquireLock(
     );
     deadlineTimer.unref();
   };
-  armDeadline(sentAt);
+  const schedule = (ms: number) => {
+    if (stopped || controller.signal.aborted) return;
+    renewTimer = setTimeout(() => void renew(), ms);
+    renewTimer.unref();
+  };
   const renew = async () => {
-    if (released || controller.signal.aborted) return;
+    if (stopped || controller.signal.aborted) return;
     const t = performance.now();
     try {
-      const next = await store.putIfMatch(key, record(), etag!);
-      if (released) return;
-      if (!next) {
-        const now = await store.get(key).catch(() => undefined);
-        const by = now ? parseRecord(now.body)?.holder : undefined;
-        if (now && by?.runId === holder.runId) {
-          // An earlier renewal landed although its answer was lost: the lease is still ours.
-          // Renew again at once on that version; only an answered renewal re-arms the deadline.
-          etag = now.etag;
-          renewTimer = setTimeout(() => void renew(), 0);
-          renewTimer.unref();
-          return;
-        }
-        return loseWith(
-          by ? `run ${by.runId} (pid ${by.pid} on ${by.host}) took it over after it expired` : "it was removed",
-        );
-      }
-      etag = next;
+      const r = await o.renew();
+      if (stopped) return;
+      if (r.kind === "lost") return loseWith(r.detail);
+      if (r.kind === "again") return schedule(0);
       lastError = "";
       armDeadline(t);
     } catch (e) {
       lastError = (e as Error).message.split("\n")[0];
       o.onRenewError?.(e as Error);
     }
-    if (!released && !controller.signal.aborted) {
-      renewTimer = setTimeout(() => void renew(), renewIntervalMs(ttlSeconds));
-      renewTimer.unref();
-    }
+    schedule(renewIntervalMs(ttlSeconds));
   };
-  renewTimer = setTimeout(() => void renew(), renewIntervalMs(ttlSeconds));
-  renewTimer.unref();
-
+  armDeadline(o.sentAt);
+  schedule(renewIntervalMs(ttlSeconds));
   return {
-    where,
-    scope,
-    holder,
-    ttlSeconds,
-    ...(recoveredFrom ? { recoveredFrom } : {}),
     signal: controller.signal,
     lost,
-    release: async () => {
-      if (released) return;
-      released = true;
+    stop: () => {
+      if (stopped) return false;
+      stopped = true;
       clearTimeout(renewTimer);
       clearTimeout(deadlineTimer);
-      if (controller.signal.aborted) return;
-      // Conditional: a lease taken over meanwhile is the new holder's and stays.
-      await store.delete(key, etag!);
+      return !controller.signal.aborted;
     },
   };
 }

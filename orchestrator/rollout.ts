@@ -97,7 +97,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const release = releaseRecorder({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
   // The stack's lease (orchestrator/lock-scope.ts): `lock.signal` aborts if it is ever lost,
   // which cancels an engine step in flight as the caller's signal does.
-  const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env);
+  const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env, cfg.lockIn);
   const signal = o.signal ? AbortSignal.any([o.signal, lock.signal]) : lock.signal;
 
   const clock = new RunClock(emit);
@@ -140,6 +140,9 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       tagProcesses: true,
       lock,
     });
+    // A lease in the cluster is taken before anything is cleared or changed (a stack with no
+    // cluster yet: before the first change after its first node's etcd is up).
+    await lock.holdInCluster(edges);
     const cleared = await edges.stack.prepare();
     if (cleared.length) emit({ type: "pending-cleared", operations: cleared });
     checkReplaceDead(intent, await edges.stack.state(), o.stack);
@@ -189,6 +192,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
         if (!confirmed) return finish({ result: "cancelled", reason: "not confirmed; nothing was changed" });
       }
       await o.beforeOperation?.(op, world);
+      await lock.holdInCluster(edges);
       if (changesMembership(op) && !backupPath && world.etcd) {
         backupPath = await takeBackup(await edges.nodes.etcd(), world, o.stack, clock.timed, emit);
         if (backupPath) retainBackups(o.stack, cfg.backups.keep, backupPath, emit);

@@ -3,6 +3,7 @@
 import { OutsideWindowError } from "../controls/window";
 import { InvalidConfigError } from "../config";
 import { ConcurrentRolloutError } from "../lock";
+import { ClusterLockUnavailableError } from "../cluster-lock";
 import { EngineLockedError } from "../stack/engine-lock";
 import { CorruptStateError } from "../stack/state";
 import { RefusedError, type Summary } from "../rollout";
@@ -84,6 +85,7 @@ export function errorExit(e: unknown, json: boolean, stack?: string): number {
     [AdoptionRefusedError, EXIT.invalid],
     [HostKeysNotConfirmedError, EXIT.notConfirmed],
     [ConcurrentRolloutError, EXIT.locked],
+    [ClusterLockUnavailableError, EXIT.locked],
     [EngineLockedError, EXIT.locked],
     [NotConfirmedError, EXIT.notConfirmed],
     [PromotionRefusedError, EXIT.invalid],

@@ -88,15 +88,23 @@ export function humanRenderer(o: {
           `holding stack lock ${e.where} (run ${e.runId}, expires ${e.ttlSeconds}s after the last renewal, ` +
             (e.scope === "backend"
               ? "seen by every runner of this backend)"
-              : "THIS MACHINE ONLY: molt cannot keep a shared lock in this backend; " +
-                "run one rollout per stack at a time)"),
+              : e.scope === "cluster"
+                ? "in the cluster's etcd: seen by every runner that reaches the cluster)"
+                : e.scope === "cluster-pending"
+                  ? "THIS MACHINE ONLY until the stack's first node is up: its etcd then holds the lock; " +
+                    "the first node's engine run is refused if another run changed the stack)"
+                  : "THIS MACHINE ONLY: molt cannot keep a shared lock in this backend; " +
+                    "run one rollout per stack at a time)"),
         );
       case "lock-recovered":
         return out(
           e.reason === "expired"
             ? `took over the expired lock of run ${e.previousRunId ?? "?"} (pid ${e.previousPid} on ` +
                 `${e.previousHost}, ` +
-                `started ${e.previousStartedAt}; not renewed for ${e.silentSeconds}s)`
+                `started ${e.previousStartedAt}; ` +
+                (e.silentSeconds !== undefined
+                  ? `not renewed for ${e.silentSeconds}s)`
+                  : "its etcd lease expired: not kept alive for its time to live)")
             : "took over the lock of a run that died on this machine " +
                 `(pid ${e.previousPid}, started ${e.previousStartedAt})`,
         );

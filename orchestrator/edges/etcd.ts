@@ -7,6 +7,7 @@ import { Etcd3, type IMember, type IStatusResponse } from "etcd3";
 import type { NodeEndpoint } from "../../infra/node";
 import type { SshSession } from "../../infra/remote/ssh";
 import { SessionPool, type SshCredentials } from "./sessions";
+import { etcdLeaseKv, type LeaseKv } from "../cluster-lock";
 
 export interface Member {
   /** Decimal string, as etcd3 gives it; never passed through Number. */
@@ -349,6 +350,24 @@ export class EtcdAccess {
       stream.on("error", reject);
     });
     return bytes;
+  }
+
+  /**
+   * The cluster lease's calls (orchestrator/cluster-lock.ts), to each member with a tunnel in
+   * turn: the tunnels follow the node list, so the lease outlives the nodes it was taken through.
+   */
+  leaseKv(): LeaseKv {
+    return etcdLeaseKv("the cluster's etcd", () =>
+      this.nodes()
+        .map((n) => {
+          try {
+            return this.endpoint(n);
+          } catch {
+            return undefined;
+          }
+        })
+        .filter((c): c is Etcd3 => c !== undefined),
+    );
   }
 
   /** The SSH session to a node (for commands such as a reset). */

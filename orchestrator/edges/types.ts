@@ -4,6 +4,7 @@
 import type { StackEdge } from "../stack/edge";
 import type { StoredState } from "../stack/state";
 import type { Alarm, EndpointStatus, Member } from "./etcd";
+import type { LeaseKv } from "../cluster-lock";
 import type { ComponentHealth, KubeObservation } from "./kube";
 import type { VipObservation } from "./vip";
 import type { SshAccessSettings } from "../../infra/remote/access";
@@ -21,6 +22,8 @@ export interface EtcdEdge {
   moveLeader(leaderNode: string, targetId: string): Promise<void>;
   /** An etcd snapshot of one member's database saved to a local file; returns its size. */
   snapshot(node: string, path: string): Promise<number>;
+  /** The calls a lease in the cluster needs (orchestrator/cluster-lock.ts), through whichever member answers. */
+  leaseKv(): LeaseKv;
 }
 
 export interface KubeEdge {

@@ -1,6 +1,8 @@
 // In-memory edges for the loop's unit tests: a stack whose `up` makes or destroys machines,
 // machines whose join adds an etcd member, and an etcd cluster with members, a leader,
 // alarms and per-member health. Faults are switches on the world.
+import type { LeaseKv } from "../../orchestrator/cluster-lock";
+import { MemoryLeaseKv } from "./memory-lease-kv";
 import type { EdgeFactory } from "../../orchestrator/edges/open";
 import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "../../orchestrator/edges/types";
 import type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry } from "../../orchestrator/model";
@@ -38,6 +40,8 @@ export class FakeWorld {
   /** Adopted machines molt retired: no longer in the state, still running, reset (their owner deletes them). */
   leftForOwner = new Map<string, FakeMachine>();
   members: Member[] = [];
+  /** The cluster's etcd keys and leases (molt:lock.in cluster holds its lease here). */
+  kv = new MemoryLeaseKv();
   leaderId = "0";
   alarms: Alarm[] = [];
   etcdVersion = "3.6.16";
@@ -219,6 +223,11 @@ class FakeStack implements StackEdge {
 
 class FakeEtcd implements EtcdEdge {
   constructor(private readonly w: FakeWorld) {}
+
+  leaseKv(): LeaseKv {
+    if (!this.w.members.length) throw new Error("14 UNAVAILABLE: the fake cluster has no etcd member");
+    return this.w.kv;
+  }
 
   private machine(node: string): FakeMachine {
     const m = this.w.machines.get(node);
