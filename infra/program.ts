@@ -5,14 +5,17 @@
 import type { LabProgramInput } from "./lab/program";
 import type { CloudProgramInput } from "./providers/provider";
 import { providerOf } from "./providers/registry";
+import { declareGuard, type GuardMode } from "./guard";
 
 export { NODE_LIST_SCHEMA, type MoltOutputs } from "./outputs";
 export type { CloudProgramInput, LabProgramInput };
 
 export type ProgramInput = LabProgramInput | CloudProgramInput;
 
-export function buildProgram(input: ProgramInput): () => Promise<Record<string, unknown>> {
+/** `guard`: declare the state guard (infra/guard.ts) first, and make every resource depend on it. */
+export function buildProgram(input: ProgramInput, guard?: GuardMode): () => Promise<Record<string, unknown>> {
   return async () => {
+    if (guard) declareGuard(guard);
     const def = providerOf(input.provider);
     if (!def) throw new Error(`internal: no provider ${JSON.stringify(input.provider)} in infra/providers/registry.ts`);
     return def.family === "lab" ? def.program(input as LabProgramInput) : def.program(input as CloudProgramInput);

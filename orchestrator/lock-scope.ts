@@ -30,6 +30,8 @@ export interface StackLock extends HeldLock {
    * for leases beside the state.
    */
   holdInCluster(edges: Edges): Promise<void>;
+  /** The lease lives in the cluster: every `up` is guarded by the state's token (infra/guard.ts). */
+  readonly guarded: boolean;
 }
 
 /** Where a stack's lease lives: beside the state where molt can write there, else in the cluster. */
@@ -115,6 +117,7 @@ export async function holdStack(
       return current().holder;
     },
     ttlSeconds,
+    guarded: home === "cluster",
     get recoveredFrom() {
       return current().recoveredFrom;
     },

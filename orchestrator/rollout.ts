@@ -139,6 +139,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       signal,
       tagProcesses: true,
       lock,
+      guarded: lock.guarded,
     });
     // A lease in the cluster is taken before anything is cleared or changed (a stack with no
     // cluster yet: before the first change after its first node's etcd is up).

@@ -4,6 +4,7 @@ import { OutsideWindowError } from "../controls/window";
 import { InvalidConfigError } from "../config";
 import { ConcurrentRolloutError } from "../lock";
 import { ClusterLockUnavailableError } from "../cluster-lock";
+import { StateChangedByAnotherRunError } from "../stack/edge";
 import { EngineLockedError } from "../stack/engine-lock";
 import { CorruptStateError } from "../stack/state";
 import { RefusedError, type Summary } from "../rollout";
@@ -86,6 +87,7 @@ export function errorExit(e: unknown, json: boolean, stack?: string): number {
     [HostKeysNotConfirmedError, EXIT.notConfirmed],
     [ConcurrentRolloutError, EXIT.locked],
     [ClusterLockUnavailableError, EXIT.locked],
+    [StateChangedByAnotherRunError, EXIT.locked],
     [EngineLockedError, EXIT.locked],
     [NotConfirmedError, EXIT.notConfirmed],
     [PromotionRefusedError, EXIT.invalid],

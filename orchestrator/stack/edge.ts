@@ -1,6 +1,8 @@
 // The stack edge: molt's node list lives in the stack's outputs, and every change to it is
 // one targeted `up` of the engine (orchestrator/stack/targets.ts). Before each `up` the
 // stored list is re-read under molt's lock and must be the one the change was decided on.
+import { randomUUID } from "node:crypto";
+import { GUARD_NAME, GUARD_TARGET } from "../../infra/guard";
 import { CommandError, type EngineEvent, type Stack } from "@pulumi/pulumi/automation";
 import { resourceStep } from "./resource-steps";
 import { detach } from "../../infra/lab/lb-impl";
@@ -100,6 +102,11 @@ export interface EngineStackOptions {
    */
   lock?: StackLock;
   /**
+   * Every `up` declares the state guard (infra/guard.ts) with the token this run read: set
+   * where the lease lives in the cluster, which holds nothing before the first node is up.
+   */
+  guarded?: boolean;
+  /**
    * Called during an `up`, as soon as the engine registered the stack's outputs (the new
    * node list and how each node is reached): the node access warms sessions to new nodes
    * while the engine finishes (edges/open.ts). Read-only; its failures are ignored.
@@ -175,7 +182,7 @@ export class EngineStack implements StackEdge {
     assertListTransition(prev, next, op);
     // The stored list, as read after this run's last change under molt's lock, must be the
     // one the change was decided on. The same export says which resources this change targets.
-    const { resources, listed } = await this.baseState();
+    const { resources, listed, guardToken } = await this.baseState();
     const storedList = listed ?? (await readStoredState(this.stack)).nodes;
     if (canonical(storedList) !== canonical(prev))
       throw new Error("the stored node list changed under this run; stopping without changes");
@@ -184,7 +191,7 @@ export class EngineStack implements StackEdge {
     // prune-and-surge: one `up` over both nodes' targets (the new node's by name, as a surge's).
     const added = op.kind === "prune-and-surge" ? targetsFor(resources, op.entry.name, names) : undefined;
     const targets = plan && added ? [...new Set([...plan.targets, ...added.targets])] : plan?.targets;
-    let record = await this.up(next, targets, teardownEnv);
+    let record = await this.up(next, targets, teardownEnv, guardToken);
     if (plan && removesNode(op)) {
       // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
       // resource still depends on it. Every resource of the node must be gone: the update's
@@ -201,7 +208,7 @@ export class EngineStack implements StackEdge {
           ok: false,
           detail: `a targeted update left ${left.length} resource(s) of ${node} in place; updating the whole stack`,
         });
-        record = await this.up(next, undefined, teardownEnv);
+        record = await this.up(next, undefined, teardownEnv, this.guardToken);
       }
     }
     await this.remember(record, next);
@@ -215,7 +222,7 @@ export class EngineStack implements StackEdge {
   }
 
   async destroyOrphans(orphans: string[]): Promise<void> {
-    const { resources, listed } = await this.baseState();
+    const { resources, listed, guardToken } = await this.baseState();
     const current = (await readStoredState(this.stack)).nodes;
     const names = [...(listed ?? current).map((n) => n.name), ...orphans];
     const targets = new Set<string>();
@@ -234,7 +241,7 @@ export class EngineStack implements StackEdge {
     // without it the engine refused every rerun after a SIGKILL inside a prune-and-surge with
     // "Duplicate resource URN"). Never the other nodes' machines: a targeted `up` leaves them be.
     crossNodeResources(resources, names).forEach((u) => targets.add(u));
-    const record = await this.up(current, [...targets]);
+    const record = await this.up(current, [...targets], {}, guardToken);
     await this.remember(record, current);
     const unseen = notShownDeleted(record, [...owned]);
     const left = unseen.length ? (await exportState(this.stack)).resources.filter((r) => unseen.includes(r.urn)) : [];
@@ -271,10 +278,14 @@ export class EngineStack implements StackEdge {
    */
   private async up(
     nodes: NodeEntry[],
-    target: string[] | undefined,
+    targeted: string[] | undefined,
     env: Record<string, string> = {},
+    guardExpect = "",
   ): Promise<UpRecord> {
-    this.stack.workspace.program = buildProgram(programInputFor(this.o.config, nodes));
+    // Guarded: the state must still hold the token this run read (a fresh one per `up`).
+    const guard = this.o.guarded ? { expect: guardExpect, token: randomUUID() } : undefined;
+    const target = targeted && guard ? [...targeted, GUARD_TARGET] : targeted;
+    this.stack.workspace.program = buildProgram(programInputFor(this.o.config, nodes), guard);
     const clientKey = this.known?.sshPrivateKey;
     const before = this.known;
     this.known = undefined;
@@ -320,15 +331,22 @@ export class EngineStack implements StackEdge {
       // What the failed `up` did is in its events (a prune-and-surge tells its halves apart).
       // Only the engine's own failures: molt's errors (a cancel, a lock, a passphrase) keep their kind.
       if (e instanceof EngineCancelledError || !(e instanceof CommandError)) throw e;
-      throw new UpFailedError(e.message, recorder.record());
+      const record = recorder.record();
+      // Another run changed the stack since this run read it: stop, and touch nothing more.
+      if (record.failed.some((u) => urnName(u) === GUARD_NAME)) throw new StateChangedByAnotherRunError(this.o.stackName);
+      throw new UpFailedError(e.message, record);
     } finally {
       for (const [k, v] of saved)
         if (v === undefined) delete vars[k];
         else vars[k] = v;
     }
     this.clientKey = clientKey;
+    if (guard) this.guardToken = guard.token;
     return recorder.record();
   }
+
+  /** The guard token this run's last successful `up` wrote. */
+  private guardToken = "";
 
   /** The client key as this run last read it (the stack's outputs hold it as a secret the events mask). */
   private clientKey?: string;
@@ -419,4 +437,16 @@ function canonical(v: unknown): string {
       ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b)))
       : x,
   );
+}
+
+/** A guarded `up` found the state changed by another run since this run read it (infra/guard.ts). */
+export class StateChangedByAnotherRunError extends Error {
+  constructor(stack: string) {
+    super(
+      `stack "${stack}" was changed by another run since this run read it (its state guard refused this ` +
+        "run's update before any resource was touched); nothing was changed. Another molt run holds or held the " +
+        "stack: run again once it finished.",
+    );
+    this.name = "StateChangedByAnotherRunError";
+  }
 }

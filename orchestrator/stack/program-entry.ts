@@ -13,6 +13,8 @@ import type { NodeEntry } from "../../infra/node";
 import { buildProgram, NODE_LIST_SCHEMA } from "../../infra/program";
 import { loadStackConfig, resolveLabImage } from "../config";
 import { programInputFor } from "../program-input";
+import { leaseHome } from "../lock-scope";
+import { backendUrl } from "./engine";
 
 /** Why a hand-run update is refused (undefined while previewing: a preview changes nothing). */
 export function refusal(stack: string, dryRun: boolean): string | undefined {
@@ -53,5 +55,7 @@ export default async function program(): Promise<Record<string, unknown>> {
   if (why) throw new pulumi.RunError(why);
   const projectDir = process.env.MOLT_PROJECT_DIR ?? process.cwd();
   const cfg = resolveLabImage(loadStackConfig(projectDir, stack));
-  return buildProgram(programInputFor(cfg, storedNodes(stack, projectDir)))();
+  // A stack whose lease lives in the cluster holds the state guard: declared as it is.
+  const guarded = leaseHome(backendUrl(), cfg.lockIn, process.env) === "cluster";
+  return buildProgram(programInputFor(cfg, storedNodes(stack, projectDir)), guarded ? "keep" : undefined)();
 }

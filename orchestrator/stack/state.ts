@@ -1,6 +1,7 @@
 // The stack state as molt reads it: the node list in the stack's outputs (validated, never
 // guessed), the exported deployment (resources, pending operations), and the clean-up of
 // what a killed engine left pending.
+import { GUARD_NAME } from "../../infra/guard";
 import type { Deployment, LocalWorkspace, OutputMap, Stack } from "@pulumi/pulumi/automation";
 import { z } from "zod";
 import type { NodeEntry } from "../../infra/node";
@@ -171,7 +172,10 @@ export async function exportState(stack: Stack, signal?: AbortSignal) {
 export type ExportedState = Awaited<ReturnType<typeof exportState>>;
 
 /** What a run keeps of an export between changes: the resource graph, the list, the stack's outputs. */
-export type StateView = Pick<ExportedState, "resources" | "listed">;
+export type StateView = Pick<ExportedState, "resources" | "listed"> & {
+  /** The state guard's token (infra/guard.ts), "" when the state holds no guard. */
+  guardToken?: string;
+};
 
 /**
  * An export without what the run does not keep (every resource's inputs and outputs, the
@@ -190,7 +194,9 @@ export function viewOf(state: ExportedState): StateView {
       ...(type === "pulumi:pulumi:Stack" && outputs ? { outputs } : {}),
     };
   });
-  return { resources, listed: state.listed };
+  const guard = state.resources.find((r) => r.urn.endsWith(`::${GUARD_NAME}`));
+  const token = (guard?.outputs as { token?: unknown } | undefined)?.token;
+  return { resources, listed: state.listed, guardToken: typeof token === "string" ? token : "" };
 }
 
 /**
