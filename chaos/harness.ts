@@ -11,7 +11,8 @@ import { join } from "node:path";
 import type { LabSettings } from "../infra/lab/node";
 import { openStore } from "../orchestrator/backend/store";
 import { EtcdAccess } from "../orchestrator/edges/etcd";
-import { lockKey, readLease } from "../orchestrator/lock";
+import { lockKey, parseLeaseRecord, readLease } from "../orchestrator/lock";
+import { clusterLockKeys } from "../orchestrator/cluster-lock";
 import { engineLocks } from "../orchestrator/stack/engine-lock";
 import { cacheDir } from "../orchestrator/stack/engine";
 import { pollUntil } from "../lib/poll";
@@ -196,6 +197,12 @@ export interface ChaosOptions {
   lockSeconds?: number;
   /** molt:rollout.pruneWithNextSurge for every rollout of the scenario. */
   pruneWithNextSurge?: boolean;
+  /**
+   * molt:lock.in: "cluster" keeps the lease in the cluster's etcd (a file backend still holds
+   * the state): every run is then "runner A", with its own host name and home, and
+   * `clusterLockKill` adds "runner B".
+   */
+  lockIn?: "cluster";
 }
 
 /** Runs the CLI as another machine would: its own UTS namespace and host name. */
@@ -215,6 +222,9 @@ export class Chaos {
   private readonly s3?: S3Server;
   private readonly lockSeconds?: number;
   private readonly pruneWithNextSurge?: boolean;
+  private readonly lockIn?: "cluster";
+  /** The lock events of the run that created the cluster. */
+  createdWith: string[] = [];
   /** How the CLI is started (runner A's host name when the backend is shared). */
   private readonly wrap: string[] = [];
 
@@ -230,6 +240,13 @@ export class Chaos {
     this.stateMount = true;
     this.lockSeconds = o.lockSeconds;
     this.pruneWithNextSurge = o.pruneWithNextSurge;
+    this.lockIn = o.lockIn;
+    if (o.lockIn) {
+      const home = join(this.suite.wd.dir, "home-a");
+      mkdirSync(home);
+      Object.assign(this.suite.env, { MOLT_HOME: home, HOME: home, MOLT_CACHE: cacheDir() });
+      this.wrap = runnerWrap("runner-a");
+    }
     if (o.s3) {
       this.s3 = o.s3;
       const home = join(this.suite.wd.dir, "home");
@@ -262,6 +279,7 @@ export class Chaos {
         settleSeconds: o.settleSeconds ?? 30,
         ...(this.lockSeconds ? { lockSeconds: this.lockSeconds } : {}),
         ...(this.pruneWithNextSurge ? { pruneWithNextSurge: true } : {}),
+        ...(this.lockIn ? { lockIn: this.lockIn } : {}),
       }),
     );
   }
@@ -314,6 +332,7 @@ export class Chaos {
     this.setImage(this.images[0]);
     const run = await this.rollout();
     if (run.code !== 0) throw new Error(`creating the chaos cluster failed: ${summaryOrError(run)}`);
+    this.createdWith = run.events.filter((e) => e.type === "lock").map((e) => String((e as { scope?: string }).scope));
   }
 
   startProbe() {
@@ -362,6 +381,14 @@ export class Chaos {
           ? `learners: ${members.filter((m) => m.isLearner).map((m) => m.name)}`
           : undefined,
       );
+      await check("no cluster lease left (molt:lock.in cluster)", async () => {
+        const kv = access.leaseKv();
+        const { key, last } = clusterLockKeys(this.stack);
+        const left = [await kv.get(key), await kv.get(last)].filter((x) => x !== undefined);
+        return left.length
+          ? `etcd still holds ${left.map((l) => parseLeaseRecord(l.value)?.holder.runId ?? "?").join(", ")}`
+          : undefined;
+      });
       await check("members == nodes", () => {
         const names = members.map((m) => m.name).sort();
         return JSON.stringify(names) === JSON.stringify(listed) ? undefined : `members [${names}] vs nodes [${listed}]`;
@@ -863,6 +890,81 @@ export class Chaos {
     );
   }
 
+  /**
+   * The lease in the cluster (molt:lock.in cluster, as on Pulumi Cloud or gs://), two runners
+   * with their own host names, work trees and homes. Runner A rolls; runner B, started once A
+   * holds the lease in etcd, is refused (exit 3). A's molt process is SIGKILLed at the
+   * boundary after the surge (no engine in flight: on a file backend another host's engine
+   * lock is never guessed dead). B is refused again right after; once etcd let A's lease go,
+   * B takes the stack (reported) and converges.
+   */
+  clusterLockKill(): Promise<ScenarioResult> {
+    return this.scenario(
+      "lease in the cluster's etcd: B refused while A rolls, A SIGKILLed, B resumes once etcd let A's lease go",
+      async ({ faults, notes, runs, rerunsAfterFault }) => {
+        if (this.lockIn !== "cluster") throw new Error("clusterLockKill needs ChaosOptions.lockIn cluster");
+        if (JSON.stringify(this.createdWith) !== JSON.stringify(["cluster-pending", "cluster"]))
+          throw new Error(`creating the stack did not take its lease in the new cluster: ${this.createdWith}`);
+        notes.push(`creating the stack: lock events ${this.createdWith.join(" -> ")} (machine, then the new etcd)`);
+        const target = this.other();
+        this.setImage(target);
+        const b = this.secondRunner();
+        const args = ["rollout", "--stack", this.stack, "--yes", "--json"];
+        const runB = () => startCli(args, b.env, undefined, runnerWrap("runner-b")).done;
+        const why = (r: CliRun) => String((r.events.find((e) => e.type === "error") as { message?: string })?.message);
+        let whileA: Promise<CliRun> | undefined;
+        let refusedFirst = false;
+        let surged = false;
+        let killedAt = 0;
+        const a = this.start((e, kill) => {
+          if (!whileA && e.type === "lock" && (e as { scope?: string }).scope === "cluster")
+            whileA = runB().then((r) => ((refusedFirst = true), r));
+          const op = e.type === "decision" ? (e as { operation?: { kind?: string } }).operation?.kind : undefined;
+          if (op === "surge") surged = true;
+          else if (op && surged && refusedFirst && !killedAt) {
+            killedAt = Date.now();
+            kill();
+          }
+        });
+        const aRun = await a.done;
+        runs.n++;
+        if (aRun.signal !== "SIGKILL") throw new Error(`runner A was not killed: ${summaryOrError(aRun)}`);
+        faults.push("runner A's molt process SIGKILLed at the decision after its surge");
+        const refused = await whileA!;
+        runs.n++;
+        if (refused.code !== 3 || !/runner-a/.test(why(refused)))
+          throw new Error(`runner B was not refused while A ran: exit ${refused.code}: ${summaryOrError(refused)}`);
+        notes.push(`runner B while A ran: exit 3: ${why(refused).slice(0, 200)}`);
+        let resumed: CliRun | undefined;
+        for (let attempt = 1; !resumed; attempt++) {
+          const at = Date.now();
+          const r = await runB();
+          runs.n++;
+          const after = ((at - killedAt) / 1000).toFixed(1);
+          if (r.code === 3 && /lease expires/.test(why(r)) && attempt < 8) {
+            notes.push(`runner B ${after} s after the kill: exit 3 (A's etcd lease still live)`);
+            await new Promise((res) => setTimeout(res, 3000));
+            continue;
+          }
+          resumed = r;
+          const recovered = r.events.find((e) => e.type === "lock-recovered") as
+            | { reason?: string; previousHost?: string }
+            | undefined;
+          notes.push(
+            `runner B ${after} s after the kill, ${((Date.now() - at) / 1000).toFixed(1)} s: exit ${r.code}: ` +
+              `${summaryOrError(r).slice(0, 120)}; lock: ${JSON.stringify(recovered)}`,
+          );
+          if (r.code !== 0) throw new Error(`runner B did not converge: ${summaryOrError(r)}`);
+          if (recovered?.reason !== "expired" || recovered.previousHost !== "runner-a")
+            throw new Error(`runner B did not report taking over A's expired lease: ${JSON.stringify(recovered)}`);
+        }
+        rerunsAfterFault.n = 1;
+        this.settled(target);
+        b.cleanup();
+      },
+    );
+  }
+
   /** Runner B: a work tree, home and stack file of its own (a fresh CI checkout), the same backend and passphrase. */
   private secondRunner(): { env: Record<string, string>; cleanup: () => void } {
     const wd = makeWorkDir("molt-runner-b-");
@@ -876,7 +978,7 @@ export class Chaos {
       env: {
         PULUMI_BACKEND_URL: this.env.PULUMI_BACKEND_URL,
         PULUMI_CONFIG_PASSPHRASE: this.env.PULUMI_CONFIG_PASSPHRASE,
-        ...this.s3!.credentials,
+        ...(this.s3?.credentials ?? {}),
         MOLT_PROJECT_DIR: wd.dir,
         MOLT_HOME: home,
         HOME: home,

@@ -20,7 +20,8 @@ import {
 async function main(): Promise<number> {
   const quick = process.argv.includes("--quick");
   // --only kill,member-dies,kube: run just these scenarios (ids above; "kube" is the Kubernetes chain,
-  // "two-runners" two runners sharing an S3 bucket, "overlap" kills inside prune-and-surge).
+  // "two-runners" two runners sharing an S3 bucket, "cluster-lock" two runners and a lease in the
+  // cluster's etcd, "overlap" kills inside prune-and-surge).
   const onlyAt = process.argv.indexOf("--only");
   const only = onlyAt > 0 ? (process.argv[onlyAt + 1] ?? "").split(",") : [];
   // --points k04,k16: only these kill points in the kill chain; --lab N: lab id (default 6).
@@ -92,6 +93,24 @@ async function main(): Promise<number> {
     } finally {
       await shared.teardown();
       await s3.stop();
+    }
+  }
+  // The lease in the cluster's etcd (molt:lock.in cluster, as on Pulumi Cloud or gs://), two runners (issue #20).
+  if (!quick && (only.length === 0 || only.includes("cluster-lock"))) {
+    const c = new Chaos({
+      lab: testLab(19),
+      stack: "clock",
+      lockIn: "cluster",
+      lockSeconds: 15,
+      log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`),
+    });
+    try {
+      await c.create();
+      rows.push(await c.clusterLockKill());
+      save();
+      console.log(formatTable(rows.slice(-1)));
+    } finally {
+      await c.teardown();
     }
   }
   // A kill chain on a lab and stack of its own: one row of the table.

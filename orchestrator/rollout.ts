@@ -219,8 +219,9 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   } finally {
     // No engine command of this run outlives it (stack/edge.ts reads the state in the background).
     await edges?.stack.quiesce?.();
-    await edges?.nodes.close();
+    // Before the nodes' sessions close: a lease in the cluster is released through them.
     await lock.release();
+    await edges?.nodes.close();
   }
 }
 

@@ -377,6 +377,21 @@ describe("bad input and security (e2e, lab t5)", function () {
     message: /molt:timeouts\.joinSeconds: .*10/,
   });
   badCase({
+    name: "config: molt:lock.in etcd",
+    args: rollout,
+    expect: 2,
+    conf: conf((c) => (c["molt:lock"] = { in: "etcd" })),
+    message: /molt:lock\.in: "backend" \(a lease beside the state.*or "cluster"/,
+  });
+  badCase({
+    name: "config: molt:lock.in backend on a backend molt cannot write to (gs://)",
+    args: rollout,
+    expect: 2,
+    conf: conf((c) => (c["molt:lock"] = { in: "backend" }), "lab-v2"),
+    env: { PULUMI_BACKEND_URL: "gs://molt-state-nowhere" },
+    message: /molt:lock\.in is "backend", but molt cannot keep a lease in this backend.*set molt:lock\.in to "cluster"/,
+  });
+  badCase({
     name: "config: bridge name too long",
     args: rollout,
     expect: 2,

@@ -54,6 +54,8 @@ export interface LabStackOptions {
   lockSeconds?: number;
   /** molt:apiEndpoint (e.g. { mode: "vip" }). */
   apiEndpoint?: Record<string, unknown>;
+  /** molt:lock.in. */
+  lockIn?: "backend" | "cluster";
 }
 
 /** stacks/Pulumi.<stack>.yaml of a lab stack (what a user writes; unset values keep molt's defaults). */
@@ -82,6 +84,7 @@ export function labStackYaml(lab: LabSettings, o: LabStackOptions): string {
       ...(Object.keys(timeouts).length ? { "molt:timeouts": timeouts } : {}),
       "molt:lab": { name: lab.lab, bridge: lab.bridge, subnet: lab.subnet },
       ...(o.apiEndpoint ? { "molt:apiEndpoint": o.apiEndpoint } : {}),
+      ...(o.lockIn ? { "molt:lock": { in: o.lockIn } } : {}),
     },
   });
 }

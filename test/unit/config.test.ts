@@ -86,6 +86,13 @@ describe("stack configuration (orchestrator/config.ts)", () => {
       });
     });
 
+    it("reads molt:lock.in (unset: undefined, decided by the backend at run time)", () => {
+      write("lab", stackYaml([...labLines, "molt:lock: { in: cluster }"]));
+      assert.equal(loadStackConfig(dir, "lab").lockIn, "cluster");
+      write("lab", stackYaml([...labLines, "molt:lock: {}"]));
+      assert.equal(loadStackConfig(dir, "lab").lockIn, undefined);
+    });
+
     it("reads molt:release and molt:promotion (sources as names or with a backend)", () => {
       const c = load(
         stackYaml([
@@ -317,6 +324,10 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         /number/,
       ],
       ["unknown key inside molt:timeouts", [...labLines, "molt:timeouts: { join: 60 }"], "molt:timeouts", /join/],
+      ["lock.in neither backend nor cluster", [...labLines, "molt:lock: { in: etcd }"], "molt:lock.in", /"backend".*"cluster"/],
+      ["lock.in a number", [...labLines, "molt:lock: { in: 1 }"], "molt:lock.in", /"backend".*"cluster"/],
+      ["unknown key inside molt:lock", [...labLines, "molt:lock: { where: cluster }"], "molt:lock", /where/],
+      ["lock not a map", [...labLines, "molt:lock: cluster"], "molt:lock", /in: "backend" \| "cluster"/],
       ["backups.keep 0", [...labLines, "molt:backups: { keep: 0 }"], "molt:backups.keep", /at least 1/],
       ["backups.keep not whole", [...labLines, "molt:backups: { keep: 2.5 }"], "molt:backups.keep", /whole/],
       ["backups.keep a word", [...labLines, "molt:backups: { keep: all }"], "molt:backups.keep", /number/],
