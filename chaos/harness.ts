@@ -225,6 +225,8 @@ export class Chaos {
   private readonly lockIn?: "cluster";
   /** The lock events of the run that created the cluster. */
   createdWith: string[] = [];
+  /** How the stack was created (racedCreate), for the scenario's notes. */
+  createdNotes: string[] = [];
   /** How the CLI is started (runner A's host name when the backend is shared). */
   private readonly wrap: string[] = [];
 
@@ -333,6 +335,7 @@ export class Chaos {
     const run = await this.rollout();
     if (run.code !== 0) throw new Error(`creating the chaos cluster failed: ${summaryOrError(run)}`);
     this.createdWith = run.events.filter((e) => e.type === "lock").map((e) => String((e as { scope?: string }).scope));
+    this.createdNotes = [`creating the stack: lock events ${this.createdWith.join(" -> ")}`];
   }
 
   startProbe() {
@@ -891,6 +894,38 @@ export class Chaos {
   }
 
   /**
+   * Two runners create the stack at once (molt:lock.in cluster: no cluster, so no etcd to
+   * hold the lease yet). Exactly one creates it and converges; the other stops with exit 3
+   * having changed nothing: the engine's own lock (their `up`s overlapped), the state guard
+   * (its `up` came after the winner's, decided on the empty stack), or the lease in the new
+   * etcd. Returns what happened, for the scenario's notes.
+   */
+  async racedCreate(): Promise<string[]> {
+    this.setImage(this.images[0]);
+    const b = this.secondRunner();
+    const args = ["rollout", "--stack", this.stack, "--yes", "--json"];
+    const [ra, rb] = await Promise.all([this.rollout(), startCli(args, b.env, undefined, runnerWrap("runner-b")).done]);
+    b.cleanup();
+    const why = (r: CliRun) =>
+      String(
+        (r.events.find((e) => e.type === "error") as { message?: string } | undefined)?.message ?? summaryOrError(r),
+      );
+    const codes = [ra.code, rb.code].sort();
+    if (JSON.stringify(codes) !== JSON.stringify([0, 3]))
+      throw new Error(
+        `two runners creating one stack: want one exit 0 and one exit 3, got A ${ra.code} (${why(ra).slice(0, 200)}), ` +
+          `B ${rb.code} (${why(rb).slice(0, 200)})`,
+      );
+    const [won, lost] = ra.code === 0 ? [ra, rb] : [rb, ra];
+    this.createdWith = won.events.filter((e) => e.type === "lock").map((e) => String((e as { scope?: string }).scope));
+    const name = (r: CliRun) => (r === ra ? "A" : "B");
+    return [
+      `created by two runners at once: runner ${name(won)} exit 0 (lock events ${this.createdWith.join(" -> ")}); ` +
+        `runner ${name(lost)} exit 3: ${why(lost).slice(0, 220)}`,
+    ];
+  }
+
+  /**
    * The lease in the cluster (molt:lock.in cluster, as on Pulumi Cloud or gs://), two runners
    * with their own host names, work trees and homes. Runner A rolls; runner B, started once A
    * holds the lease in etcd, is refused (exit 3). A's molt process is SIGKILLed at the
@@ -905,7 +940,7 @@ export class Chaos {
         if (this.lockIn !== "cluster") throw new Error("clusterLockKill needs ChaosOptions.lockIn cluster");
         if (JSON.stringify(this.createdWith) !== JSON.stringify(["cluster-pending", "cluster"]))
           throw new Error(`creating the stack did not take its lease in the new cluster: ${this.createdWith}`);
-        notes.push(`creating the stack: lock events ${this.createdWith.join(" -> ")} (machine, then the new etcd)`);
+        notes.push(...this.createdNotes);
         const target = this.other();
         this.setImage(target);
         const b = this.secondRunner();
@@ -948,8 +983,7 @@ export class Chaos {
           }
           resumed = r;
           const recovered = r.events.find((e) => e.type === "lock-recovered") as
-            | { reason?: string; previousHost?: string }
-            | undefined;
+            { reason?: string; previousHost?: string } | undefined;
           notes.push(
             `runner B ${after} s after the kill, ${((Date.now() - at) / 1000).toFixed(1)} s: exit ${r.code}: ` +
               `${summaryOrError(r).slice(0, 120)}; lock: ${JSON.stringify(recovered)}`,

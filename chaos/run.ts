@@ -105,7 +105,7 @@ async function main(): Promise<number> {
       log: (l) => console.log(`${new Date().toISOString().slice(11, 19)}  ${l}`),
     });
     try {
-      await c.create();
+      c.createdNotes = await c.racedCreate();
       rows.push(await c.clusterLockKill());
       save();
       console.log(formatTable(rows.slice(-1)));

@@ -5,7 +5,8 @@ export class StateChangedError extends Error {
   constructor(stored: string, expected: string) {
     super(
       `molt-state-guard: this stack's state was changed by another run since this run read it ` +
-        `(the state holds ${stored || "no guard"}, this run read ${expected || "no guard"}); this update changed nothing. ` +
+        `(the state holds ${stored || "no guard"}, this run read ${expected || "no guard"}); ` +
+        "this update changed nothing. " +
         "Another molt run holds or held the stack: run again once it finished (the next run reads the stack afresh).",
     );
     this.name = "StateChangedError";

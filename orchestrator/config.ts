@@ -49,7 +49,7 @@ export interface StackConfig {
   backups: { keep: number };
   /** The rollout lease's time to live: a lease not renewed for this long is free (molt:timeouts.lockSeconds). */
   lockSeconds: number;
-  /** Where the lease lives (molt:lock.in); undefined: beside the state where the backend allows, else in the cluster. */
+  /** Where the lease lives (molt:lock.in); undefined: beside the state where molt can write, else the cluster. */
   lockIn?: "backend" | "cluster";
   /** molt:apiEndpoint mode vip: keepalived on the control-plane nodes (lab, vsphere); absent: a load balancer. */
   apiEndpoint?: VipSettings;

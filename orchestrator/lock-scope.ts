@@ -177,7 +177,8 @@ export async function holdStack(
         });
     },
     lostReason: () =>
-      `${(controller.signal.reason as Error)?.message ?? "the lock was lost"}; stopped at a boundary between operations ` +
+      `${(controller.signal.reason as Error)?.message ?? "the lock was lost"}; ` +
+      "stopped at a boundary between operations " +
       `(a running engine was interrupted). Run again: the next run resumes once it holds the stack.`,
   };
 }

@@ -289,7 +289,12 @@ export function newHolder(command: string, o: Pick<LockOptions, "identity" | "en
 /** A lease's record; a fresh timestamp on every write, so no two writes have the same bytes. */
 export function leaseRecord(holder: LockHolder, ttlSeconds: number): Buffer {
   return Buffer.from(
-    JSON.stringify({ kind: "molt-lease", holder, ttlSeconds, renewedAt: new Date().toISOString() } satisfies LeaseRecord),
+    JSON.stringify({
+      kind: "molt-lease",
+      holder,
+      ttlSeconds,
+      renewedAt: new Date().toISOString(),
+    } satisfies LeaseRecord),
   );
 }
 

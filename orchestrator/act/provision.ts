@@ -4,6 +4,7 @@
 import type { Act, ActContext } from "./context";
 import { firstLines } from "./context";
 import { EngineCancelledError } from "../stack/cancelled";
+import { AnotherUpdateInProgressError, StateChangedByAnotherRunError } from "../stack/state-changed";
 import { ownerOf, urnName } from "../stack/targets";
 import { UpFailedError, type UpRecord } from "../stack/up-events";
 import { teardownEnv } from "../teardown";
@@ -18,8 +19,14 @@ export const surge: Act<"surge" | "create-first"> = async (op, ctx) => {
     );
     return { kind: "done" };
   } catch (e) {
-    // A cancelled run stops at this boundary (orchestrator/rollout.ts), not as a failed join.
-    if (e instanceof EngineCancelledError) throw e;
+    // A cancelled run stops at this boundary (orchestrator/rollout.ts), not as a failed join; so
+    // does a run whose `up` the state guard refused (another run changed the stack: nothing to roll back).
+    if (
+      e instanceof EngineCancelledError ||
+      e instanceof StateChangedByAnotherRunError ||
+      e instanceof AnotherUpdateInProgressError
+    )
+      throw e;
     const why = firstLines((e as Error).message);
     ctx.report({ type: "phase", phase: "provision", operation: op.kind, node, ms: 0, ok: false, detail: why });
     if (op.kind === "create-first")

@@ -4,7 +4,7 @@ import { OutsideWindowError } from "../controls/window";
 import { InvalidConfigError } from "../config";
 import { ConcurrentRolloutError } from "../lock";
 import { ClusterLockUnavailableError } from "../cluster-lock";
-import { StateChangedByAnotherRunError } from "../stack/edge";
+import { AnotherUpdateInProgressError, StateChangedByAnotherRunError } from "../stack/state-changed";
 import { EngineLockedError } from "../stack/engine-lock";
 import { CorruptStateError } from "../stack/state";
 import { RefusedError, type Summary } from "../rollout";
@@ -88,6 +88,7 @@ export function errorExit(e: unknown, json: boolean, stack?: string): number {
     [ConcurrentRolloutError, EXIT.locked],
     [ClusterLockUnavailableError, EXIT.locked],
     [StateChangedByAnotherRunError, EXIT.locked],
+    [AnotherUpdateInProgressError, EXIT.locked],
     [EngineLockedError, EXIT.locked],
     [NotConfirmedError, EXIT.notConfirmed],
     [PromotionRefusedError, EXIT.invalid],

@@ -33,6 +33,9 @@ import { crossNodeResources, orphanedNodes, targetsFor, urnName } from "./target
 import { upWithoutReadback } from "./lean-up";
 import { createdNodeEndpoint, notShownDeleted, UpFailedError, UpRecorder, type UpRecord } from "./up-events";
 import { EngineCancelledError } from "./cancelled";
+import { AnotherUpdateInProgressError, isUpdateInProgress, StateChangedByAnotherRunError } from "./state-changed";
+
+export { AnotherUpdateInProgressError, StateChangedByAnotherRunError };
 
 /** The stack's node list and what its state holds besides (resources of unlisted nodes). */
 export interface StackState extends StoredState {
@@ -333,7 +336,11 @@ export class EngineStack implements StackEdge {
       if (e instanceof EngineCancelledError || !(e instanceof CommandError)) throw e;
       const record = recorder.record();
       // Another run changed the stack since this run read it: stop, and touch nothing more.
-      if (record.failed.some((u) => urnName(u) === GUARD_NAME)) throw new StateChangedByAnotherRunError(this.o.stackName);
+      if (record.failed.some((u) => urnName(u) === GUARD_NAME))
+        throw new StateChangedByAnotherRunError(this.o.stackName);
+      // Another update holds the stack (no step ran): not a failed change of this run's.
+      if (record.finished.size === 0 && isUpdateInProgress(e.message))
+        throw new AnotherUpdateInProgressError(this.o.stackName, firstEngineError(e.message));
       throw new UpFailedError(e.message, record);
     } finally {
       for (const [k, v] of saved)
@@ -439,14 +446,11 @@ function canonical(v: unknown): string {
   );
 }
 
-/** A guarded `up` found the state changed by another run since this run read it (infra/guard.ts). */
-export class StateChangedByAnotherRunError extends Error {
-  constructor(stack: string) {
-    super(
-      `stack "${stack}" was changed by another run since this run read it (its state guard refused this ` +
-        "run's update before any resource was touched); nothing was changed. Another molt run holds or held the " +
-        "stack: run again once it finished.",
-    );
-    this.name = "StateChangedByAnotherRunError";
-  }
+/** The engine's error line about the lock, for a message. */
+function firstEngineError(message: string): string {
+  const line = message.split("\n").find((l) => isUpdateInProgress(l)) ?? message.split("\n")[0];
+  return line
+    .replace(/^\s*error:\s*/, "")
+    .trim()
+    .slice(0, 200);
 }

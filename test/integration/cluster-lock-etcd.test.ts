@@ -73,7 +73,10 @@ describe("the rollout lock in a real etcd", function () {
     const kv = kvOf(url);
     const tries = await Promise.allSettled(
       Array.from({ length: 12 }, (_, i) =>
-        acquireClusterLock(kv, "race", "rollout", { ttlSeconds: 10, identity: { host: `runner-${i}`, machine: `m${i}` } }),
+        acquireClusterLock(kv, "race", "rollout", {
+          ttlSeconds: 10,
+          identity: { host: `runner-${i}`, machine: `m${i}` },
+        }),
       ),
     );
     const won = tries.filter((t): t is PromiseFulfilledResult<HeldLock> => t.status === "fulfilled");
@@ -87,7 +90,7 @@ describe("the rollout lock in a real etcd", function () {
     assert.equal(await kv.get(last), undefined);
   });
 
-  it("keeps a live runner's lease; takes it (reported) only after etcd let the SIGKILLed runner's lease go", async () => {
+  it("keeps a live runner's lease; takes it (reported) once etcd let the SIGKILLed runner's go", async () => {
     // Runner A: another process, through a dead endpoint first.
     const a = spawn(
       process.execPath,

@@ -79,8 +79,11 @@ describe("the state guard (integration: the real engine, a file backend)", funct
     assert.ok(node.dependencies?.includes(guard.urn), `node-a depends on the guard: ${node.dependencies}`);
   });
 
-  it("refuses a second first `up` (a runner that read the stack before the first wrote it), touching nothing", async () => {
-    await assert.rejects(up({ expect: "", token: "t2" }, "b"), /molt-state-guard: this stack's state was changed by another run/);
+  it("refuses a second first `up` (read before the first wrote the stack), touching nothing", async () => {
+    await assert.rejects(
+      up({ expect: "", token: "t2" }, "b"),
+      /molt-state-guard: this stack's state was changed by another run/,
+    );
     assert.equal(readFileSync(path, "utf8"), "a", "node-a was not updated");
     assert.equal(await token(), "t1", "the guard still holds the first run's token");
   });

@@ -1,6 +1,7 @@
 // In-memory edges for the loop's unit tests: a stack whose `up` makes or destroys machines,
 // machines whose join adds an etcd member, and an etcd cluster with members, a leader,
 // alarms and per-member health. Faults are switches on the world.
+import { StateChangedByAnotherRunError } from "../../orchestrator/stack/state-changed";
 import type { LeaseKv } from "../../orchestrator/cluster-lock";
 import { MemoryLeaseKv } from "./memory-lease-kv";
 import type { EdgeFactory } from "../../orchestrator/edges/open";
@@ -54,6 +55,8 @@ export class FakeWorld {
     joinNeverStarts?: boolean;
     /** The next surge's `up` fails after the machine's resources were made, before the list was written. */
     upFailsAfterCreate?: boolean;
+    /** The next `up` is refused by the state guard (another run changed the stack): nothing is touched. */
+    stateChangedOnNextUp?: boolean;
     /**
      * The next prune-and-surge's `up` creates the new node and writes the list, then fails to
      * delete the retired node's machine (it stays in the state, unlisted).
@@ -168,6 +171,11 @@ class FakeStack implements StackEdge {
     // As the engine edge checks before its `up`: the change was decided on the stored list.
     if (JSON.stringify(w.list.map((n) => n.name)) !== JSON.stringify(change.prev.map((n) => n.name)))
       throw new Error("the stored node list changed under this run; stopping without changes");
+    if (w.faults.stateChangedOnNextUp) {
+      w.faults.stateChangedOnNextUp = false;
+      w.log.push(`up ${change.op.kind} ${change.node} refused by the state guard`);
+      throw new StateChangedByAnotherRunError("lab");
+    }
     w.applies++;
     w.log.push(`up ${change.op.kind} ${change.node}`);
     if (change.op.kind === "prune-and-surge") {

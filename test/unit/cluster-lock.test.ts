@@ -13,6 +13,7 @@ import {
 import { ConcurrentRolloutError, type HeldLock } from "../../orchestrator/lock";
 import { leaseHome } from "../../orchestrator/lock-scope";
 import { BackendError } from "../../orchestrator/stack/driver";
+import { isUpdateInProgress } from "../../orchestrator/stack/state-changed";
 import { MemoryLeaseKv } from "../support/memory-lease-kv";
 
 const runnerA = { host: "runner-a", machine: "boot-a/pidns-a" };
@@ -44,7 +45,7 @@ describe("the rollout lock in the cluster (an etcd lease)", () => {
     assert.equal(l.recoveredFrom, undefined);
   });
 
-  it("refuses a second runner while the first holds it, saying when etcd would let it go; frees it on release", async () => {
+  it("refuses a second runner while the first holds it, saying when etcd lets it go; frees it on release", async () => {
     const a = await take(runnerA);
     t += 12_000;
     await assert.rejects(take(runnerB), (e: unknown) => {
@@ -109,7 +110,10 @@ describe("the rollout lock in the cluster (an etcd lease)", () => {
     const after = performance.now() - t0;
     assert.ok(a.signal.aborted);
     assert.match(e.message, /could not be renewed .*no etcd member is reachable/);
-    assert.ok(after < 3_000 - 500, `gave it up ${Math.round(after)} ms after the last answered renewal, before the ttl`);
+    assert.ok(
+      after < 3_000 - 500,
+      `gave it up ${Math.round(after)} ms after the last answered renewal, before the ttl`,
+    );
   });
 
   it("loses the lease when etcd let it go or its key was removed by hand", async function () {
@@ -126,7 +130,10 @@ describe("the rollout lock in the cluster (an etcd lease)", () => {
     kv.down = true;
     await assert.rejects(take(runnerA), (e: unknown) => {
       assert.ok(e instanceof ClusterLockUnavailableError);
-      assert.match(e.message, /cannot take stack "prod"'s lock in its cluster: .*no etcd member is reachable.*nothing was changed/);
+      assert.match(
+        e.message,
+        /cannot take stack "prod"'s lock in its cluster: .*no etcd member is reachable.*nothing was changed/,
+      );
       return true;
     });
     kv.down = false;
@@ -163,4 +170,19 @@ describe("the rollout lock in the cluster (an etcd lease)", () => {
         else assert.equal(leaseHome(url, lockIn), want);
       });
   });
+});
+
+describe("an update refused because another holds the stack (the engine's words)", () => {
+  const rows: [string, boolean][] = [
+    [
+      "error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or delete " +
+        "the lock file with `pulumi cancel`.",
+      true,
+    ],
+    ["error: [409] Conflict: Another update is currently in progress.", true],
+    ["error: update failed", false],
+    ["error: 1 error occurred: creating the machine: exit status 1", false],
+  ];
+  for (const [message, busy] of rows)
+    it(`${busy ? "busy" : "not busy"}: ${message.slice(0, 60)}`, () => assert.equal(isUpdateInProgress(message), busy));
 });

@@ -324,7 +324,12 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         /number/,
       ],
       ["unknown key inside molt:timeouts", [...labLines, "molt:timeouts: { join: 60 }"], "molt:timeouts", /join/],
-      ["lock.in neither backend nor cluster", [...labLines, "molt:lock: { in: etcd }"], "molt:lock.in", /"backend".*"cluster"/],
+      [
+        "lock.in neither backend nor cluster",
+        [...labLines, "molt:lock: { in: etcd }"],
+        "molt:lock.in",
+        /"backend".*"cluster"/,
+      ],
       ["lock.in a number", [...labLines, "molt:lock: { in: 1 }"], "molt:lock.in", /"backend".*"cluster"/],
       ["unknown key inside molt:lock", [...labLines, "molt:lock: { where: cluster }"], "molt:lock", /where/],
       ["lock not a map", [...labLines, "molt:lock: cluster"], "molt:lock", /in: "backend" \| "cluster"/],

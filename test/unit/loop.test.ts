@@ -1,6 +1,7 @@
 // The rollout loop with fake edges (test/support/fake-edges.ts): whole runs in milliseconds,
 // next to the same runs on the lab (test/e2e/*). What is asserted here is the loop's own
 // part: the order of changes, the results, and that a crashed run resumes.
+import { StateChangedByAnotherRunError } from "../../orchestrator/stack/state-changed";
 import assert from "node:assert/strict";
 import {
   existsSync,
@@ -237,6 +238,19 @@ describe("the rollout loop (fake edges)", function () {
     const again = await run(w);
     assert.equal(again.summary.result, "succeeded", again.summary.reason);
     assert.equal(w.members.length, 3);
+  });
+
+  it("stops at once, rolling nothing back, when the state guard refuses a surge (another run changed the stack)", async () => {
+    stack("lab-v2");
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.faults.stateChangedOnNextUp = true;
+    await assert.rejects(run(w), StateChangedByAnotherRunError);
+    assert.deepEqual(
+      w.log.filter((l) => l.startsWith("up ")),
+      ["up surge lab-cp-4 refused by the state guard"],
+      "no rollback, no other up",
+    );
+    assert.equal(w.machines.size, 3);
   });
 
   describe("molt:rollout.pruneWithNextSurge", () => {
