@@ -10,7 +10,10 @@ import { buildProgram } from "../../infra/program";
 import type { SshTarget } from "../../infra/remote/ssh";
 import { loadStackConfig, resolveLabImage } from "../config";
 import { EtcdAccess } from "../edges/etcd";
-import { acquireLock } from "../lock";
+import { acquireLock, machineStore, type HeldLock } from "../lock";
+import { acquireClusterLock } from "../cluster-lock";
+import { leaseHome } from "../lock-scope";
+import { exportState, viewOf } from "../stack/state";
 import { readStoredState } from "../stack/state";
 import { programInputFor } from "../program-input";
 import { openStack, StackNotFoundError } from "../stack/driver";
@@ -67,7 +70,17 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
   checkProviderPlugins(cfg.intent.provider, o.env);
   const imports = matchImports(o.imports ?? [], o.input.hosts, cfg, refuse);
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
-  const lock = await acquireLock(backend, o.stack, "adopt", { ttlSeconds: cfg.lockSeconds, env: o.env });
+  // Where the lease lives (lock-scope.ts): in the cluster, this machine's first, then the
+  // adopted cluster's etcd once it is reached (before anything is recorded).
+  const home = leaseHome(backend, cfg.lockIn, o.env);
+  const lock = await acquireLock(backend, o.stack, "adopt", {
+    ttlSeconds: cfg.lockSeconds,
+    env: o.env,
+    ...(home === "cluster" ? { store: machineStore(), scope: "machine" as const } : {}),
+  });
+  let clusterLock: HeldLock | undefined;
+  // The state guard's token (infra/guard.ts), for a stack whose lease lives in the cluster.
+  let guardToken = "";
   try {
     // 1. The stack must hold no node yet (it need not exist: it is created when recording).
     let stack: Stack | undefined;
@@ -80,6 +93,7 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
         program: buildProgram(programInputFor(cfg, [])),
       });
       const stored = await readStoredState(stack);
+      if (home === "cluster") guardToken = viewOf(await exportState(stack)).guardToken ?? "";
       if (stored.nodes.length)
         refuse(
           `stack ${o.stack} already holds nodes (${stored.nodes.map((n) => n.name).join(", ")}): adoption records a ` +
@@ -129,6 +143,8 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
       refuse(`etcd cannot be reached on any host: ${(e as Error).message}`);
     }
     try {
+      if (home === "cluster")
+        clusterLock = await acquireClusterLock(access!.leaseKv(), o.stack, "adopt", { ttlSeconds: cfg.lockSeconds });
       const etcd = await observeEtcd(access!, o.input.hosts);
       refuseUnless(etcdProblems(o.input.hosts, etcd, access!.unreachable), refuse);
       emit({
@@ -154,12 +170,16 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
 
       // 7. Record: the leader last (retired last: one leadership move fewer).
       const entries = adoptedEntries(o.input, etcd, seen, kubeVersions, cfg, bastion, imports);
-      await access!.close();
-      access = undefined;
-      const recorded = await record(o, workDir, cfg, entries, refuse);
+      // The lease in the cluster is kept alive through the sessions until the record is written.
+      if (!clusterLock) {
+        await access!.close();
+        access = undefined;
+      }
+      const recorded = await record(o, workDir, cfg, entries, refuse, home === "cluster" ? guardToken : undefined);
       emit({ type: "recorded", stack: o.stack, nodes: recorded.map((n) => adoptedView(n, o.input, etcd)) });
       return { stack: o.stack, nodes: recorded, ...(o.input.apiEndpoint ? { apiEndpoint: o.input.apiEndpoint } : {}) };
     } finally {
+      await clusterLock?.release().catch(() => undefined); // else it expires by itself
       await access?.close();
     }
   } finally {

@@ -1,5 +1,7 @@
 // Recording an adopted cluster: its nodes as "adopted" entries (the leader last), written by
 // one engine run of the program, which makes no machine for them.
+import { randomUUID } from "node:crypto";
+import { StateChangedByAnotherRunError } from "../stack/state-changed";
 import { ADOPTED_IMAGE } from "../../infra/adopted";
 import type { NodeEntry } from "../../infra/node";
 import { buildProgram } from "../../infra/program";
@@ -72,12 +74,15 @@ export async function record(
   cfg: StackConfig,
   entries: NodeEntry[],
   refuse: Refuse,
+  /** The state guard's token this run read, where the lease lives in the cluster (infra/guard.ts). */
+  guardExpect?: string,
 ): Promise<NodeEntry[]> {
+  const guard = guardExpect !== undefined ? { expect: guardExpect, token: randomUUID() } : undefined;
   const stack = await openStack({
     stackName: o.stack,
     workDir,
     env: o.env,
-    program: buildProgram(programInputFor(cfg, entries)),
+    program: buildProgram(programInputFor(cfg, entries), guard),
   });
   if (!cfg.lab && entries.some((e) => e.adopted?.machine)) {
     const problem = await stack.preview().then(
@@ -86,7 +91,12 @@ export async function record(
     );
     if (problem) refuse(`the engine cannot import the machines named with --import: ${lastLines(problem, 8)}`);
   }
-  const result = await stack.up();
+  const result = await stack.up().catch((e: Error) => {
+    // Another run created nodes in this stack since it was read: nothing was recorded.
+    if (guard && /molt-state-guard: this stack's state was changed/.test(e.message))
+      throw new StateChangedByAnotherRunError(o.stack);
+    throw e;
+  });
   const stored = await parseStoredState(stack, result.outputs);
   if (JSON.stringify(stored.nodes) !== JSON.stringify(entries))
     throw new Error(`internal: the stack recorded [${stored.nodes.map((n) => n.name)}], not the adopted entries`);

@@ -143,7 +143,16 @@ export async function openStack(o: OpenStackOptions): Promise<Stack> {
   try {
     // Creating the stack makes Pulumi rewrite stacks/Pulumi.<stack>.yaml: keep the user's text.
     const file = join(wsOpts.workDir, "stacks", `Pulumi.${o.stackName}.yaml`);
-    return await keepingUserText(file, () => LocalWorkspace.createOrSelectStack(args, wsOpts));
+    return await keepingUserText(file, async () => {
+      try {
+        return await LocalWorkspace.createOrSelectStack(args, wsOpts);
+      } catch (e) {
+        // Another runner created it between the engine's select and its create: select it.
+        if (e instanceof Error && /stack '.*' already exists/i.test(e.message))
+          return await LocalWorkspace.selectStack(args, wsOpts);
+        throw e;
+      }
+    });
   } catch (e) {
     throw classifyEngineError(e, o.stackName, backend);
   }

@@ -5,6 +5,7 @@
 // 3.6 patch floor refuses 3.5.11 -> 3.6 on real binaries; a rollout to 3.5.35 replaces the
 // adopted nodes add-first with a client writing the whole time, then 3.5.35 -> 3.6 works,
 // and a second rollout is a no-op.
+import { readClusterLease } from "../../orchestrator/cluster-lock";
 import * as assert from "node:assert/strict";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -61,6 +62,9 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
             bind: "0.0.0.0",
           },
         },
+        // The lease in the adopted cluster's own etcd, as on Pulumi Cloud or gs:// (issue #20):
+        // adoption takes it there, and every rollout after it, each `up` under the state guard.
+        "molt:lock": { in: "cluster" },
       },
     });
   const bastion = (): BastionTarget => ({
@@ -87,6 +91,20 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
 
   /** Members as the foreign cluster itself reports them (through the bastion, the installer's key). */
   async function members(): Promise<string[]> {
+    return withEtcd(async (access) => {
+      for (const n of access.nodes()) {
+        try {
+          return (await access.memberList(n)).map((m) => m.name).sort();
+        } catch {
+          /* a retired node: ask the next */
+        }
+      }
+      throw new Error("no member answered");
+    });
+  }
+  /** A holder of the stack's lease in the cluster's etcd, if one is left. */
+  const clusterLeaseLeft = () => withEtcd((access) => readClusterLease(access.leaseKv(), STACK));
+  async function withEtcd<T>(fn: (access: EtcdAccess) => Promise<T>): Promise<T> {
     const eps: NodeEndpoint[] = foreign.nodes.map((n) => ({
       name: n.name,
       privateAddress: n.address,
@@ -104,14 +122,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
       bastion: bastion(),
     });
     try {
-      for (const n of access.nodes()) {
-        try {
-          return (await access.memberList(n)).map((m) => m.name).sort();
-        } catch {
-          /* a retired node: ask the next */
-        }
-      }
-      throw new Error("no member answered");
+      return await fn(access);
     } finally {
       await access.close();
     }
@@ -328,6 +339,11 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
       assert.ok(n.generation >= 1 && n.generation <= 3);
     }
     assert.deepEqual(await members(), before, "the members are the same");
+    assert.equal(await clusterLeaseLeft(), undefined, "adoption released its lease in the cluster's etcd");
+    assert.ok(
+      (await suite.exportedResources()).some((u) => u.endsWith("::molt-state-guard")),
+      "the record was written under the state guard",
+    );
     // plan/status show them as outdated.
     const i = await inspect({ stack: STACK, workDir: suite.wd.dir, env });
     assert.ok(
@@ -397,6 +413,11 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
         const s = summaryOf(run) as ReturnType<typeof summaryOf> & { leftForOwner?: { node: string }[] };
         assert.equal(s.result, "succeeded", s.reason);
         assert.equal(report.failed, 0, `no failed request: ${report.errors.join("; ")}`);
+        assert.ok(
+          run.events.some((e) => e.type === "lock" && (e as { scope?: string }).scope === "cluster"),
+          "the rollout held its lease in the cluster's etcd",
+        );
+        assert.equal(await clusterLeaseLeft(), undefined, "and released it");
         const st = await suite.stored();
         assert.equal(st.nodes.length, 3);
         assert.ok(

@@ -13,6 +13,8 @@ export interface CliSuite {
   /** Environment for the CLI: the suite's backend, project directory and molt home. */
   env: Record<string, string>;
   stored(): Promise<StoredState>;
+  /** The URNs of the resources the stack's state holds. */
+  exportedResources(): Promise<string[]>;
   /** Destroys the stack (reporting, not throwing, a failure) and removes the directory. */
   teardown(): Promise<void>;
 }
@@ -34,6 +36,11 @@ export function cliSuite(prefix: string, stack: string, lab: LabSettings): CliSu
           program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab, joinDeadlineSeconds: 60 }),
         }),
       ),
+    exportedResources: async () => {
+      const s = await openStack({ stackName: stack, workDir: wd.dir, env, create: false, program: async () => ({}) });
+      const { deployment } = await s.exportStack();
+      return ((deployment?.resources ?? []) as { urn: string }[]).map((r) => r.urn);
+    },
     teardown: async () => {
       try {
         const s = await openStack({ stackName: stack, workDir: wd.dir, env, create: false, program: async () => ({}) });
