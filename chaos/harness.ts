@@ -911,11 +911,23 @@ export class Chaos {
         (r.events.find((e) => e.type === "error") as { message?: string } | undefined)?.message ?? summaryOrError(r),
       );
     const codes = [ra.code, rb.code].sort();
-    if (JSON.stringify(codes) !== JSON.stringify([0, 3]))
+    if (JSON.stringify(codes) !== JSON.stringify([0, 3])) {
+      for (const [n, r] of [
+        ["A", ra],
+        ["B", rb],
+      ] as const)
+        if (r.code !== 0)
+          this.log(
+            `runner ${n} exit ${r.code}: last events ${r.events
+              .slice(-12)
+              .map((e) => JSON.stringify(e).slice(0, 400))
+              .join("\n")}\nstderr ${r.stderr.slice(-1500)}`,
+          );
       throw new Error(
         `two runners creating one stack: want one exit 0 and one exit 3, got A ${ra.code} (${why(ra).slice(0, 200)}), ` +
           `B ${rb.code} (${why(rb).slice(0, 200)})`,
       );
+    }
     const [won, lost] = ra.code === 0 ? [ra, rb] : [rb, ra];
     this.createdWith = won.events.filter((e) => e.type === "lock").map((e) => String((e as { scope?: string }).scope));
     const name = (r: CliRun) => (r === ra ? "A" : "B");

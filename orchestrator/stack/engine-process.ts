@@ -37,6 +37,8 @@ const { createCommandError } = require("@pulumi/pulumi/automation/errors") as {
 
 /** The environment variable that names the stack an engine process works for. */
 export const ENGINE_TAG_VAR = "MOLT_ENGINE_OF";
+/** The pid of the molt process that started a tagged engine (its plugins inherit it): alive, they are not leftovers. */
+export const ENGINE_OWNER_VAR = "MOLT_ENGINE_OWNER";
 
 /** The tag of a stack's engine processes: the stack and a digest of its backend. */
 export function engineTag(backend: string, stack: string): string {
@@ -141,7 +143,7 @@ export function cancellableEngine(o: {
       ...(process.env as Record<string, string>),
       ...additionalEnv,
       PULUMI_AUTOMATION_API: "true",
-      ...(o.tag ? { [ENGINE_TAG_VAR]: o.tag } : {}),
+      ...(o.tag ? { [ENGINE_TAG_VAR]: o.tag, [ENGINE_OWNER_VAR]: String(process.pid) } : {}),
     };
     // As the Automation API does: the CLI's own directory first, for its bundled plugins.
     if (isAbsolute(command))

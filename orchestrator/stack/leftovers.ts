@@ -7,10 +7,12 @@ import { readdirSync, readFileSync } from "node:fs";
 import { pollUntil } from "../../lib/poll";
 import { alive } from "../../lib/process";
 import type { RolloutEvent } from "../events";
-import { ENGINE_TAG_VAR, engineTag } from "./engine-process";
+import { ENGINE_OWNER_VAR, ENGINE_TAG_VAR, engineTag } from "./engine-process";
 
 export interface EngineProcess {
   pid: number;
+  /** The molt process that started it (undefined: an engine of an older molt, which set none). */
+  owner?: number;
   /** The command line, shortened. */
   command: string;
   kind: "engine" | "plugin";
@@ -44,8 +46,10 @@ export function engineProcessesOf(tag: string): EngineProcess[] {
       const argv = readArgv(pid);
       const kind = kindOf(argv);
       if (!kind) continue;
-      if (!readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(want)) continue;
-      found.push({ pid, kind, command: argv.join(" ").slice(0, 240) });
+      const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+      if (!environ.includes(want)) continue;
+      const owner = Number(environ.find((v) => v.startsWith(`${ENGINE_OWNER_VAR}=`))?.split("=")[1]);
+      found.push({ pid, kind, command: argv.join(" ").slice(0, 240), ...(owner > 0 ? { owner } : {}) });
     } catch {
       // gone, or another user's: not ours to read
     }
@@ -93,9 +97,12 @@ export async function stopEngineLeftovers(
   tag: string,
   o: { engineGraceMs: number; pluginGraceMs?: number },
 ): Promise<StoppedProcess[]> {
-  const engines = engineProcessesOf(tag).filter((p) => p.kind === "engine");
+  // Another live molt's engines are not left over (two runners on one machine, each with its own
+  // home, before a stack without a cluster has one to hold its lease): only a dead owner's are.
+  const left = (p: EngineProcess) => p.owner === undefined || (p.owner !== process.pid && !alive(p.owner));
+  const engines = engineProcessesOf(tag).filter((p) => p.kind === "engine" && left(p));
   const stopped = await Promise.all(engines.map((p) => stop(p, "SIGINT", o.engineGraceMs)));
-  const plugins = engineProcessesOf(tag).filter((p) => p.kind === "plugin");
+  const plugins = engineProcessesOf(tag).filter((p) => p.kind === "plugin" && left(p));
   stopped.push(...(await Promise.all(plugins.map((p) => stop(p, "SIGTERM", o.pluginGraceMs ?? 5000)))));
   return stopped;
 }

@@ -46,7 +46,12 @@ export function cliSuite(prefix: string, stack: string, lab: LabSettings): CliSu
         const s = await openStack({ stackName: stack, workDir: wd.dir, env, create: false, program: async () => ({}) });
         await s.destroy();
       } catch (e) {
-        console.log("    cleanup:", (e as Error).message.split("\n")[0]);
+        const m = (e as Error).message;
+        console.log(
+          "    cleanup:",
+          m.split("\n")[0],
+          m.includes("stderr:") ? m.slice(m.indexOf("stderr:"), m.indexOf("stderr:") + 300) : "",
+        );
       }
       wd.cleanup();
     },

@@ -2,17 +2,21 @@
 // untagged process or another stack's is never touched. Real processes, no engine.
 import * as assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { ENGINE_TAG_VAR, engineTag } from "../../orchestrator/stack/engine-process";
+import { ENGINE_OWNER_VAR, ENGINE_TAG_VAR, engineTag } from "../../orchestrator/stack/engine-process";
 import { engineProcessesOf, stopEngineLeftovers } from "../../orchestrator/stack/leftovers";
 import { alive } from "../../lib/process";
 import { pollUntil } from "../../lib/poll";
 
 /** A process that looks like a dynamic provider plugin (its argv names the host), optionally ignoring SIGTERM. */
-async function fakePlugin(tag: string | undefined, ignoreTerm = false): Promise<ChildProcess> {
+async function fakePlugin(tag: string | undefined, ignoreTerm = false, owner?: number): Promise<ChildProcess> {
   const handler = ignoreTerm ? "process.on('SIGTERM', () => {});" : "";
   const script = `${handler} setInterval(() => {}, 1000); console.log("ready");`;
   const child = spawn(process.execPath, ["-e", script, "/x/node_modules/@pulumi/pulumi/cmd/dynamic-provider"], {
-    env: { ...process.env, ...(tag ? { [ENGINE_TAG_VAR]: tag } : {}) },
+    env: {
+      ...process.env,
+      ...(tag ? { [ENGINE_TAG_VAR]: tag } : {}),
+      ...(owner ? { [ENGINE_OWNER_VAR]: String(owner) } : {}),
+    },
     stdio: ["ignore", "pipe", "ignore"],
   });
   // Its handlers are installed once it says so.
@@ -67,6 +71,26 @@ describe("engine processes left by a killed run", () => {
     assert.ok(alive(other.pid!), "another stack's plugin is untouched");
     assert.ok(alive(untagged.pid!), "an untagged process is untouched");
     assert.deepEqual(engineProcessesOf(mine), []);
+  });
+
+  it("never stops a live molt's engines (another runner on this machine), only a dead one's", async () => {
+    const owner = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
+    const dead = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
+    await new Promise((r) => dead.once("exit", r));
+    children.push(owner);
+    const [live, orphan, ours] = await Promise.all([
+      fakePlugin(mine, false, owner.pid),
+      fakePlugin(mine, false, dead.pid),
+      fakePlugin(mine, false, process.pid),
+    ]);
+    children.push(live, orphan, ours);
+    const stopped = await stopEngineLeftovers(mine, { engineGraceMs: 1000, pluginGraceMs: 1000 });
+    assert.deepEqual(
+      stopped.map((p) => p.pid),
+      [orphan.pid],
+    );
+    assert.ok(alive(live.pid!), "a live molt's plugin is untouched");
+    assert.ok(alive(ours.pid!), "this run's own plugin is untouched");
   });
 
   it("reports nothing when nothing is left", async () => {
