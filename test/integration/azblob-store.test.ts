@@ -17,7 +17,7 @@ import { leaseTakeover } from "../support/lease-takeover";
 import { freePort } from "../support/s3";
 
 describe("the Azure Blob object store and lease (Azurite on loopback)", function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let az: AzuriteServer;
   const saved: Record<string, string | undefined> = {};
   const VARS = [
