@@ -89,6 +89,8 @@ export async function acquireClusterLock(
   const holder = newHolder(command, o);
   const record = leaseRecord(holder, ttlSeconds);
   let lease: string;
+  // etcd counts the lease from its grant: so does the holder's deadline, however long the take takes.
+  const sentAt = performance.now();
   try {
     lease = await kv.grant(ttlSeconds);
   } catch (e) {
@@ -97,10 +99,8 @@ export async function acquireClusterLock(
 
   let revision: string | undefined;
   let recoveredFrom: HeldLock["recoveredFrom"];
-  let sentAt = performance.now();
   try {
     for (let attempt = 0; attempt < 4 && !revision; attempt++) {
-      sentAt = performance.now();
       const r = await kv.take(key, last, record, lease);
       if (r.ok) {
         revision = r.revision;
@@ -121,7 +121,6 @@ export async function acquireClusterLock(
       if (other.host === holder.host && other.machine === holder.machine && other.pid && other.pid > 0) {
         if (alive(other.pid)) throw new ConcurrentRolloutError(stack, other, where);
         // Died on this machine: take it now, on the revision judged dead (one winner).
-        sentAt = performance.now();
         const t = await kv.take(key, last, record, lease, r.current.revision);
         if (t.ok) {
           revision = t.revision;
@@ -210,6 +209,19 @@ export function etcdLeaseKv(location: string, clients: () => Etcd3[]): LeaseKv {
     }
     throw new Error(`${what} failed on every reachable member: ${[...new Set(errors)].join("; ")}`);
   };
+  // Reads and keep-alives (idempotent) go to every member at once and take the first answer: a
+  // member that hangs (partitioned, being replaced) costs no renewal its deadline.
+  const fastest = async <T>(what: string, call: (c: Etcd3) => Promise<T>): Promise<T> => {
+    const all = clients();
+    if (all.length === 0) throw new Error(`no etcd member is reachable (${what})`);
+    try {
+      return await Promise.any(all.map(call));
+    } catch (e) {
+      const errors = e instanceof AggregateError ? e.errors : [e];
+      const lines = errors.map((x: unknown) => String((x as Error)?.message ?? x).split("\n")[0]);
+      throw new Error(`${what} failed on every reachable member: ${[...new Set(lines)].join("; ")}`);
+    }
+  };
   const entry = (kv: { value: Buffer; lease: string; mod_revision: string } | undefined): KvEntry | undefined =>
     kv ? { value: Buffer.from(kv.value), lease: kv.lease, revision: kv.mod_revision } : undefined;
   return {
@@ -217,7 +229,7 @@ export function etcdLeaseKv(location: string, clients: () => Etcd3[]): LeaseKv {
     grant: (ttl) =>
       anyMember("granting an etcd lease", async (c) => (await c.leaseClient.leaseGrant({ TTL: ttl, ID: 0 })).ID),
     keepAlive: (id) =>
-      anyMember("keeping the etcd lease alive", async (c) => {
+      fastest("keeping the etcd lease alive", async (c) => {
         const stream = await c.leaseClient.leaseKeepAlive({ deadline: Date.now() + CALL_MS });
         try {
           const res = await new Promise<{ TTL: string }>((resolve, reject) => {
@@ -232,7 +244,7 @@ export function etcdLeaseKv(location: string, clients: () => Etcd3[]): LeaseKv {
         }
       }),
     timeToLive: (id) =>
-      anyMember("reading an etcd lease", async (c) => Number((await c.leaseClient.leaseTimeToLive({ ID: id })).TTL)),
+      fastest("reading an etcd lease", async (c) => Number((await c.leaseClient.leaseTimeToLive({ ID: id })).TTL)),
     revoke: (id) =>
       anyMember("revoking an etcd lease", async (c) => {
         try {
@@ -260,7 +272,7 @@ export function etcdLeaseKv(location: string, clients: () => Etcd3[]): LeaseKv {
         return { ok: false as const, ...(cur ? { current: cur } : {}) };
       }),
     get: (key) =>
-      anyMember("reading the lock key", async (c) => {
+      fastest("reading the lock key", async (c) => {
         const r = await c.kv.range({ key: Buffer.from(key), serializable: false });
         return entry(r.kvs[0]);
       }),

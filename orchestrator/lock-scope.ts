@@ -12,6 +12,8 @@ import type { Edges } from "./edges/types";
 import type { RolloutEvent } from "./events";
 import { acquireLock, lossMarginMs, machineStore, type HeldLock } from "./lock";
 import { acquireClusterLock, ClusterLockUnavailableError } from "./cluster-lock";
+import { EtcdUnreachableError } from "./edges/etcd";
+import { AnotherUpdateInProgressError } from "./stack/state-changed";
 import { openStore, redactUrl, STORE_SCHEMES } from "./backend/store";
 import { BackendError } from "./stack/driver";
 import { canBindEngines } from "./stack/engine-bind";
@@ -29,7 +31,7 @@ export interface StackLock extends HeldLock {
    * run's first change and before every change until it holds; a no-op once it does, and
    * for leases beside the state.
    */
-  holdInCluster(edges: Edges): Promise<void>;
+  holdInCluster(edges: Edges, o?: { whenReachable?: boolean }): Promise<void>;
   /** The lease lives in the cluster: every `up` is guarded by the state's token (infra/guard.ts). */
   readonly guarded: boolean;
 }
@@ -61,7 +63,8 @@ export async function holdStack(
   const home = leaseHome(backend, lockIn, env);
   const shared = openStore(backend, env);
   // Engines die with their molt where another machine may have to prove them dead (buckets).
-  const bind = shared !== undefined && !backend.startsWith("file://") && canBindEngines();
+  // (And wherever the cluster holds the lease: another machine takes it over once it expired.)
+  const bind = (shared !== undefined || home === "cluster") && !backend.startsWith("file://") && canBindEngines();
   const onRenewError = (e: Error) => emit({ type: "lock-renew-failed", message: e.message.split("\n")[0] });
   // In the cluster: this machine's lease first (the cluster's is taken once its etcd can be reached).
   const base = await acquireLock(backend, stackName, "rollout", {
@@ -135,7 +138,7 @@ export async function holdStack(
           }),
         );
     },
-    holdInCluster: async (edges) => {
+    holdInCluster: async (edges, o = {}) => {
       if (home !== "cluster" || cluster || controller.signal.aborted) return;
       const state = await edges.stack.state();
       if (state.nodes.length === 0) {
@@ -149,13 +152,39 @@ export async function holdStack(
         await edges.nodes.sync(state);
         kv = (await edges.nodes.etcd()).leaseKv();
       } catch (e) {
+        // A host key that does not match, refused credentials: their own errors, not "unavailable".
+        if (!(e instanceof EtcdUnreachableError)) throw e;
+        if (o.whenReachable) return; // a new first node's etcd not up yet: the next pass tries again
         throw new ClusterLockUnavailableError(stackName, (e as Error).message.split("\n")[0]);
       }
-      cluster = await acquireClusterLock(kv, stackName, "rollout", {
-        ttlSeconds,
-        engineBound: base.holder.engineBound,
-        onRenewError,
-      });
+      let taken: HeldLock;
+      try {
+        taken = await acquireClusterLock(kv, stackName, "rollout", {
+          ttlSeconds,
+          engineBound: base.holder.engineBound,
+          onRenewError,
+        });
+      } catch (e) {
+        if (o.whenReachable && e instanceof ClusterLockUnavailableError) return;
+        throw e;
+      }
+      // The stack's nodes may be those of a first `up` still under way on another runner (its
+      // outputs are written before it ends): a service that lists the update stops this run,
+      // unless the lease just taken was that of a run whose engines died with it.
+      if (!shared && (await edges.stack.updateInProgress?.())) {
+        const r = taken.recoveredFrom;
+        if (r?.reason === "expired" && r.holder.engineBound && edges.stack.cancelUpdate) {
+          await edges.stack.cancelUpdate();
+          emit({
+            type: "engine-lock-cleared",
+            locks: [{ host: r.holder.host ?? "?", pid: r.holder.pid ?? 0, since: r.holder.startedAt ?? "?" }],
+          });
+        } else {
+          await taken.release().catch(() => undefined);
+          throw new AnotherUpdateInProgressError(stackName, "the backend lists an update of it under way");
+        }
+      }
+      cluster = taken;
       follow(cluster);
       announce(cluster, "cluster");
     },

@@ -170,6 +170,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       );
       views = nodeViews(world);
       memory = afterObservation(memory, (n) => isHealthyNode(views, n, intent.kubernetesVersion !== undefined));
+      // A lease in the cluster: taken as soon as a new stack's first node can hold it, waits included.
+      await lock.holdInCluster(e, { whenReachable: true });
       emit({ type: "observed", pass, nodes: views, ms: Date.now() - t });
 
       // Decide.

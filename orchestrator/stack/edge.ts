@@ -78,6 +78,13 @@ export interface StackEdge {
   releaseAdopted(entry: NodeEntry): Promise<string[]>;
   /** Waits for the edge's own background reads (the export after the last change) to end. */
   quiesce?(): Promise<void>;
+  /**
+   * Whether the backend records an update of the stack under way (a service such as Pulumi
+   * Cloud lists it in the stack's history; a DIY backend's lock is read by the lease instead).
+   */
+  updateInProgress?(): Promise<boolean>;
+  /** Cancels the update under way the engine's way (`pulumi cancel`). */
+  cancelUpdate?(): Promise<void>;
 }
 
 export interface EngineStackOptions {
@@ -253,6 +260,15 @@ export class EngineStack implements StackEdge {
         `a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ` +
           `${left.map((r) => urnName(r.urn)).join(", ")}`,
       );
+  }
+
+  async updateInProgress(): Promise<boolean> {
+    const [last] = await this.stack.history(1);
+    return last?.result === "in-progress";
+  }
+
+  async cancelUpdate(): Promise<void> {
+    await this.stack.cancel();
   }
 
   async quiesce(): Promise<void> {

@@ -127,7 +127,11 @@ export async function parseStoredState(stack: Stack, out: OutputMap): Promise<St
     const resources = (await stack.exportStack()).deployment?.resources ?? [];
     if (
       resources.some(
-        (r: { type?: string }) => r.type !== "pulumi:pulumi:Stack" && r.type !== "pulumi:providers:pulumi-nodejs",
+        (r: { type?: string; urn?: string }) =>
+          r.type !== "pulumi:pulumi:Stack" &&
+          r.type !== "pulumi:providers:pulumi-nodejs" &&
+          // A first `up` cancelled after its state guard (infra/guard.ts) leaves only that.
+          !r.urn?.endsWith(`::${GUARD_NAME}`),
       )
     ) {
       throw new CorruptStateError(stack.name, "the stack has resources but no `molt` output");

@@ -1,6 +1,7 @@
 // The rollout loop with fake edges (test/support/fake-edges.ts): whole runs in milliseconds,
 // next to the same runs on the lab (test/e2e/*). What is asserted here is the loop's own
 // part: the order of changes, the results, and that a crashed run resumes.
+import { acquireClusterLock, clusterLockKeys } from "../../orchestrator/cluster-lock";
 import { StateChangedByAnotherRunError } from "../../orchestrator/stack/state-changed";
 import assert from "node:assert/strict";
 import {
@@ -19,7 +20,7 @@ import { stringify } from "yaml";
 import type { RolloutEvent } from "../../orchestrator/events";
 import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/rollout";
 import { fakeEdges, FakeWorld } from "../support/fake-edges";
-import { acquireLock } from "../../orchestrator/lock";
+import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lock";
 import { pollUntil } from "../../lib/poll";
 
 describe("the rollout loop (fake edges)", function () {
@@ -53,6 +54,7 @@ describe("the rollout loop (fake edges)", function () {
       maxSurge?: number;
       vip?: boolean;
       lockSeconds?: number;
+      lockIn?: "backend" | "cluster";
       /** More molt:rollout keys (soakSeconds, window, ...) and molt:hooks. */
       rollout?: Record<string, unknown>;
       hooks?: Record<string, unknown>;
@@ -78,6 +80,7 @@ describe("the rollout loop (fake edges)", function () {
           },
           "molt:lab": { name: "loop", root: join(dir, "lab") },
           ...(o.vip ? { "molt:apiEndpoint": { mode: "vip" } } : {}),
+          ...(o.lockIn ? { "molt:lock": { in: o.lockIn } } : {}),
         },
       }),
     );
@@ -238,6 +241,33 @@ describe("the rollout loop (fake edges)", function () {
     const again = await run(w);
     assert.equal(again.summary.result, "succeeded", again.summary.reason);
     assert.equal(w.members.length, 3);
+  });
+
+  it("with molt:lock.in cluster: holds the lease in etcd before the first change, releases it at the end", async () => {
+    stack("lab-v2", { lockIn: "cluster" });
+    const w = FakeWorld.cluster(3, "lab-v1");
+    const { summary, events } = await run(w);
+    assert.equal(summary.result, "succeeded", summary.reason);
+    const scopes = events.filter((e) => e.type === "lock").map((e) => (e as { scope: string }).scope);
+    assert.deepEqual(scopes, ["cluster"]);
+    const firstUp = events.findIndex((e) => e.type === "decision" && e.operation.kind === "surge");
+    assert.ok(events.findIndex((e) => e.type === "lock") < firstUp, "the lease before the first change");
+    assert.equal(w.kv.peek(clusterLockKeys("lab").key), undefined, "released");
+  });
+
+  it("with molt:lock.in cluster: refused, changing nothing, while another runner holds the lease in etcd", async () => {
+    stack("lab-v2", { lockIn: "cluster" });
+    const w = FakeWorld.cluster(3, "lab-v1");
+    const other = await acquireClusterLock(w.kv, "lab", "rollout", {
+      ttlSeconds: 30,
+      identity: { host: "runner-b", machine: "b" },
+    });
+    await assert.rejects(run(w), ConcurrentRolloutError);
+    assert.deepEqual(
+      w.log.filter((l) => l.startsWith("up ")),
+      [],
+    );
+    await other.release();
   });
 
   it("stops at once, rolling nothing back, when the state guard refuses a surge (another run changed the stack)", async () => {
