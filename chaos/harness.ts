@@ -924,7 +924,8 @@ export class Chaos {
               .join("\n")}\nstderr ${r.stderr.slice(-1500)}`,
           );
       throw new Error(
-        `two runners creating one stack: want one exit 0 and one exit 3, got A ${ra.code} (${why(ra).slice(0, 200)}), ` +
+        "two runners creating one stack: want one exit 0 and one exit 3, " +
+          `got A ${ra.code} (${why(ra).slice(0, 200)}), ` +
           `B ${rb.code} (${why(rb).slice(0, 200)})`,
       );
     }

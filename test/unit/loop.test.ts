@@ -270,7 +270,7 @@ describe("the rollout loop (fake edges)", function () {
     await other.release();
   });
 
-  it("stops at once, rolling nothing back, when the state guard refuses a surge (another run changed the stack)", async () => {
+  it("stops at once, rolling nothing back, when the state guard refuses a surge (the stack changed)", async () => {
     stack("lab-v2");
     const w = FakeWorld.cluster(3, "lab-v1");
     w.faults.stateChangedOnNextUp = true;
