@@ -227,6 +227,8 @@ export class Chaos {
   createdWith: string[] = [];
   /** How the stack was created (racedCreate), for the scenario's notes. */
   createdNotes: string[] = [];
+  /** Run at teardown. */
+  private readonly cleanups: (() => void)[] = [];
   /** How the CLI is started (runner A's host name when the backend is shared). */
   private readonly wrap: string[] = [];
 
@@ -905,7 +907,9 @@ export class Chaos {
     const b = this.secondRunner();
     const args = ["rollout", "--stack", this.stack, "--yes", "--json"];
     const [ra, rb] = await Promise.all([this.rollout(), startCli(args, b.env, undefined, runnerWrap("runner-b")).done]);
-    b.cleanup();
+    // B's work tree stays until the teardown: the lab's HAProxy, started by B's engine if B made
+    // the stack, runs in it (its reloads re-exec there).
+    this.cleanups.push(b.cleanup);
     const why = (r: CliRun) =>
       String(
         (r.events.find((e) => e.type === "error") as { message?: string } | undefined)?.message ?? summaryOrError(r),
@@ -1056,6 +1060,7 @@ export class Chaos {
 
   async teardown(): Promise<void> {
     await this.suite.teardown().catch(() => undefined);
+    for (const c of this.cleanups.splice(0)) c();
     if (this.stateMount) {
       try {
         execFileSync("umount", [join(this.suite.wd.dir, "state")]);

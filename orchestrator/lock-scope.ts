@@ -59,6 +59,7 @@ export async function holdStack(
   emit: (e: RolloutEvent) => void,
   env: Record<string, string | undefined> = {},
   lockIn?: "backend" | "cluster",
+  command = "rollout",
 ): Promise<StackLock> {
   const home = leaseHome(backend, lockIn, env);
   const shared = openStore(backend, env);
@@ -67,7 +68,7 @@ export async function holdStack(
   const bind = (shared !== undefined || home === "cluster") && !backend.startsWith("file://") && canBindEngines();
   const onRenewError = (e: Error) => emit({ type: "lock-renew-failed", message: e.message.split("\n")[0] });
   // In the cluster: this machine's lease first (the cluster's is taken once its etcd can be reached).
-  const base = await acquireLock(backend, stackName, "rollout", {
+  const base = await acquireLock(backend, stackName, command, {
     ttlSeconds,
     env,
     engineBound: bind,
@@ -159,7 +160,7 @@ export async function holdStack(
       }
       let taken: HeldLock;
       try {
-        taken = await acquireClusterLock(kv, stackName, "rollout", {
+        taken = await acquireClusterLock(kv, stackName, command, {
           ttlSeconds,
           engineBound: base.holder.engineBound,
           onRenewError,

@@ -1,11 +1,12 @@
 // `molt verify --stack S`: runs, or resumes, the soak of the release S converged on. It holds
 // the stack's lease while it watches (no rollout may change the cluster under a soak), never
 // changes the cluster, and writes only the record.
+import type { RolloutEvent } from "../events";
 import { loadStackConfig, resolveLabImage } from "../config";
 import { requireStore } from "../backend/store";
 import { openEdges, type EdgeFactory } from "../edges/open";
 import type { Edges } from "../edges/types";
-import { acquireLock } from "../lock";
+import { holdStack } from "../lock-scope";
 import { backendUrl, repoRoot } from "../stack/engine";
 import { PromotionRefusedError } from "./errors";
 import type { VerifyEvent } from "./events";
@@ -61,13 +62,16 @@ export async function verify(o: VerifyOptions): Promise<VerifySummary> {
   if (first!.record.soak.result === "passed")
     return finish("already-verified", `release ${release.name} passed its soak at ${first!.record.soak.passedAt}`);
 
-  const lock = await acquireLock(backend, o.stack, "verify", { ttlSeconds: cfg.lockSeconds, env: o.env });
+  // The rollouts' lease, wherever it lives (lock-scope.ts): beside the state, or in the cluster.
+  const lockEvents = (e: RolloutEvent) => {
+    // A lease that cannot be given up expires by itself after its time to live.
+    if (e.type === "lock-release-failed")
+      emit({ type: "warning", message: `giving the stack lock up failed: ${e.message}` });
+  };
+  const lock = await holdStack(backend, o.stack, cfg.lockSeconds, lockEvents, o.env, cfg.lockIn, "verify");
   const signal = o.signal ? AbortSignal.any([o.signal, lock.signal]) : lock.signal;
   let edges: Edges | undefined;
   try {
-    // Read again under the lease: a rollout may have replaced the record in between.
-    const stored = await readRecord(store, o.stack, release.name);
-    checkRecord(stored?.record, o.stack, release.name, releaseDigest(release));
     edges = await (o.edges ?? openEdges)({
       stackName: o.stack,
       workDir,
@@ -76,6 +80,10 @@ export async function verify(o: VerifyOptions): Promise<VerifySummary> {
       config: cfg,
       create: false,
     });
+    await lock.holdInCluster(edges);
+    // Read again under the lease: a rollout may have replaced the record in between.
+    const stored = await readRecord(store, o.stack, release.name);
+    checkRecord(stored?.record, o.stack, release.name, releaseDigest(release));
     const soak = await runSoak({
       edges,
       intent: cfg.intent,
@@ -95,14 +103,9 @@ export async function verify(o: VerifyOptions): Promise<VerifySummary> {
     if (lock.signal.aborted) return finish("cancelled", `${(lock.signal.reason as Error)?.message ?? "lease lost"}`);
     return finish(soak.result === "failed" ? "soak-failed" : "cancelled", soak.reason);
   } finally {
+    // Before the sessions close: a lease in the cluster is given up through them.
+    await lock.release();
     await edges?.nodes.close();
-    // A lease that cannot be given up expires by itself after its time to live.
-    await lock.release().catch((e: unknown) =>
-      emit({
-        type: "warning",
-        message: `giving the stack lock up failed: ${(e as Error).message.split("\n")[0]}; it expires by itself`,
-      }),
-    );
   }
 }
 
