@@ -10,9 +10,10 @@
 //    taker that finds it without the lease key reports whose lease expired.
 //  - A holder that cannot keep its lease alive gives it up a margin before etcd could let it
 //    go (lock.ts keepRenewed, the same rule as the bucket lease).
-// Every call goes to the first member that answers (a node being replaced, a learner that
-// refuses lease calls, a dropped tunnel: the next is tried), so the lease survives the
-// rollout replacing every node it was taken through.
+// Every call goes to the first member that answers (keep-alives and reads to all at once,
+// transactions one after another; a node being replaced, a learner that refuses lease calls,
+// a dropped tunnel cost nothing), so the lease survives the rollout replacing every node it
+// was taken through.
 import type { Etcd3 } from "etcd3";
 import { alive } from "../lib/process";
 import {
