@@ -205,6 +205,11 @@ export interface ChaosOptions {
   lockIn?: "cluster";
 }
 
+/** A run's error message (its summary when it printed none). */
+function errorOf(r: CliRun): string {
+  return (r.events.find((e) => e.type === "error") as { message?: string } | undefined)?.message ?? summaryOrError(r);
+}
+
 /** Runs the CLI as another machine would: its own UTS namespace and host name. */
 export function runnerWrap(host: string): string[] {
   return ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', host];
@@ -840,17 +845,16 @@ export class Chaos {
         faults.push("runner A's molt process SIGKILLed inside the surge's `up` (machine being created)");
         const refused = await whileA!;
         runs.n++;
-        const why = (r: CliRun) => String((r.events.find((e) => e.type === "error") as { message?: string })?.message);
-        if (refused.code !== 3 || !/runner-a/.test(why(refused)))
+        if (refused.code !== 3 || !/runner-a/.test(errorOf(refused)))
           throw new Error(`runner B was not refused while A ran: exit ${refused.code}: ${summaryOrError(refused)}`);
-        notes.push(`runner B while A ran: exit 3: ${why(refused).slice(0, 160)}`);
+        notes.push(`runner B while A ran: exit 3: ${errorOf(refused).slice(0, 160)}`);
         // Right after the kill A's lease is still live: B is refused again (on a host so loaded that
         // B's own start outlasts the lease, B may find it expired already: then this is the resume).
         const earlyAt = Date.now();
         const early = await runB();
         runs.n++;
         let resumed: CliRun | undefined;
-        if (early.code === 3 && /lease expires/.test(why(early)))
+        if (early.code === 3 && /lease expires/.test(errorOf(early)))
           notes.push(
             `runner B ${((earlyAt - killedAt) / 1000).toFixed(1)} s after the kill: exit 3 (lease still live)`,
           );
@@ -885,11 +889,7 @@ export class Chaos {
             `engine locks cleared: ${JSON.stringify(kinds("engine-lock-cleared").map((e) => e.locks))}; ` +
             `pending cleared: ${pendingCleared(kinds("pending-cleared"))}`,
         );
-        if (resumed.code !== 0) throw new Error(`runner B did not converge: ${summaryOrError(resumed)}`);
-        if (recovered?.reason !== "expired" || recovered.previousHost !== "runner-a")
-          throw new Error(`runner B did not report taking over A's expired lease: ${JSON.stringify(recovered)}`);
-        rerunsAfterFault.n = 1;
-        this.settled(target);
+        this.resumedFromA(resumed, recovered, target, rerunsAfterFault);
         b.cleanup();
       },
     );
@@ -910,10 +910,6 @@ export class Chaos {
     // B's work tree stays until the teardown: the lab's HAProxy, started by B's engine if B made
     // the stack, runs in it (its reloads re-exec there).
     this.cleanups.push(b.cleanup);
-    const why = (r: CliRun) =>
-      String(
-        (r.events.find((e) => e.type === "error") as { message?: string } | undefined)?.message ?? summaryOrError(r),
-      );
     const codes = [ra.code, rb.code].sort();
     if (JSON.stringify(codes) !== JSON.stringify([0, 3])) {
       for (const [n, r] of [
@@ -929,8 +925,8 @@ export class Chaos {
           );
       throw new Error(
         "two runners creating one stack: want one exit 0 and one exit 3, " +
-          `got A ${ra.code} (${why(ra).slice(0, 200)}), ` +
-          `B ${rb.code} (${why(rb).slice(0, 200)})`,
+          `got A ${ra.code} (${errorOf(ra).slice(0, 200)}), ` +
+          `B ${rb.code} (${errorOf(rb).slice(0, 200)})`,
       );
     }
     const [won, lost] = ra.code === 0 ? [ra, rb] : [rb, ra];
@@ -938,7 +934,7 @@ export class Chaos {
     const name = (r: CliRun) => (r === ra ? "A" : "B");
     return [
       `created by two runners at once: runner ${name(won)} exit 0 (lock events ${this.createdWith.join(" -> ")}); ` +
-        `runner ${name(lost)} exit 3: ${why(lost).slice(0, 220)}`,
+        `runner ${name(lost)} exit 3: ${errorOf(lost).slice(0, 220)}`,
     ];
   }
 
@@ -963,7 +959,6 @@ export class Chaos {
         const b = this.secondRunner();
         const args = ["rollout", "--stack", this.stack, "--yes", "--json"];
         const runB = () => startCli(args, b.env, undefined, runnerWrap("runner-b")).done;
-        const why = (r: CliRun) => String((r.events.find((e) => e.type === "error") as { message?: string })?.message);
         let whileA: Promise<CliRun> | undefined;
         let refusedFirst = false;
         let surged = false;
@@ -984,16 +979,16 @@ export class Chaos {
         faults.push("runner A's molt process SIGKILLed at the decision after its surge");
         const refused = await whileA!;
         runs.n++;
-        if (refused.code !== 3 || !/runner-a/.test(why(refused)))
+        if (refused.code !== 3 || !/runner-a/.test(errorOf(refused)))
           throw new Error(`runner B was not refused while A ran: exit ${refused.code}: ${summaryOrError(refused)}`);
-        notes.push(`runner B while A ran: exit 3: ${why(refused).slice(0, 200)}`);
+        notes.push(`runner B while A ran: exit 3: ${errorOf(refused).slice(0, 200)}`);
         let resumed: CliRun | undefined;
         for (let attempt = 1; !resumed; attempt++) {
           const at = Date.now();
           const r = await runB();
           runs.n++;
           const after = ((at - killedAt) / 1000).toFixed(1);
-          if (r.code === 3 && /lease expires/.test(why(r)) && attempt < 8) {
+          if (r.code === 3 && /lease expires/.test(errorOf(r)) && attempt < 8) {
             notes.push(`runner B ${after} s after the kill: exit 3 (A's etcd lease still live)`);
             await new Promise((res) => setTimeout(res, 3000));
             continue;
@@ -1005,15 +1000,25 @@ export class Chaos {
             `runner B ${after} s after the kill, ${((Date.now() - at) / 1000).toFixed(1)} s: exit ${r.code}: ` +
               `${summaryOrError(r).slice(0, 120)}; lock: ${JSON.stringify(recovered)}`,
           );
-          if (r.code !== 0) throw new Error(`runner B did not converge: ${summaryOrError(r)}`);
-          if (recovered?.reason !== "expired" || recovered.previousHost !== "runner-a")
-            throw new Error(`runner B did not report taking over A's expired lease: ${JSON.stringify(recovered)}`);
+          this.resumedFromA(r, recovered, target, rerunsAfterFault);
         }
-        rerunsAfterFault.n = 1;
-        this.settled(target);
         b.cleanup();
       },
     );
+  }
+
+  /** Runner B converged on `target`, reporting that it took over runner A's expired lease. */
+  private resumedFromA(
+    run: CliRun,
+    recovered: { reason?: string; previousHost?: string } | undefined,
+    target: string,
+    rerunsAfterFault: { n: number },
+  ): void {
+    if (run.code !== 0) throw new Error(`runner B did not converge: ${summaryOrError(run)}`);
+    if (recovered?.reason !== "expired" || recovered.previousHost !== "runner-a")
+      throw new Error(`runner B did not report taking over A's expired lease: ${JSON.stringify(recovered)}`);
+    rerunsAfterFault.n = 1;
+    this.settled(target);
   }
 
   /** Runner B: a work tree, home and stack file of its own (a fresh CI checkout), the same backend and passphrase. */

@@ -152,6 +152,10 @@ export async function acquireClusterLock(
     ttlSeconds,
     sentAt,
     ...(o.onRenewError ? { onRenewError: o.onRenewError } : {}),
+    giveUp: async () => {
+      await kv.release(key, last, held);
+      await kv.revoke(lease).catch(() => undefined);
+    },
     renew: async () => {
       const ttl = await kv.keepAlive(lease);
       if (ttl <= 0) return { kind: "lost", detail: `etcd let its lease go (lease ${lease})` };
@@ -168,20 +172,7 @@ export async function acquireClusterLock(
     },
   });
 
-  return {
-    where,
-    scope: "cluster",
-    holder,
-    ttlSeconds,
-    ...(recoveredFrom ? { recoveredFrom } : {}),
-    signal: kept.signal,
-    lost: kept.lost,
-    release: async () => {
-      if (!kept.stop()) return;
-      await kv.release(key, last, held);
-      await kv.revoke(lease).catch(() => undefined);
-    },
-  };
+  return { where, scope: "cluster", holder, ttlSeconds, ...(recoveredFrom ? { recoveredFrom } : {}), ...kept };
 }
 
 /** The live holder of a stack's cluster lease, or undefined (status, tests, the chaos harness). */

@@ -237,6 +237,8 @@ export async function acquireLock(
     ttlSeconds,
     sentAt,
     ...(o.onRenewError ? { onRenewError: o.onRenewError } : {}),
+    // Conditional: a lease taken over meanwhile is the new holder's and stays.
+    giveUp: async () => void (await store.delete(key, etag!)),
     renew: async () => {
       const next = await store.putIfMatch(key, record(), etag!);
       if (next) {
@@ -258,19 +260,7 @@ export async function acquireLock(
     },
   });
 
-  return {
-    where,
-    scope,
-    holder,
-    ttlSeconds,
-    ...(recoveredFrom ? { recoveredFrom } : {}),
-    signal: kept.signal,
-    lost: kept.lost,
-    release: async () => {
-      // Conditional: a lease taken over meanwhile is the new holder's and stays.
-      if (kept.stop()) await store.delete(key, etag!);
-    },
-  };
+  return { where, scope, holder, ttlSeconds, ...(recoveredFrom ? { recoveredFrom } : {}), ...kept };
 }
 
 /** This run's identity in a lease (the overrides are for tests playing two runners). */
@@ -308,16 +298,17 @@ export type RenewResult = { kind: "renewed" } | { kind: "again" } | { kind: "los
 /**
  * The holder's side of any lease: renews every renewIntervalMs, and gives the lease up
  * lossMarginMs before it could expire, counted on this process's monotonic clock from the
- * send of the last answered renewal (`sentAt`: the acquisition's). `stop()` ends the
- * renewals; it is true when the lease was still held (the caller then releases it).
+ * send of the last answered renewal (`sentAt`: the acquisition's). `release()` ends the
+ * renewals and, if the lease was still held, gives it up with `giveUp`.
  */
 export function keepRenewed(o: {
   stack: string;
   ttlSeconds: number;
   sentAt: number;
   renew: () => Promise<RenewResult>;
+  giveUp: () => Promise<void>;
   onRenewError?: (e: Error) => void;
-}): { signal: AbortSignal; lost: Promise<LeaseLostError>; stop: () => boolean } {
+}): Pick<HeldLock, "signal" | "lost" | "release"> {
   const { stack, ttlSeconds } = o;
   const controller = new AbortController();
   let resolveLost!: (e: LeaseLostError) => void;
@@ -375,12 +366,12 @@ export function keepRenewed(o: {
   return {
     signal: controller.signal,
     lost,
-    stop: () => {
-      if (stopped) return false;
+    release: async () => {
+      if (stopped) return;
       stopped = true;
       clearTimeout(renewTimer);
       clearTimeout(deadlineTimer);
-      return !controller.signal.aborted;
+      if (!controller.signal.aborted) await o.giveUp();
     },
   };
 }
