@@ -1,6 +1,6 @@
 // The bench's command line: `npm run bench -- [--quick] [--only SECTION]...` and
 // MOLT_BENCH_DATA_MIB. Pure, so its refusals are table-tested (test/unit/bench-args.test.ts).
-export const SECTIONS = ["k8s", "scaling", "raw", "baseline", "catchup"] as const;
+export const SECTIONS = ["k8s", "k8s-raw", "scaling", "raw", "baseline", "catchup"] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export const USAGE = `usage: npm run bench -- [--quick] [--only SECTION]...

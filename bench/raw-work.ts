@@ -16,6 +16,7 @@ import { labScript, type LabSettings } from "../infra/lab/node";
 import { commandLine } from "../infra/remote/command-impl";
 import { generateSshKeyPair, SshSession } from "../infra/remote/ssh";
 import { pollUntil } from "../lib/poll";
+import type { RawKube } from "./raw-kube";
 
 export interface RawNode {
   name: string;
@@ -29,8 +30,14 @@ export interface RawStepTimes {
   /** Machine booted (sshd answers). */
   bootMs: number;
   attachMs: number;
-  /** Join material read on the seed + join script (learner, catch-up, promote). */
+  /** Join material read on the seed + join script (learner, catch-up, promote; kubeadm join). */
   joinMs: number;
+  /** Kubernetes: controller-manager, scheduler and Node Ready after the join. */
+  kubeReadyMs?: number;
+  /** Kubernetes: the old node drained and its API server stopped, before its member is removed. */
+  kubeRetireMs?: number;
+  /** Kubernetes: its Node deleted after its machine. */
+  deleteNodeMs?: number;
   /** Move-leader (when the old node led) + member remove. */
   membershipMs: number;
   resetMs: number;
@@ -61,7 +68,9 @@ export async function rawRoll(o: {
   deadlineSeconds: number;
   /** Names of the new nodes, one per replaced node. */
   names: string[];
-}): Promise<{ wallMs: number; steps: RawStepTimes[] }> {
+  /** Kubernetes images: the steps around kubeadm join and reset (bench/raw-kube.ts). */
+  kube?: RawKube;
+}): Promise<{ wallMs: number; steps: RawStepTimes[]; addonsMs?: number }> {
   const sessions = new Map<string, SshSession>();
   const connect = async (n: RawNode) => {
     let s = sessions.get(n.name);
@@ -95,6 +104,7 @@ export async function rawRoll(o: {
   const steps: RawStepTimes[] = [];
   const t0 = Date.now();
   try {
+    await o.kube?.beforeFirstJoin();
     for (const [i, old] of o.nodes.entries()) {
       const name = o.names[i];
       const ts = Date.now();
@@ -127,7 +137,11 @@ export async function rawRoll(o: {
       );
       if (joined.code !== 0) throw new Error(`raw join of ${name} failed: ${joined.stderr.slice(-800)}`);
       current.push(fresh);
+      const tJoined = Date.now();
+      await o.kube?.afterJoin(name, await connect(fresh));
       const tJoin = Date.now();
+      await o.kube?.beforeRemove(old.name, await connect(old));
+      const tRetired = Date.now();
 
       // Retire the old node: leadership away from it, its member removed (through the new node).
       const viaNew = await connect(fresh);
@@ -168,22 +182,29 @@ export async function rawRoll(o: {
       const tDetach = Date.now();
       await removeMachine(machineOf(old.name, { privateKey: "", publicKey: "" }));
       const tStop = Date.now();
+      await o.kube?.afterStop(old.name);
+      const tDeleted = Date.now();
       current.splice(current.indexOf(old), 1);
       steps.push({
         node: name,
         replaced: old.name,
         bootMs: tBoot - ts,
         attachMs: tAttach - tBoot,
-        joinMs: tJoin - tAttach,
-        membershipMs: tMember - tJoin,
+        joinMs: tJoined - tAttach,
+        ...(o.kube
+          ? { kubeReadyMs: tJoin - tJoined, kubeRetireMs: tRetired - tJoin, deleteNodeMs: tDeleted - tStop }
+          : {}),
+        membershipMs: tMember - tRetired,
         resetMs: tReset - tp,
         detachMs: tDetach - tReset,
         stopMs: tStop - tDetach,
         surgeMs: tJoin - ts,
-        pruneMs: tStop - tp,
+        pruneMs: tDeleted - tp,
       });
     }
-    return { wallMs: Date.now() - t0, steps };
+    const tEnd = Date.now();
+    await o.kube?.atEnd(await connect(current[current.length - 1]));
+    return { wallMs: Date.now() - t0, steps, ...(o.kube ? { addonsMs: Date.now() - tEnd } : {}) };
   } finally {
     for (const s of sessions.values()) s.close();
   }

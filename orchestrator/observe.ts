@@ -2,8 +2,8 @@
 // function serves `rollout`, `plan` and `status`.
 import type { EtcdAccess } from "./edges/etcd";
 import { observeCertificates } from "./edges/certs";
-import { KubeAccess, type ComponentHealth, type KubeObservation } from "./edges/kube";
-import type { Edges, EtcdEdge, KubeEdge } from "./edges/types";
+import { KubeAccess, type ComponentHealth, type KubeNode, type KubeObservation } from "./edges/kube";
+import type { Edges, EtcdEdge, KubeEdge, VipEdge } from "./edges/types";
 import type { EtcdObservation, Intent, Member, NodeEntry, StatusResult, World, WorldMemory } from "./model";
 
 /** Reads the stack state, etcd and (when the intent runs Kubernetes) the Kubernetes control plane. */
@@ -17,39 +17,52 @@ export async function observe(edges: Edges, intent: Intent, memory: WorldMemory)
     ...memory,
   };
   if (state.nodes.length === 0) return world;
-  let etcd: EtcdEdge | undefined;
+  let etcd: EtcdEdge;
   try {
     await edges.nodes.sync(state);
     etcd = await edges.nodes.etcd();
-    world.etcd = await observeEtcd(etcd, state.nodes, edges.nodes.unreachable);
   } catch (e) {
     world.etcdError = (e as Error).message;
-  }
-  // molt:rollout.replaceCertificatesExpiringWithinDays: each node's first certificate to expire.
-  const days = intent.rollout.replaceCertificatesExpiringWithinDays;
-  if (days !== undefined && etcd)
-    world.certificates = await observeCertificates(edges.nodes, state.nodes, days, Date.now());
-  // The API endpoint VIP (molt:apiEndpoint mode vip): which node holds it.
-  if (intent.vip && etcd && edges.nodes.vip) {
-    world.vip = await (
-      await edges.nodes.vip()
-    ).observe(
-      intent.vip.address,
-      state.nodes.map((n) => n.name),
-    );
-  }
-  if (intent.kubernetesVersion === undefined) return world;
-  if (!etcd) {
-    world.kubeError = world.etcdError ?? "no SSH access to the nodes";
+    if (intent.kubernetesVersion !== undefined) world.kubeError = world.etcdError;
     return world;
   }
-  try {
-    world.kube = await observeKube(await edges.nodes.kube(), state.nodes);
-  } catch (e) {
-    world.kubeError = (e as Error).message.split("\n")[0];
-    await edges.nodes.resetKube();
-  }
+  // The reads below are independent of each other (each through the nodes' own sessions and
+  // tunnels), so they run at once: a pass costs its slowest read, not their sum.
+  const days = intent.rollout.replaceCertificatesExpiringWithinDays;
+  const { vip } = intent;
+  const reads = await Promise.allSettled([
+    observeEtcd(etcd, state.nodes, edges.nodes.unreachable).then(
+      (o) => void (world.etcd = o),
+      (e: unknown) => void (world.etcdError = (e as Error).message),
+    ),
+    // molt:rollout.replaceCertificatesExpiringWithinDays: each node's first certificate to expire.
+    days !== undefined &&
+      observeCertificates(edges.nodes, state.nodes, days, Date.now()).then((c) => void (world.certificates = c)),
+    // The API endpoint VIP (molt:apiEndpoint mode vip): which node holds it.
+    vip && edges.nodes.vip?.().then((v) => observeVip(v, vip.address, state.nodes, world)),
+    intent.kubernetesVersion !== undefined &&
+      edges.nodes
+        .kube()
+        .then((k) => observeKube(k, state.nodes))
+        .then(
+          (k) => void (world.kube = k),
+          async (e: unknown) => {
+            world.kubeError = (e as Error).message.split("\n")[0];
+            await edges.nodes.resetKube();
+          },
+        ),
+  ]);
+  // Every read has finished (none goes on in the background); the first failure is the pass's.
+  const failed = reads.find((r) => r.status === "rejected");
+  if (failed) throw failed.reason;
   return world;
+}
+
+async function observeVip(edge: VipEdge, address: string, nodes: NodeEntry[], world: World): Promise<void> {
+  world.vip = await edge.observe(
+    address,
+    nodes.map((n) => n.name),
+  );
 }
 
 export async function observeEtcd(
@@ -115,3 +128,61 @@ export async function observeKube(kube: KubeEdge, nodes: NodeEntry[]): Promise<K
 }
 
 export type { Intent };
+
+/**
+ * Between two full passes of a wait on one node (its join, its health): etcd again (every
+ * member's status and the member list: what a join waits for), and with Kubernetes that
+ * node's components and Node, through the API server the last pass read the cluster
+ * through. Everything else is the last pass's. A read that fails leaves its part unobserved
+ * (with the error), so the decision on this world changes and the caller observes fully.
+ */
+export async function reobserveNode(edges: Edges, world: World, node: string): Promise<World> {
+  const next: World = { ...world };
+  const etcd = await edges.nodes.etcd();
+  const kube = world.kube;
+  await Promise.all([
+    observeEtcd(etcd, world.nodes, edges.nodes.unreachable).then(
+      (o) => void (next.etcd = o),
+      (e: unknown) => ((next.etcd = undefined), (next.etcdError = (e as Error).message)),
+    ),
+    kube &&
+      edges.nodes
+        .kube()
+        .then(async (k) => {
+          const [components, n] = await Promise.all([k.components(node), k.readNode(kube.via, node)]);
+          next.kube = withNode(kube, node, components, n);
+        })
+        .catch((e: unknown) => ((next.kube = undefined), (next.kubeError = (e as Error).message.split("\n")[0]))),
+  ]);
+  return next;
+}
+
+/** Between two full passes of the wait for kube-proxy's rollout: its DaemonSet alone. */
+export async function reobserveAddons(edges: Edges, world: World): Promise<World> {
+  const kube = world.kube;
+  if (!kube) return world;
+  try {
+    const kubeProxy = await (await edges.nodes.kube()).readKubeProxy(kube.via);
+    const { kubeProxy: _old, ...rest } = kube;
+    return { ...world, kube: { ...rest, ...(kubeProxy ? { kubeProxy } : {}) } };
+  } catch (e) {
+    return { ...world, kube: undefined, kubeError: (e as Error).message.split("\n")[0] };
+  }
+}
+
+/** `kube` with one node's components and Node replaced (its Lease age kept: a full pass reads Leases). */
+export function withNode(
+  kube: KubeObservation,
+  node: string,
+  components: ComponentHealth,
+  n: Omit<KubeNode, "leaseAgeSeconds"> | undefined,
+): KubeObservation {
+  const old = kube.nodes.find((x) => x.name === node);
+  const others = kube.nodes.filter((x) => x.name !== node);
+  const age = old?.leaseAgeSeconds;
+  return {
+    ...kube,
+    components: { ...kube.components, [node]: components },
+    nodes: n ? [...others, { ...n, ...(age !== undefined ? { leaseAgeSeconds: age } : {}) }] : others,
+  };
+}

@@ -16,8 +16,10 @@ import { releasePreflight, releaseRecorder } from "./promotion/hooks";
 import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory, type Stop } from "./loop/memory";
 import { RunClock } from "./loop/timing";
 import type { Intent, Operation, World } from "./model";
-import { observe } from "./observe";
-import { decide, plannedReplacements, type PlannedReplacement } from "./plan";
+import { observe, reobserveAddons, reobserveNode } from "./observe";
+import { k8s } from "./edges/kube-support";
+import { watchOf, watchWait } from "./loop/wait-watch";
+import { decide, plannedReplacements, waitDeadlineSeconds, type PlannedReplacement } from "./plan";
 import { EngineCancelledError } from "./stack/driver";
 import { backendUrl, repoRoot } from "./stack/engine";
 import type { StackState } from "./stack/edge";
@@ -70,6 +72,10 @@ export interface RolloutOptions {
   wallClock?: () => number;
 }
 
+/** A watched wait re-reads its node this often, and observes everything at least this often. */
+const WATCH_TICK_MS = 100;
+const WATCH_FULL_PASS_MS = 5_000;
+
 export type Summary = Extract<RolloutEvent, { type: "summary" }>;
 
 export class RefusedError extends Error {}
@@ -84,6 +90,8 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
   const intent = controlsIntent(intentOf(cfg, o), o);
+  // @kubernetes/client-node takes about a second to load: loaded while the stack opens, not in the first pass.
+  if (intent.kubernetesVersion !== undefined) k8s().catch(() => undefined);
   // molt:rollout.window: outside it nothing starts (OutsideWindowError, CLI exit 8).
   const wall = o.wallClock ?? controlsClock();
   checkWindowAtStart(intent.rollout.window, wall());
@@ -183,9 +191,24 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       if (end)
         return finish(await release.settle(end, { edges: e, nodes: views, operations: memory.operations, signal }));
       if (!isChange(op)) {
-        // A wait: observe again after the poll interval (at once when its deadline just passed).
-        if (!decided.expiredNow)
-          await clock.timed("wait", "wait", op.kind === "wait" ? op.node : undefined, () => pause(pollMs, signal));
+        // A wait: observe again after the poll interval (at once when its deadline just passed);
+        // a join, a node's health and kube-proxy's rollout are watched until their end shows (loop/wait-watch.ts).
+        const watch = watchOf(op);
+        const waitFor = async (): Promise<unknown> =>
+          watch && op.kind === "wait"
+            ? watchWait({
+                world,
+                op,
+                decide: (w) => decide(w, o.stack),
+                reread: (w) => ("node" in watch ? reobserveNode(e, w, watch.node) : reobserveAddons(e, w)),
+                tickMs: WATCH_TICK_MS,
+                fullEveryMs: WATCH_FULL_PASS_MS,
+                deadline: (memory.waits[op.key] ?? now()) + waitDeadlineSeconds(op.key, intent.timeouts) * 1000 + 1,
+                now,
+                signal,
+              })
+            : pause(pollMs, signal);
+        if (!decided.expiredNow) await clock.timed("wait", "wait", op.kind === "wait" ? op.node : undefined, waitFor);
         continue;
       }
 

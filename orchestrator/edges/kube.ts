@@ -68,6 +68,45 @@ interface Ports {
   close: () => Promise<void>;
 }
 
+interface NodeObject {
+  metadata?: { name?: string; labels?: Record<string, string> };
+  spec?: { unschedulable?: boolean };
+  status?: { conditions?: { type: string; status: string }[]; nodeInfo?: { kubeletVersion?: string } };
+}
+
+function kubeNodeOf(n: NodeObject): Omit<KubeNode, "leaseAgeSeconds"> {
+  return {
+    name: n.metadata?.name ?? "",
+    ready: n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
+    unschedulable: !!n.spec?.unschedulable,
+    controlPlane: n.metadata?.labels?.[CONTROL_PLANE_LABEL] !== undefined,
+    kubeletVersion: stripV(n.status?.nodeInfo?.kubeletVersion ?? ""),
+  };
+}
+
+interface DaemonSetObject {
+  metadata?: { generation?: number };
+  spec?: { template: { spec?: { containers: { name: string; image?: string }[] } } };
+  status?: {
+    observedGeneration?: number;
+    updatedNumberScheduled?: number;
+    desiredNumberScheduled: number;
+    numberAvailable?: number;
+  };
+}
+
+/** kube-proxy's version (its image tag) and whether its DaemonSet has rolled out; undefined without its container. */
+function kubeProxyOf(ds: DaemonSetObject): KubeObservation["kubeProxy"] {
+  const image = ds.spec?.template.spec?.containers.find((c) => c.name === "kube-proxy")?.image;
+  if (!image) return undefined;
+  const st = ds.status;
+  const rolledOut =
+    (ds.metadata?.generation ?? 0) <= (st?.observedGeneration ?? 0) &&
+    (st?.updatedNumberScheduled ?? 0) === (st?.desiredNumberScheduled ?? 0) &&
+    (st?.numberAvailable ?? 0) === (st?.desiredNumberScheduled ?? 0);
+  return { version: tagVersion(image), rolledOut };
+}
+
 export class KubeUnreachableError extends Error {
   constructor(detail: string) {
     super(`the Kubernetes API is not reachable: ${detail}`);
@@ -230,33 +269,30 @@ export class KubeAccess {
       const v = (parseYaml(cc) as { kubernetesVersion?: string } | null)?.kubernetesVersion;
       if (v) clusterConfigVersion = stripV(v);
     }
-    let kubeProxy: KubeObservation["kubeProxy"];
-    const image = proxy?.spec?.template.spec?.containers.find((c) => c.name === "kube-proxy")?.image;
-    if (proxy && image) {
-      const st = proxy.status;
-      const rolledOut =
-        (proxy.metadata?.generation ?? 0) <= (st?.observedGeneration ?? 0) &&
-        (st?.updatedNumberScheduled ?? 0) === (st?.desiredNumberScheduled ?? 0) &&
-        (st?.numberAvailable ?? 0) === (st?.desiredNumberScheduled ?? 0);
-      kubeProxy = { version: tagVersion(image), rolledOut };
-    }
+    const kubeProxy = proxy ? kubeProxyOf(proxy) : undefined;
     return {
       nodes: nodes.items.map((n) => {
-        const name = n.metadata?.name ?? "";
-        const age = leaseAge.get(name);
-        return {
-          name,
-          ready: n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
-          unschedulable: !!n.spec?.unschedulable,
-          controlPlane: n.metadata?.labels?.[CONTROL_PLANE_LABEL] !== undefined,
-          kubeletVersion: stripV(n.status?.nodeInfo?.kubeletVersion ?? ""),
-          ...(age !== undefined ? { leaseAgeSeconds: age } : {}),
-        };
+        const age = leaseAge.get(n.metadata?.name ?? "");
+        return { ...kubeNodeOf(n), ...(age !== undefined ? { leaseAgeSeconds: age } : {}) };
       }),
       evictable,
       ...(clusterConfigVersion ? { clusterConfigVersion } : {}),
       ...(kubeProxy ? { kubeProxy } : {}),
     };
+  }
+
+  /** kube-proxy's DaemonSet, as observeCluster reads it (the addons wait between full passes). */
+  async readKubeProxy(via: string): Promise<KubeObservation["kubeProxy"]> {
+    const { apps } = await this.api(via);
+    const ds = await apps.readNamespacedDaemonSet({ name: "kube-proxy", namespace: "kube-system" }).catch(notFound);
+    return ds ? kubeProxyOf(ds) : undefined;
+  }
+
+  /** One Node, as observeCluster reads it (without its Lease); undefined when there is none. */
+  async readNode(via: string, name: string): Promise<Omit<KubeNode, "leaseAgeSeconds"> | undefined> {
+    const { core } = await this.api(via);
+    const n = await core.readNode({ name }).catch(notFound);
+    return n && kubeNodeOf(n);
   }
 
   /**

@@ -5,7 +5,7 @@ import type { StackEdge } from "../stack/edge";
 import type { StoredState } from "../stack/state";
 import type { Alarm, EndpointStatus, Member } from "./etcd";
 import type { LeaseKv } from "../cluster-lock";
-import type { ComponentHealth, KubeObservation } from "./kube";
+import type { ComponentHealth, KubeNode, KubeObservation } from "./kube";
 import type { VipObservation } from "./vip";
 import type { SshAccessSettings } from "../../infra/remote/access";
 
@@ -29,6 +29,10 @@ export interface EtcdEdge {
 export interface KubeEdge {
   components(node: string): Promise<ComponentHealth>;
   observeCluster(via: string): Promise<Omit<KubeObservation, "components" | "via">>;
+  /** kube-proxy's DaemonSet (the addons wait between full passes). */
+  readKubeProxy(via: string): Promise<KubeObservation["kubeProxy"]>;
+  /** One Node (a waited-on node's readiness between full passes); undefined when there is none. */
+  readNode(via: string, name: string): Promise<Omit<KubeNode, "leaseAgeSeconds"> | undefined>;
   setClusterConfigVersion(via: string, version: string): Promise<void>;
   cordon(via: string, node: string): Promise<void>;
   /** One round of evictions: what is left on the node, and what refused (PDBs). */

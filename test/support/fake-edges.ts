@@ -53,6 +53,11 @@ export class FakeWorld {
   faults: {
     /** The next surge's machine comes up but its member never starts (an unstarted learner). */
     joinNeverStarts?: boolean;
+    /**
+     * The next surge's member starts (a voter, as kubeadm join promotes it) only after its
+     * status has been read this many times: a join still under way when its `up` returned.
+     */
+    joinStartsAfterReads?: number;
     /** The next surge's `up` fails after the machine's resources were made, before the list was written. */
     upFailsAfterCreate?: boolean;
     /** The next `up` is refused by the state guard (another run changed the stack): nothing is touched. */
@@ -81,6 +86,10 @@ export class FakeWorld {
    */
   vip?: { holder?: string; stopped: Set<string> };
   applies = 0;
+  /** A new member that starts after this many reads of its status (faults.joinStartsAfterReads). */
+  startsAfterReads?: { node: string; reads: number };
+  /** Status reads per node. */
+  statusReads = new Map<string, number>();
   /** Certificate expiry per node (openssl's notAfter text); a node not named has one years away. */
   certificates: Record<string, string> = {};
 
@@ -199,7 +208,10 @@ class FakeStack implements StackEdge {
       w.machines.delete(change.node);
     } else if (change.op.kind === "surge" || change.op.kind === "create-first") {
       const entry = change.next[change.next.length - 1];
-      const joins = !w.faults.joinNeverStarts;
+      const slow = w.faults.joinStartsAfterReads;
+      w.faults.joinStartsAfterReads = undefined;
+      if (slow !== undefined) w.startsAfterReads = { node: entry.name, reads: slow };
+      const joins = !w.faults.joinNeverStarts && slow === undefined;
       w.faults.joinNeverStarts = false;
       w.boot(entry, joins);
       if (w.faults.upFailsAfterCreate) {
@@ -245,7 +257,14 @@ class FakeEtcd implements EtcdEdge {
 
   async status(node: string): Promise<EndpointStatus> {
     this.machine(node);
-    const member = this.w.memberOf(node);
+    const w = this.w;
+    w.statusReads.set(node, (w.statusReads.get(node) ?? 0) + 1);
+    if (w.startsAfterReads?.node === node && --w.startsAfterReads.reads <= 0) {
+      w.startsAfterReads = undefined;
+      const m = w.memberOf(node)!;
+      Object.assign(m, { name: node, isLearner: false });
+    }
+    const member = w.memberOf(node);
     if (!member || (member.isLearner && member.name === ""))
       throw new Error(`14 UNAVAILABLE: etcd on ${node} is not running`);
     return {

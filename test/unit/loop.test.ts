@@ -206,15 +206,45 @@ describe("the rollout loop (fake edges)", function () {
     stack("lab-v2", { joinSeconds: 10 });
     const w = FakeWorld.cluster(3, "lab-v1");
     w.faults.joinNeverStarts = true;
-    const { summary, events } = await run(w);
+    // The run's clock, read without advancing it: when the waits began and when the rollback was decided.
+    let t = Date.now();
+    const at: { kind: string; t: number }[] = [];
+    const { summary } = await run(w, {
+      now: () => (t += 1000),
+      onEvent: (e) => void (e.type === "decision" && at.push({ kind: e.operation.kind, t })),
+    });
     assert.equal(summary.result, "rolled-back", summary.reason);
-    const waits = events.filter((e) => e.type === "decision" && e.operation.kind === "wait");
-    assert.ok(waits.length >= 9, `waited for the join deadline (${waits.length} waits)`);
+    assert.match(summary.reason, /join deadline/);
+    const firstWait = at.find((d) => d.kind === "wait")!;
+    const rollback = at.find((d) => d.t > firstWait.t && d.kind !== "wait")!;
+    assert.ok(rollback.t - firstWait.t >= 10_000, `waited out the 10 s join deadline (${rollback.t - firstWait.t} ms)`);
     assert.deepEqual(images(w), ["lab-cp-1:lab-v1", "lab-cp-2:lab-v1", "lab-cp-3:lab-v1"]);
     assert.equal(w.members.length, 3);
     assert.ok(w.members.every((m) => !m.isLearner));
     assert.ok(w.log.some((l) => l.startsWith("up rollback lab-cp-4")));
     assert.equal(w.machines.size, 3);
+  });
+
+  it("watches a new node's join between full passes and acts once its member has started", async () => {
+    stack("lab-v2");
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.faults.joinStartsAfterReads = 6;
+    const seen: string[] = [];
+    const { summary } = await run(w, {
+      now: Date.now,
+      onEvent: (e) => {
+        if (e.type === "observed") seen.push("observed");
+        if (e.type === "decision")
+          seen.push(e.operation.kind === "wait" ? `wait ${e.operation.key}` : e.operation.kind);
+      },
+    });
+    assert.equal(summary.result, "succeeded", summary.reason);
+    const i = seen.indexOf("wait join:lab-cp-4");
+    assert.ok(i > 0, `waited for lab-cp-4's join: ${seen.join(", ")}`);
+    // One wait decided, then no full pass until the member started (status read 6 times, 5 of them by the
+    // watch), then a full pass whose decision is the retirement's first step.
+    assert.deepEqual(seen.slice(i, i + 3), ["wait join:lab-cp-4", "observed", "move-leader"]);
+    assert.ok(w.statusReads.get("lab-cp-4")! >= 6);
   });
 
   it("pauses instead with --on-failure pause, leaving the new node for inspection", async () => {

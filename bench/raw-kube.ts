@@ -1,0 +1,136 @@
+// The Kubernetes part of the raw-work baseline (bench/raw-work.ts): what an operator does by
+// hand around each kubeadm join and reset, with no molt and no engine, in molt's order:
+// kubeadm-config's version before the first join; after a join, the new node's
+// controller-manager, scheduler and Node Ready; before an old node's member is removed, its
+// drain (cordon, evictions through the Eviction API, its pods gone) and its API server
+// stopped (manifest moved aside, nothing listening on 6443); after its machine is gone, its
+// Node deleted; at the end kube-proxy and CoreDNS set to the new version's images and the
+// kube-proxy DaemonSet rolled out. The API calls go through the lab's load balancer, as
+// kubectl's would; the checks poll every 100 ms.
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { clusterConfigurationAt } from "../infra/kubeadm/cluster-config";
+import type { SshSession } from "../infra/remote/ssh";
+import { isEvictable, k8s } from "../orchestrator/edges/kube-support";
+import { pollUntil } from "../lib/poll";
+import { labKubeConfig } from "../test/support/kube-workload";
+
+export interface RawKube {
+  beforeFirstJoin(): Promise<void>;
+  /** After the join script: controller-manager and scheduler healthy, the Node Ready. */
+  afterJoin(node: string, ssh: SshSession): Promise<void>;
+  /** Before the old node's member is removed: drained, its API server stopped. */
+  beforeRemove(node: string, ssh: SshSession): Promise<void>;
+  /** After its machine is gone: its Node deleted. */
+  afterStop(node: string): Promise<void>;
+  /** After the last node: the addons of the new version, kube-proxy rolled out. */
+  atEnd(ssh: SshSession): Promise<void>;
+}
+
+const TICK = { intervalMs: 100, maxIntervalMs: 100 };
+
+export async function rawKube(adminConf: string, version: string, deadlineMs: number): Promise<RawKube> {
+  const m = await k8s();
+  const kc = await labKubeConfig(adminConf);
+  const core = kc.makeApiClient(m.CoreV1Api);
+  const apps = kc.makeApiClient(m.AppsV1Api);
+  const until = <T>(what: string, check: () => Promise<T | undefined>) =>
+    pollUntil(
+      async () => {
+        try {
+          return await check();
+        } catch {
+          return undefined; // an API server going away mid-call: asked again
+        }
+      },
+      { what, deadlineMs, ...TICK },
+    );
+  const strategic = m.setHeaderOptions("Content-Type", m.PatchStrategy.StrategicMergePatch);
+  return {
+    async beforeFirstJoin() {
+      const cm = await core.readNamespacedConfigMap({ name: "kubeadm-config", namespace: "kube-system" });
+      const cc = (parseYaml(cm.data?.ClusterConfiguration ?? "") ?? {}) as Record<string, unknown>;
+      cm.data = { ...cm.data, ClusterConfiguration: stringifyYaml(clusterConfigurationAt(cc, version)) };
+      await core.replaceNamespacedConfigMap({ name: "kubeadm-config", namespace: "kube-system", body: cm });
+    },
+    async afterJoin(node, ssh) {
+      await until(`${node}'s controller-manager, scheduler and Node Ready`, async () => {
+        const [health, n] = await Promise.all([
+          ssh.exec("curl -fsk https://127.0.0.1:10257/healthz && curl -fsk https://127.0.0.1:10259/livez"),
+          core.readNode({ name: node }),
+        ]);
+        const ready = n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+        return health.code === 0 && ready ? true : undefined;
+      });
+    },
+    async beforeRemove(node, ssh) {
+      await core.patchNode(
+        { name: node, body: { spec: { unschedulable: true } } },
+        m.setHeaderOptions("Content-Type", m.PatchStrategy.MergePatch),
+      );
+      await until(`${node} drained`, async () => {
+        const pods = (await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items.filter(
+          isEvictable,
+        );
+        if (pods.length === 0) return true;
+        await Promise.all(
+          pods
+            .filter((p) => !p.metadata?.deletionTimestamp)
+            .map(
+              (p) =>
+                core
+                  .createNamespacedPodEviction({
+                    name: p.metadata!.name!,
+                    namespace: p.metadata!.namespace!,
+                    body: {
+                      apiVersion: "policy/v1",
+                      kind: "Eviction",
+                      metadata: { name: p.metadata!.name!, namespace: p.metadata!.namespace! },
+                    },
+                  })
+                  .catch(() => undefined), // 429 (a budget) or 404: the next round asks again
+            ),
+        );
+        return undefined;
+      });
+      await ssh.run(
+        "mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired",
+        `moving ${node}'s kube-apiserver manifest aside`,
+      );
+      await until(`${node}'s kube-apiserver to stop`, async () => {
+        const r = await ssh.exec("ss -ltnH 'sport = :6443'");
+        return r.code === 0 && r.stdout.trim() === "" ? true : undefined;
+      });
+    },
+    async afterStop(node) {
+      await core.deleteNode({ name: node });
+    },
+    async atEnd(ssh) {
+      const images = (await ssh.run(`kubeadm config images list --kubernetes-version v${version}`, "images"))
+        .split("\n")
+        .map((l) => l.trim());
+      const proxy = images.find((i) => /\/kube-proxy:/.test(i))!;
+      const dns = images.find((i) => /\/coredns:/.test(i));
+      const patch = (name: string, image: string) => ({
+        spec: { template: { spec: { containers: [{ name, image }] } } },
+      });
+      await apps.patchNamespacedDaemonSet(
+        { name: "kube-proxy", namespace: "kube-system", body: patch("kube-proxy", proxy) },
+        strategic,
+      );
+      if (dns)
+        await apps.patchNamespacedDeployment(
+          { name: "coredns", namespace: "kube-system", body: patch("coredns", dns) },
+          strategic,
+        );
+      await until("the kube-proxy DaemonSet to roll out", async () => {
+        const ds = await apps.readNamespacedDaemonSet({ name: "kube-proxy", namespace: "kube-system" });
+        const st = ds.status;
+        return (ds.metadata?.generation ?? 0) <= (st?.observedGeneration ?? 0) &&
+          (st?.updatedNumberScheduled ?? 0) === (st?.desiredNumberScheduled ?? 0) &&
+          (st?.numberAvailable ?? 0) === (st?.desiredNumberScheduled ?? 0)
+          ? true
+          : undefined;
+      });
+    },
+  };
+}
