@@ -453,7 +453,7 @@ async function rawKubeScenario(say: Say, result: Record<string, unknown>): Promi
       `${avg("kubeRetireMs")} / ${avg("membershipMs")} / ${avg("resetMs")} / ${avg("detachMs")} / ` +
         `${avg("stopMs")} / ${avg("deleteNodeMs")}`,
     );
-    say("  kubeadm-config before / addons after (kube-proxy rolled out)", `in the wall / ${sec(raw.addonsMs ?? 0, 2)}`);
+    say("  addons after the last node (kube-proxy rolled out)", sec(raw.addonsMs ?? 0, 2));
     const molt = (result.kube as { wallMs?: number } | undefined)?.wallMs;
     if (molt !== undefined) say("molt wall / raw-work wall (Kubernetes upgrade)", (molt / raw.wallMs).toFixed(2));
     goal(
