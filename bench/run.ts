@@ -397,7 +397,7 @@ function etcdGates(r: Run, seen: Record<string, EtcdSeen>, created: Set<string>,
   return out;
 }
 
-/** The cluster's admin.conf written into the work dir, and the bench's workload (3 replicas, PDB minAvailable 2) ready. */
+/** The cluster's admin.conf written into the work dir; the bench's workload (3 replicas, PDB minAvailable 2) ready. */
 async function withWorkload(wd: TestWorkDir, st: Awaited<ReturnType<typeof readStoredState>>): Promise<string> {
   const ep = st.endpoints[0];
   const ssh = await SshSession.connect({
