@@ -416,6 +416,16 @@ async function withWorkload(wd: TestWorkDir, st: Awaited<ReturnType<typeof readS
   return adminConf;
 }
 
+/** A 3-node Kubernetes cluster on K8S_FROM made by molt, its state, admin.conf, and the workload ready. */
+async function kubeCluster(wd: TestWorkDir, l: LabSettings, stack: string) {
+  wd.writeStackConfig(stack, kubeStackYaml(l, `k8s-v${K8S_FROM}`));
+  const created = await measuredRollout(wd, stack);
+  const st = await readStoredState(
+    await openStack({ stackName: stack, workDir: wd.dir, env: wd.env, create: false, program: async () => ({}) }),
+  );
+  return { created, st, adminConf: await withWorkload(wd, st) };
+}
+
 /**
  * The raw-work baseline of the Kubernetes upgrade: the same 3-node upgrade with the same
  * workload, on a cluster molt made on a lab of its own, done directly (bench/raw-work.ts with
@@ -425,14 +435,8 @@ async function withWorkload(wd: TestWorkDir, st: Awaited<ReturnType<typeof readS
 async function rawKubeScenario(say: Say, result: Record<string, unknown>): Promise<void> {
   const l = lab(7);
   const wd = makeWorkDir("molt-bench-rawk8s-");
-  const stack = "rawk8s";
   try {
-    wd.writeStackConfig(stack, kubeStackYaml(l, `k8s-v${K8S_FROM}`));
-    const created = await measuredRollout(wd, stack);
-    const st = await readStoredState(
-      await openStack({ stackName: stack, workDir: wd.dir, env: wd.env, create: false, program: async () => ({}) }),
-    );
-    const adminConf = await withWorkload(wd, st);
+    const { created, st, adminConf } = await kubeCluster(wd, l, "rawk8s");
     const raw = await rawRoll({
       lab: l,
       nodes: st.endpoints.map((e) => ({ name: e.name, address: e.sshHost, hostKey: e.hostPublicKey })),
@@ -477,18 +481,7 @@ async function kubeScenario(say: Say, result: Record<string, unknown>): Promise<
   const wd = makeWorkDir("molt-bench-k8s-");
   const stack = "benchk8s";
   try {
-    wd.writeStackConfig(stack, kubeStackYaml(l, `k8s-v${K8S_FROM}`));
-    const created = await measuredRollout(wd, stack);
-    const st = await readStoredState(
-      await openStack({
-        stackName: stack,
-        workDir: wd.dir,
-        env: wd.env,
-        create: false,
-        program: buildProgram({ provider: "lab", nodes: [], sshUser: "root", lab: l, joinDeadlineSeconds: 600 }),
-      }),
-    );
-    const adminConf = await withWorkload(wd, st);
+    const { created, adminConf } = await kubeCluster(wd, l, stack);
 
     wd.writeStackConfig(stack, kubeStackYaml(l, `k8s-v${K8S_TO}`));
     const probes = await startProbes(adminConf, l);
