@@ -6,10 +6,12 @@
 // stopped (manifest moved aside, nothing listening on 6443); after its machine is gone, its
 // Node deleted; at the end kube-proxy and CoreDNS set to the new version's images and the
 // kube-proxy DaemonSet rolled out. The API calls go through the lab's load balancer, as
-// kubectl's would; the checks poll every 100 ms.
+// kubectl's would; the checks poll every 100 ms. molt's pure parsers (which pods a drain
+// evicts, Node Ready, kube-proxy rolled out) are reused, so both sides judge the same conditions.
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { clusterConfigurationAt } from "../infra/kubeadm/cluster-config";
 import type { SshSession } from "../infra/remote/ssh";
+import { kubeNodeOf, kubeProxyOf } from "../orchestrator/edges/kube";
 import { isEvictable, k8s } from "../orchestrator/edges/kube-support";
 import { pollUntil } from "../lib/poll";
 import { labKubeConfig } from "../test/support/kube-workload";
@@ -58,8 +60,7 @@ export async function rawKube(adminConf: string, version: string, deadlineMs: nu
           ssh.exec("curl -fsk https://127.0.0.1:10257/healthz && curl -fsk https://127.0.0.1:10259/livez"),
           core.readNode({ name: node }),
         ]);
-        const ready = n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
-        return health.code === 0 && ready ? true : undefined;
+        return health.code === 0 && kubeNodeOf(n).ready ? true : undefined;
       });
     },
     async beforeRemove(node, ssh) {
@@ -124,12 +125,7 @@ export async function rawKube(adminConf: string, version: string, deadlineMs: nu
         );
       await until("the kube-proxy DaemonSet to roll out", async () => {
         const ds = await apps.readNamespacedDaemonSet({ name: "kube-proxy", namespace: "kube-system" });
-        const st = ds.status;
-        return (ds.metadata?.generation ?? 0) <= (st?.observedGeneration ?? 0) &&
-          (st?.updatedNumberScheduled ?? 0) === (st?.desiredNumberScheduled ?? 0) &&
-          (st?.numberAvailable ?? 0) === (st?.desiredNumberScheduled ?? 0)
-          ? true
-          : undefined;
+        return kubeProxyOf(ds)?.rolledOut ? true : undefined;
       });
     },
   };

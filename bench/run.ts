@@ -397,16 +397,21 @@ function etcdGates(r: Run, seen: Record<string, EtcdSeen>, created: Set<string>,
   return out;
 }
 
-/** The cluster's admin.conf written into the work dir; the bench's workload (3 replicas, PDB minAvailable 2) ready. */
-async function withWorkload(wd: TestWorkDir, st: Awaited<ReturnType<typeof readStoredState>>): Promise<string> {
+/** An SSH session to the stack's first node, with the stack's key and the node's pinned host key. */
+function firstNodeSession(st: Awaited<ReturnType<typeof readStoredState>>): Promise<SshSession> {
   const ep = st.endpoints[0];
-  const ssh = await SshSession.connect({
+  return SshSession.connect({
     host: ep.sshHost,
     port: ep.sshPort,
     user: st.sshUser,
     privateKey: st.sshPrivateKey!,
     hostKey: ep.hostPublicKey,
   });
+}
+
+/** The cluster's admin.conf written into the work dir; the bench's workload (3 replicas, PDB minAvailable 2) ready. */
+async function withWorkload(wd: TestWorkDir, st: Awaited<ReturnType<typeof readStoredState>>): Promise<string> {
+  const ssh = await firstNodeSession(st);
   const adminConf = join(wd.dir, "admin.conf");
   writeFileSync(adminConf, await ssh.run("cat /etc/kubernetes/admin.conf", "admin.conf"), { mode: 0o600 });
   ssh.close();
@@ -1033,14 +1038,7 @@ async function main(): Promise<void> {
       for (let i = 0; i < dataMiB; i++) await client.put(`bench/blob/${i}`).value(value);
       const writeMs = Date.now() - tw;
       // Raw copy time of the same data: stream the member's database file off a node over SSH.
-      const ep = st.endpoints[0];
-      const ssh = await SshSession.connect({
-        host: ep.sshHost,
-        port: ep.sshPort,
-        user: st.sshUser,
-        privateKey: st.sshPrivateKey!,
-        hostKey: ep.hostPublicKey,
-      });
+      const ssh = await firstNodeSession(st);
       const dbBytes = Number((await ssh.run("stat -c %s /var/lib/etcd/member/snap/db", "db size")).trim());
       const tc = Date.now();
       await ssh.run("cat /var/lib/etcd/member/snap/db | wc -c", "raw copy");

@@ -74,7 +74,7 @@ interface NodeObject {
   status?: { conditions?: { type: string; status: string }[]; nodeInfo?: { kubeletVersion?: string } };
 }
 
-function kubeNodeOf(n: NodeObject): Omit<KubeNode, "leaseAgeSeconds"> {
+export function kubeNodeOf(n: NodeObject): Omit<KubeNode, "leaseAgeSeconds"> {
   return {
     name: n.metadata?.name ?? "",
     ready: n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
@@ -96,7 +96,7 @@ interface DaemonSetObject {
 }
 
 /** kube-proxy's version (its image tag) and whether its DaemonSet has rolled out; undefined without its container. */
-function kubeProxyOf(ds: DaemonSetObject): KubeObservation["kubeProxy"] {
+export function kubeProxyOf(ds: DaemonSetObject): KubeObservation["kubeProxy"] {
   const image = ds.spec?.template.spec?.containers.find((c) => c.name === "kube-proxy")?.image;
   if (!image) return undefined;
   const st = ds.status;
