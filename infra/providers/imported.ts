@@ -2,8 +2,7 @@
 // provider's resource for its machines, declared with importOptions (infra/providers/provider.ts)
 // so the engine reads the machine instead of creating it. Only the id is molt's input; every
 // other input comes from what the engine read, and no update is ever planned for it.
-import * as aws from "@pulumi/aws";
-import * as azure from "@pulumi/azure-native";
+import { awsSdk, azureSdk } from "./sdk";
 import * as pulumi from "@pulumi/pulumi";
 import { importOptions } from "./provider";
 import { VSPHERE_PROVIDER_VERSION, VSPHERE_TOKENS } from "./vsphere/bindings";
@@ -17,7 +16,8 @@ const VSPHERE_VM_PATH = /^\/[^/]+\/vm\/(.+\/)?[^/]+$/;
 export const awsImport = {
   problem: (id: string): string | undefined =>
     EC2_INSTANCE.test(id) ? undefined : `"${id}" is not an EC2 instance id (i- and 8 or 17 hex digits)`,
-  machine: (name: string, id: string): pulumi.CustomResource => new aws.ec2.Instance(name, {}, importOptions(id)),
+  machine: (name: string, id: string): pulumi.CustomResource =>
+    new (awsSdk().ec2.Instance)(name, {}, importOptions(id)),
 };
 
 export const azureImport = {
@@ -30,7 +30,7 @@ export const azureImport = {
     const [, resourceGroupName, vmName] = AZURE_VM.exec(id) ?? [];
     if (!resourceGroupName || !vmName) throw new Error(`internal: ${azureImport.problem(id)}`);
     // The NIC and the disks stay the owner's: only the VM is taken into the stack.
-    return new azure.compute.VirtualMachine(name, { resourceGroupName, vmName }, importOptions(id));
+    return new (azureSdk().compute.VirtualMachine)(name, { resourceGroupName, vmName }, importOptions(id));
   },
 };
 

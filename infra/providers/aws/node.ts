@@ -3,7 +3,8 @@
 // target group on 6443, and the shared tail (infra/providers/cloud-node.ts). Every
 // resource is named after the node, so a node with a new image is a new set of
 // resources, never an in-place update.
-import * as aws from "@pulumi/aws";
+import type * as aws from "@pulumi/aws";
+import { awsSdk } from "../sdk";
 import * as pulumi from "@pulumi/pulumi";
 import {
   cloudInitUserData,
@@ -32,7 +33,8 @@ export class AwsControlPlaneNode extends CloudControlPlaneNode {
       throw new Error(`node ${node.name}: sshAddress "public" needs associatePublicIpAddress: true`);
     }
 
-    this.instance = new aws.ec2.Instance(
+    const sdk = awsSdk();
+    this.instance = new sdk.ec2.Instance(
       node.name,
       {
         ...region,
@@ -66,7 +68,7 @@ export class AwsControlPlaneNode extends CloudControlPlaneNode {
       { parent: this, replaceOnChanges: ["ami"], deleteBeforeReplace: false, ...keepFirstBootData(["userData"]) },
     );
 
-    const attachment = new aws.lb.TargetGroupAttachment(
+    const attachment = new sdk.lb.TargetGroupAttachment(
       `${node.name}-api`,
       { ...region, targetGroupArn: s.apiTargetGroupArn, targetId: this.instance.id, port: 6443 },
       { parent: this },

@@ -3,7 +3,7 @@
 // controllers, and whatever the CNI needs: VXLAN, BGP, IP-in-IP, Geneve ...), the API from
 // its clients and from the load balancer's subnets (health checks), SSH on the port molt
 // uses. Create it once per cluster, not per node.
-import * as aws from "@pulumi/aws";
+import { awsSdk } from "../sdk";
 import * as pulumi from "@pulumi/pulumi";
 
 export interface AwsControlPlaneSecurityGroupArgs {
@@ -44,7 +44,7 @@ export class AwsControlPlaneSecurityGroup extends pulumi.ComponentResource {
       self: true,
       description,
     });
-    const sg = new aws.ec2.SecurityGroup(
+    const sg = new (awsSdk().ec2.SecurityGroup)(
       name,
       {
         ...(args.region ? { region: args.region } : {}),

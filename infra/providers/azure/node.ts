@@ -10,7 +10,8 @@
 // sent to itself. The node therefore reaches controlPlaneEndpoint's name at its own API
 // server once it runs one (endpointRouting "local-apiserver", as Cluster API's Azure
 // templates do), so `kubeadm init` and the kubelet never depend on the hairpin.
-import * as azure from "@pulumi/azure-native";
+import type * as azure from "@pulumi/azure-native";
+import { azureSdk } from "../sdk";
 import * as pulumi from "@pulumi/pulumi";
 import type { NodeEntry } from "../../node";
 import { cloudInitUserData, keepFirstBootData, nodeTags, type CloudControlPlaneNodeArgs } from "../cloud-common";
@@ -48,7 +49,8 @@ export class AzureControlPlaneNode extends CloudControlPlaneNode {
     const image = imageReference(node.image);
     const tags = { ...s.tags, ...nodeTags(node, args.bootstrap.clusterName ?? "kubernetes") };
 
-    this.nic = new azure.network.NetworkInterface(
+    const sdk = azureSdk();
+    this.nic = new sdk.network.NetworkInterface(
       `${node.name}-nic`,
       {
         resourceGroupName: s.resourceGroupName,
@@ -70,7 +72,7 @@ export class AzureControlPlaneNode extends CloudControlPlaneNode {
       { parent: this },
     );
 
-    this.vm = new azure.compute.VirtualMachine(
+    this.vm = new sdk.compute.VirtualMachine(
       node.name,
       {
         resourceGroupName: s.resourceGroupName,
@@ -145,7 +147,7 @@ export class AzureControlPlaneAvailabilitySet extends pulumi.ComponentResource {
   constructor(name: string, args: AzureControlPlaneAvailabilitySetArgs, opts?: pulumi.ComponentResourceOptions) {
     super("molt:azure:ControlPlaneAvailabilitySet", name, {}, opts);
     const s = args.settings;
-    const set = new azure.compute.AvailabilitySet(
+    const set = new (azureSdk().compute.AvailabilitySet)(
       `${name}-set`,
       {
         resourceGroupName: s.resourceGroupName,
