@@ -130,6 +130,10 @@ function connectClient(
   return new Promise<Client>((resolve, reject) => {
     const onError = (err: Error) => {
       client.removeListener("ready", onReady);
+      // A connect can fail twice: a machine that accepts TCP but never speaks SSH times out,
+      // then reports the connection lost as it closes. Unheard, that second error ended the
+      // whole process (found on the lab: a machine left half-made by a killed run).
+      client.on("error", () => undefined);
       client.end();
       reject(mismatch ? refused() : err);
     };
