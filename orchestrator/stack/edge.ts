@@ -179,7 +179,9 @@ export class EngineStack implements StackEdge {
     if (this.known) return this.known;
     // Resources of unlisted nodes can only come from a failed or killed `up`: the state is
     // exported at the start of a run and after a failed `up`, not on every pass.
-    const exported = await this.baseState();
+    // The stored state needs the stack's secrets (the nodes' SSH key): a graph-only read has them encrypted.
+    const base = await this.baseState();
+    const exported = base.plain ? viewOf(await exportState(this.stack)) : base;
     const stored = await storedStateOfExport(this.stack, exported);
     const listed = stored.nodes.map((n) => n.name);
     const orphans = orphanedNodes(exported.resources, listed, (n) => isNodeName(this.o.stackName, n));
@@ -377,8 +379,8 @@ export class EngineStack implements StackEdge {
   /**
    * While this run holds the stack's lock, the list it last wrote is the list in the
    * backend: taken from the update's events when they are complete and carry the `molt`
-   * output (and the client key did not change), else read back. The state is then exported
-   * in the background for the next change.
+   * output (and the client key did not change), else read back. The state's graph (no
+   * secrets decrypted) is then exported in the background for the next change.
    */
   private async remember(record: UpRecord, nodes: NodeEntry[]): Promise<void> {
     const molt = record.complete ? record.stackOutputs?.molt : undefined;
@@ -395,7 +397,7 @@ export class EngineStack implements StackEdge {
     stored ??= await readStoredState(this.stack);
     this.known = { ...stored, orphans: [] };
     this.stopBackground = new AbortController();
-    const after = exportState(this.stack, this.stopBackground.signal).then(viewOf);
+    const after = exportState(this.stack, { signal: this.stopBackground.signal }).then(viewOf);
     after.catch(() => undefined);
     this.base = after;
   }

@@ -162,21 +162,35 @@ export async function parseStoredState(stack: Stack, out: OutputMap): Promise<St
  * The exported state: its resources, pending operations and the node list in its outputs
  * (undefined if it has none yet).
  */
-export async function exportState(stack: Stack, signal?: AbortSignal) {
-  const exported = signal ? await exportStackStoppable(stack, signal) : await stack.exportStack();
+/**
+ * The stack's state as `stack export` gives it: by default with its secrets decrypted (the
+ * stack's outputs hold the nodes' SSH key). `graphOnly` reads only what the next change needs
+ * (the resource graph, the node list, the guard's token: none of them secret) without
+ * `--show-secrets`: the engine then derives no key from the passphrase and decrypts nothing,
+ * about half an export's time on the lab (0.4-0.5 s instead of 1.0-1.3 s, measured); its
+ * secrets stay ciphertext (`plain`), and its `signal` stops it.
+ */
+export async function exportState(stack: Stack, graphOnly?: { signal: AbortSignal }) {
+  const exported = graphOnly ? await exportStackStoppable(stack, graphOnly.signal) : await stack.exportStack();
   const deployment = exported.deployment as {
     resources?: (StateResource & { outputs?: { molt?: { nodes?: unknown } } })[];
     pending_operations?: PendingOperation[];
   };
   const resources = deployment.resources ?? [];
   const nodes = resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes;
-  return { exported, deployment, resources, listed: Array.isArray(nodes) ? (nodes as NodeEntry[]) : undefined };
+  return {
+    exported,
+    deployment,
+    resources,
+    listed: Array.isArray(nodes) ? (nodes as NodeEntry[]) : undefined,
+    ...(graphOnly ? { plain: true as const } : {}),
+  };
 }
 
 export type ExportedState = Awaited<ReturnType<typeof exportState>>;
 
 /** What a run keeps of an export between changes: the resource graph, the list, the stack's outputs. */
-export type StateView = Pick<ExportedState, "resources" | "listed"> & {
+export type StateView = Pick<ExportedState, "resources" | "listed" | "plain"> & {
   /** The state guard's token (infra/guard.ts), "" when the state holds no guard. */
   guardToken?: string;
 };
@@ -200,12 +214,17 @@ export function viewOf(state: ExportedState): StateView {
   });
   const guard = state.resources.find((r) => r.urn.endsWith(`::${GUARD_NAME}`));
   const token = (guard?.outputs as { token?: unknown } | undefined)?.token;
-  return { resources, listed: state.listed, guardToken: typeof token === "string" ? token : "" };
+  return {
+    resources,
+    listed: state.listed,
+    guardToken: typeof token === "string" ? token : "",
+    ...(state.plain ? { plain: true as const } : {}),
+  };
 }
 
 /**
- * `stack export --show-secrets`, as the Automation API's exportStack runs it, with a signal
- * that stops it (a read: stopping it leaves nothing behind).
+ * `stack export` without `--show-secrets`, through the command runner the Automation API's
+ * exportStack uses, with a signal that stops it (a read: stopping it leaves nothing behind).
  */
 async function exportStackStoppable(stack: Stack, signal: AbortSignal): Promise<Deployment> {
   const ws = stack.workspace as LocalWorkspace;
@@ -221,7 +240,7 @@ async function exportStackStoppable(stack: Stack, signal: AbortSignal): Promise<
     ): Promise<{ stdout: string }>;
   };
   const r = await engine.run(
-    ["stack", "export", "--show-secrets", "--stack", stack.name],
+    ["stack", "export", "--stack", stack.name],
     ws.workDir,
     { ...ws.envVars },
     undefined,

@@ -3,7 +3,7 @@
 // and a refusal rather than a guess when the export holds a secret still encrypted.
 import * as assert from "node:assert/strict";
 import type { Stack } from "@pulumi/pulumi/automation";
-import { storedStateOfExport, type ExportedState } from "../../orchestrator/stack/state";
+import { storedStateOfExport, viewOf, type ExportedState } from "../../orchestrator/stack/state";
 
 const stack = { name: "s" } as Stack;
 const molt = {
@@ -56,5 +56,24 @@ describe("stored state from an export", () => {
       storedStateOfExport(stack, exported({ molt: { ...molt, nodes: [{ name: "" }] } })),
       /the node list stored in stack "s" is not valid/,
     );
+  });
+
+  it("takes the list and the guard's token from a graph-only export, and marks its secrets as encrypted", () => {
+    const root = {
+      urn: "urn:pulumi:s::molt::pulumi:pulumi:Stack::molt-s",
+      type: "pulumi:pulumi:Stack",
+      outputs: { molt, sshPrivateKey: { [SIG]: "1b47061264138c4ac30d75fd1eb44270", ciphertext: "v1:abc" } },
+    };
+    const guard = {
+      urn: "urn:pulumi:s::molt::pulumi-nodejs:dynamic/molt:StateGuard::molt-state-guard",
+      type: "pulumi-nodejs:dynamic/molt:StateGuard",
+      outputs: { token: "t-1", expect: "t-0" },
+    };
+    const plain = { resources: [root, guard], listed: molt.nodes, plain: true } as unknown as ExportedState;
+    const view = viewOf(plain);
+    assert.deepEqual(view.listed, molt.nodes);
+    assert.equal(view.guardToken, "t-1");
+    assert.equal(view.plain, true, "state() must not read the client key from it");
+    assert.equal(viewOf({ ...plain, plain: undefined }).plain, undefined);
   });
 });
