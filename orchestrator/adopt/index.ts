@@ -93,7 +93,7 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
         program: buildProgram(programInputFor(cfg, [])),
       });
       const stored = await readStoredState(stack);
-      if (home === "cluster") guardToken = viewOf(await exportState(stack)).guardToken ?? "";
+      if (home === "cluster") guardToken = viewOf(await exportState(stack, { graphOnly: true })).guardToken ?? "";
       if (stored.nodes.length)
         refuse(
           `stack ${o.stack} already holds nodes (${stored.nodes.map((n) => n.name).join(", ")}): adoption records a ` +

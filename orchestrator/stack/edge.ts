@@ -209,7 +209,7 @@ export class EngineStack implements StackEdge {
       // resource still depends on it. Every resource of the node must be gone: the update's
       // own events show each delete; what they do not show, the state decides.
       const unseen = notShownDeleted(record, plan.nodeResources);
-      const left = unseen.length ? (await exportState(this.stack)).resources.filter((r) => unseen.includes(r.urn)) : [];
+      const left = await this.stillStored(unseen);
       if (left.length > 0) {
         this.o.report?.({
           type: "phase",
@@ -256,7 +256,7 @@ export class EngineStack implements StackEdge {
     const record = await this.up(current, [...targets], {}, guardToken);
     await this.remember(record, current);
     const unseen = notShownDeleted(record, [...owned]);
-    const left = unseen.length ? (await exportState(this.stack)).resources.filter((r) => unseen.includes(r.urn)) : [];
+    const left = await this.stillStored(unseen);
     if (left.length)
       throw new Error(
         `a targeted update left ${left.length} resource(s) of ${orphans.join(", ")} in place: ` +
@@ -277,6 +277,13 @@ export class EngineStack implements StackEdge {
     // The read after the last change is of no use once the run ends: stopped, not awaited.
     this.stopBackground?.abort();
     await this.base?.catch(() => undefined);
+  }
+
+  /** Which of these resources the state still holds (none asked: no export). */
+  private async stillStored(urns: string[]): Promise<StateView["resources"]> {
+    if (urns.length === 0) return [];
+    const { resources } = await exportState(this.stack, { graphOnly: true });
+    return resources.filter((r) => urns.includes(r.urn));
   }
 
   /** Stops the background export of the state (quiesce). */
@@ -397,7 +404,7 @@ export class EngineStack implements StackEdge {
     stored ??= await readStoredState(this.stack);
     this.known = { ...stored, orphans: [] };
     this.stopBackground = new AbortController();
-    const after = exportState(this.stack, { signal: this.stopBackground.signal }).then(viewOf);
+    const after = exportState(this.stack, { graphOnly: true, signal: this.stopBackground.signal }).then(viewOf);
     after.catch(() => undefined);
     this.base = after;
   }

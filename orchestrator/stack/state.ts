@@ -165,10 +165,11 @@ export async function parseStoredState(stack: Stack, out: OutputMap): Promise<St
  * resource graph, the node list, the guard's token: none of them secret) without
  * `--show-secrets`: the engine decrypts nothing, and the export takes about half the time
  * (lab, passphrase secrets: 0.4-0.5 s instead of 1.0-1.3 s, half the engine's CPU; measured
- * by hand). Its secrets stay ciphertext (`plain`), and its `signal` stops it.
+ * by hand). Its secrets stay ciphertext (`plain`), and a `signal` stops it.
  */
-export async function exportState(stack: Stack, graphOnly?: { signal: AbortSignal }) {
-  const exported = graphOnly ? await exportStackStoppable(stack, graphOnly.signal) : await stack.exportStack();
+export async function exportState(stack: Stack, o: { graphOnly?: boolean; signal?: AbortSignal } = {}) {
+  const graphOnly = o.graphOnly === true;
+  const exported = graphOnly ? await exportGraph(stack, o.signal) : await stack.exportStack();
   const deployment = exported.deployment as {
     resources?: (StateResource & { outputs?: { molt?: { nodes?: unknown } } })[];
     pending_operations?: PendingOperation[];
@@ -223,7 +224,7 @@ export function viewOf(state: ExportedState): StateView {
  * `stack export` without `--show-secrets`, through the command runner the Automation API's
  * exportStack uses, with a signal that stops it (a read: stopping it leaves nothing behind).
  */
-async function exportStackStoppable(stack: Stack, signal: AbortSignal): Promise<Deployment> {
+async function exportGraph(stack: Stack, signal?: AbortSignal): Promise<Deployment> {
   const ws = stack.workspace as LocalWorkspace;
   // The command runner's `run` (stack/engine-process.ts), as the Automation API calls it.
   const engine = ws.pulumiCommand as unknown as {
