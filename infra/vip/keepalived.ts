@@ -94,6 +94,13 @@ export function renderKeepalivedConfig(v: VipSettings, node: VipNode): string {
     "  enable_script_security",
     // Hosts and switches that missed the takeover's gratuitous ARP learn it within a minute.
     "  vrrp_garp_master_refresh 60",
+    // Two backups whose takeover timers fire together (a loaded host: their skews are ~40 ms
+    // apart) are both MASTER for a moment, and the hosts keep the MAC of whichever sent
+    // gratuitous ARPs last. The one that yields sends one more advert before it does, so the
+    // one that stays answers it with gratuitous ARPs again (garp_lower_prio_repeat, default
+    // the takeover's own 5): otherwise clients send to a node without the VIP until the
+    // winner's second burst 5 s later.
+    "  vrrp_higher_prio_send_advert",
     "}",
     "vrrp_script molt_endpoint {",
     `  script "${CHECK_SCRIPT}"`,

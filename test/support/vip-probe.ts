@@ -13,6 +13,8 @@ export interface VipProbeReport {
   errors: string[];
   /** Longest time between two successful write+read round trips. */
   longestGapMs: number;
+  /** When the longest gap began (time of day, UTC): to set beside keepalived's logs and VRRP adverts. */
+  longestGapFrom: string;
   /** The member ids that answered, in the order they took over (one entry per change). */
   holders: { memberId: string; at: number }[];
   acknowledged: Map<string, string>;
@@ -65,12 +67,15 @@ async function roundTrip(vip: string, tls: Tls, key: string, value: string, time
   }
 }
 
+const clock = (ms: number) => new Date(ms).toISOString().slice(11, 23);
+
 export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: () => Promise<VipProbeReport> } {
   const report: VipProbeReport = {
     ok: 0,
     failed: 0,
     errors: [],
     longestGapMs: 0,
+    longestGapFrom: "",
     holders: [],
     acknowledged: new Map(),
   };
@@ -88,12 +93,15 @@ export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: 
           report.holders.push({ memberId: member, at: Date.now() });
         report.ok++;
         const now = Date.now();
-        report.longestGapMs = Math.max(report.longestGapMs, now - lastOk);
+        if (now - lastOk > report.longestGapMs) {
+          report.longestGapMs = now - lastOk;
+          report.longestGapFrom = clock(lastOk);
+        }
         lastOk = now;
       } catch (e) {
         report.failed++;
         if (report.errors.length < 30)
-          report.errors.push(`${new Date().toISOString().slice(11, 23)} ${(e as Error).message.split("\n")[0]}`);
+          report.errors.push(`${clock(Date.now())} ${(e as Error).message.split("\n")[0]}`);
       }
       await new Promise((r) => setTimeout(r, intervalMs));
     }
@@ -102,7 +110,10 @@ export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: 
     stop: async () => {
       running = false;
       await loop;
-      report.longestGapMs = Math.max(report.longestGapMs, Date.now() - lastOk);
+      if (Date.now() - lastOk > report.longestGapMs) {
+        report.longestGapMs = Date.now() - lastOk;
+        report.longestGapFrom = clock(lastOk);
+      }
       return report;
     },
   };

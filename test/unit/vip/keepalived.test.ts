@@ -41,6 +41,13 @@ describe("keepalived for the API endpoint VIP (infra/vip/keepalived.ts)", () => 
       assert.doesNotMatch(conf, /state MASTER/);
     });
 
+    it("after two nodes were MASTER at once, the one that stays is the last to send gratuitous ARPs", () => {
+      // The yielding node adverts once more; the staying one answers a lower-priority advert
+      // with gratuitous ARPs (on by default unless strict mode or lower_prio_no_advert).
+      assert.match(conf, /^\s+vrrp_higher_prio_send_advert$/m);
+      assert.doesNotMatch(conf, /vrrp_strict|lower_prio_no_advert|garp_lower_prio_repeat 0/);
+    });
+
     it("drops a node whose endpoint fails (no weight: FAULT releases the VIP)", () => {
       assert.doesNotMatch(conf, /weight/);
       assert.match(conf, /track_script \{\s+molt_endpoint\s+\}/);
