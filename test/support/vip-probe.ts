@@ -82,6 +82,14 @@ export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: 
   let running = true;
   let lastOk = Date.now();
   let i = 0;
+  /** A round trip succeeded at `now` (or the probe stops then): the gap since the last one. */
+  const noteGap = (now: number, succeeded = true) => {
+    if (now - lastOk > report.longestGapMs) {
+      report.longestGapMs = now - lastOk;
+      report.longestGapFrom = clock(lastOk);
+    }
+    if (succeeded) lastOk = now;
+  };
   const loop = (async () => {
     while (running) {
       const key = `molt-vip-probe/${i++}`;
@@ -92,12 +100,7 @@ export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: 
         if (report.holders[report.holders.length - 1]?.memberId !== member)
           report.holders.push({ memberId: member, at: Date.now() });
         report.ok++;
-        const now = Date.now();
-        if (now - lastOk > report.longestGapMs) {
-          report.longestGapMs = now - lastOk;
-          report.longestGapFrom = clock(lastOk);
-        }
-        lastOk = now;
+        noteGap(Date.now());
       } catch (e) {
         report.failed++;
         if (report.errors.length < 30)
@@ -110,10 +113,7 @@ export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: 
     stop: async () => {
       running = false;
       await loop;
-      if (Date.now() - lastOk > report.longestGapMs) {
-        report.longestGapMs = Date.now() - lastOk;
-        report.longestGapFrom = clock(lastOk);
-      }
+      noteGap(Date.now(), false);
       return report;
     },
   };
