@@ -39,6 +39,18 @@ export interface NodeEntry {
   adopted?: AdoptedNode;
 }
 
+/**
+ * Whether an update may create the node `name`, and so registers its join: the seed it
+ * joins through, the node before it (one join at a time), the members' endpoints. The
+ * orchestrator names the nodes its stored list does not hold yet (`joining`); absent, every
+ * node may be new (a program run outside a rollout). A node that has joined registers none of
+ * them: its join is history, and a link to another node would make every later removal of
+ * that node re-register it (stack/targets.ts), a cost that grows with the list.
+ */
+export function joinsInThisUpdate(joining: readonly string[] | undefined, name: string): boolean {
+  return joining === undefined || joining.includes(name);
+}
+
 /** What `molt adopt` checked and recorded of a node it did not create. */
 export interface AdoptedNode {
   /** Its address on the control-plane network (the host of its etcd peer URL). */

@@ -5,9 +5,14 @@ import { assignFailureDomain } from "../infra/placement";
 import type { ProgramInput } from "../infra/program";
 import type { StackConfig } from "./config";
 
-export function programInputFor(cfg: StackConfig, nodes: NodeEntry[]): ProgramInput {
+/**
+ * `joining`: the nodes of `nodes` the stored list does not hold yet, the only ones this
+ * update may create (infra/node.ts joinsInThisUpdate); absent, any node may be new.
+ */
+export function programInputFor(cfg: StackConfig, nodes: NodeEntry[], joining?: string[]): ProgramInput {
   // Only when set: a stack without them keeps the program input it always had.
   const access = cfg.sshAccess.agent || cfg.sshAccess.bastion ? cfg.sshAccess : undefined;
+  const joins = joining ? { joining } : {};
   if (cfg.intent.provider === "lab") {
     if (!cfg.lab) throw new Error(`internal: ${cfg.file} was loaded without lab settings`);
     return {
@@ -17,12 +22,13 @@ export function programInputFor(cfg: StackConfig, nodes: NodeEntry[]): ProgramIn
       ...(access ? { sshAccess: access } : {}),
       lab: cfg.lab,
       joinDeadlineSeconds: cfg.intent.timeouts.joinSeconds,
+      ...joins,
     };
   }
   const cloud = cfg.cloud;
   if (!cloud || cloud.provider !== cfg.intent.provider)
     throw new Error(`internal: ${cfg.file} was loaded without ${cfg.intent.provider} settings`);
-  return { provider: cloud.provider, nodes, cloud, ...(access ? { sshAccess: access } : {}) };
+  return { provider: cloud.provider, nodes, cloud, ...(access ? { sshAccess: access } : {}), ...joins };
 }
 
 /**

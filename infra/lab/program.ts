@@ -2,7 +2,7 @@
 // cluster's own), and one lab node per entry of the node list, each joining through the
 // oldest other node; adopted entries get only a record (infra/adopted.ts).
 import * as pulumi from "@pulumi/pulumi";
-import type { NodeEntry } from "../node";
+import { joinsInThisUpdate, type NodeEntry } from "../node";
 import { moltOutput } from "../outputs";
 import { SshKeyPair } from "../remote/keypair";
 import type { SshAccessSettings } from "../remote/access";
@@ -20,6 +20,8 @@ export interface LabProgramInput {
   sshAccess?: SshAccessSettings;
   lab: LabSettings;
   joinDeadlineSeconds: number;
+  /** The nodes this update may create (infra/node.ts joinsInThisUpdate); absent: any. */
+  joining?: string[];
 }
 
 export function labProgram(input: LabProgramInput): Record<string, unknown> {
@@ -51,8 +53,9 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
       continue;
     }
     // Join through the oldest other node: when molt surges, every existing node has
-    // passed preflight, so it is healthy. For existing nodes these inputs are ignored.
-    const others = built.filter((_, i) => input.nodes[i].name !== entry.name);
+    // passed preflight, so it is healthy. A node that joined already gets no join inputs.
+    const joins = joinsInThisUpdate(input.joining, entry.name);
+    const others = joins ? built.filter((_, i) => input.nodes[i].name !== entry.name) : [];
     const seed = others[0];
     const node = new LabControlPlaneNode(
       entry.name,
@@ -66,7 +69,7 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
         sshPrivateKey: clientKey.privateKey,
         sshPublicKey: clientKey.publicKey,
         seed,
-        after: built[built.length - 1],
+        after: joins ? built[built.length - 1] : undefined,
         joinEndpoints: others.map((o) => pulumi.interpolate`https://${o.privateAddress}:2379`),
         deadlineSeconds: input.joinDeadlineSeconds,
       },

@@ -2,7 +2,7 @@
 // entry of the node list, the provider's cluster-wide resources, and the `molt` output.
 // The provider supplies only what differs (infra/providers/provider.ts).
 import * as pulumi from "@pulumi/pulumi";
-import type { SshSettings } from "../node";
+import { joinsInThisUpdate, type SshSettings } from "../node";
 import { moltOutput } from "../outputs";
 import { SshKeyPair } from "../remote/keypair";
 import { adoptedNode, type AdoptedNodeOutputs } from "../adopted";
@@ -60,18 +60,20 @@ function cloudProgram<C extends CloudConfigBase & { provider: string }, S>(
     // Host keys are made ahead of the machine (cloud-init installs them), so every
     // connection, the first one included, is pinned; the bootstrap then rotates the key.
     const hostKey = new SshKeyPair(`${entry.name}-hostkey`, { comment: `host key of ${entry.name}` });
-    // Join through the oldest other node, after the node before (one join at a time);
-    // as in the lab, for existing nodes these inputs change nothing. New nodes are only
-    // ever appended to a non-empty list, so a non-init node with no node before it is
-    // an existing one: the survivor of a 1-replica roll, which joined long ago.
-    const seed = built[0];
+    // Join through the oldest other node, after the node before (one join at a time),
+    // only when this update may create the node (infra/node.ts joinsInThisUpdate). New
+    // nodes are only ever appended to a non-empty list, so a non-init node with no node
+    // before it is an existing one: the survivor of a 1-replica roll, which joined long ago.
+    const joins = joinsInThisUpdate(input.joining, entry.name);
+    const seed = joins ? built[0] : undefined;
+    const before = joins ? built[built.length - 1]?.bootstrap : undefined;
     const args: CloudNodeArgs = {
       node: entry,
       ssh,
       hostKey: { privateKey: hostKey.privateKey, publicKey: hostKey.publicKey },
       bootstrap: cloud.bootstrap,
       ...(entry.init ? {} : seed ? { seed: seed.connection } : { joinedAlready: true }),
-      ...(built[built.length - 1]?.bootstrap ? { after: built[built.length - 1].bootstrap! } : {}),
+      ...(before ? { after: before } : {}),
     };
     built.push(def.node(entry, args, cloud, shared));
   }

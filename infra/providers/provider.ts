@@ -80,6 +80,8 @@ export interface CloudProgramInput<
   cloud: C;
   /** molt:ssh.agent and molt:ssh.bastion, for every connection the program makes. */
   sshAccess?: SshAccessSettings;
+  /** The nodes this update may create (infra/node.ts joinsInThisUpdate); absent: any. */
+  joining?: string[];
 }
 
 /**

@@ -203,7 +203,9 @@ export class EngineStack implements StackEdge {
     // prune-and-surge: one `up` over both nodes' targets (the new node's by name, as a surge's).
     const added = op.kind === "prune-and-surge" ? targetsFor(resources, op.entry.name, names) : undefined;
     const targets = plan && added ? [...new Set([...plan.targets, ...added.targets])] : plan?.targets;
-    let record = await this.up(next, targets, teardownEnv, guardToken);
+    // Only the node this change adds may join; every other one registers without its join.
+    const joining = next.filter((n) => !prev.some((p) => p.name === n.name)).map((n) => n.name);
+    let record = await this.up(next, targets, teardownEnv, guardToken, joining);
     if (plan && removesNode(op)) {
       // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
       // resource still depends on it. Every resource of the node must be gone: the update's
@@ -220,7 +222,7 @@ export class EngineStack implements StackEdge {
           ok: false,
           detail: `a targeted update left ${left.length} resource(s) of ${node} in place; updating the whole stack`,
         });
-        record = await this.up(next, undefined, teardownEnv, this.guardToken);
+        record = await this.up(next, undefined, teardownEnv, this.guardToken, joining);
       }
     }
     await this.remember(record, next);
@@ -253,7 +255,7 @@ export class EngineStack implements StackEdge {
     // without it the engine refused every rerun after a SIGKILL inside a prune-and-surge with
     // "Duplicate resource URN"). Never the other nodes' machines: a targeted `up` leaves them be.
     crossNodeResources(resources, names).forEach((u) => targets.add(u));
-    const record = await this.up(current, [...targets], {}, guardToken);
+    const record = await this.up(current, [...targets], {}, guardToken, []);
     await this.remember(record, current);
     const unseen = notShownDeleted(record, [...owned]);
     const left = await this.stillStored(unseen);
@@ -303,17 +305,19 @@ export class EngineStack implements StackEdge {
    * `env` is set on the workspace for this `up` only (the engine hands it to the dynamic
    * providers); what a node's teardown skipped or tolerated comes back as `warning` events.
    * What the update did comes from its own events (stack/up-events.ts), not a read-back.
+   * `joining`: the nodes of `nodes` this `up` may create (the rest have joined).
    */
   private async up(
     nodes: NodeEntry[],
     targeted: string[] | undefined,
     env: Record<string, string> = {},
     guardExpect = "",
+    joining: string[] = [],
   ): Promise<UpRecord> {
     // Guarded: the state must still hold the token this run read (a fresh one per `up`).
     const guard = this.o.guarded ? { expect: guardExpect, token: randomUUID() } : undefined;
     const target = targeted && guard ? [...targeted, GUARD_TARGET] : targeted;
-    this.stack.workspace.program = buildProgram(programInputFor(this.o.config, nodes), guard);
+    this.stack.workspace.program = buildProgram(programInputFor(this.o.config, nodes, joining), guard);
     const clientKey = this.known?.sshPrivateKey;
     const before = this.known;
     this.known = undefined;

@@ -57,5 +57,6 @@ export default async function program(): Promise<Record<string, unknown>> {
   const cfg = resolveLabImage(loadStackConfig(projectDir, stack));
   // A stack whose lease lives in the cluster holds the state guard: declared as it is.
   const guarded = leaseHome(backendUrl(), cfg.lockIn, process.env) === "cluster";
-  return buildProgram(programInputFor(cfg, storedNodes(stack, projectDir)), guarded ? "keep" : undefined)();
+  // Every node of the stored list has joined: none registers its join again.
+  return buildProgram(programInputFor(cfg, storedNodes(stack, projectDir), []), guarded ? "keep" : undefined)();
 }

@@ -1,0 +1,191 @@
+// Which other nodes a change drags into its targeted `up`: the lab program runs under Pulumi
+// mocks with the dependencies it registers captured (what the engine would store), and a
+// whole roll is replayed the way a targeted `up` keeps state: a targeted resource is stored
+// with what this run registered, an untargeted one keeps what it had. The targets of each
+// step come from stack/targets.ts, as in a rollout.
+import * as assert from "node:assert/strict";
+import * as pulumi from "@pulumi/pulumi";
+import { buildProgram } from "../../infra/program";
+import type { NodeEntry } from "../../infra/node";
+import { ownerOf, targetsFor, urnName, type StateResource } from "../../orchestrator/stack/targets";
+import { LAB_SETTINGS } from "./program-tree";
+
+interface Req {
+  getType(): string;
+  getName(): string;
+  getParent(): string;
+  getDependenciesList(): string[];
+  getPropertydependenciesMap(): { forEach(f: (v: { getUrnsList(): string[] }, k: string) => void): void };
+}
+interface Monitor {
+  registerResource(req: Req, cb: (err: unknown, resp?: { getUrn(): string }) => void): Promise<void>;
+}
+
+/** The resources one run of the lab program registers, with the dependencies the engine would store. */
+async function registered(nodes: NodeEntry[], joining: string[] | undefined): Promise<Map<string, StateResource>> {
+  await pulumi.runtime.setMocks(
+    {
+      newResource(a) {
+        const extra: Record<string, unknown> = {};
+        const n = /-(\d+)-machine$/.exec(a.name);
+        if (n) Object.assign(extra, { address: `10.77.0.${10 + Number(n[1])}`, sshPort: 22 });
+        if (a.type.endsWith("molt:LabLoadBalancer")) Object.assign(extra, { address: "10.77.0.1:6443" });
+        if (a.type.endsWith("molt:SshKeyPair"))
+          Object.assign(extra, { privateKey: "k", publicKey: "ssh-ed25519 AAAA" });
+        if (a.type.endsWith("molt:LabJoinMaterial")) Object.assign(extra, { material: "material" });
+        return { id: `${a.name}-id`, state: { ...(a.inputs as Record<string, unknown>), ...extra } };
+      },
+      call: () => ({}),
+    },
+    "molt",
+    "lab",
+    false,
+  );
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const settings = require("@pulumi/pulumi/runtime/settings") as {
+    waitForRPCs(): Promise<void>;
+    getMonitor(): Monitor;
+  };
+  const monitor = settings.getMonitor();
+  const seen = new Map<string, StateResource>();
+  const register = monitor.registerResource.bind(monitor);
+  monitor.registerResource = (req, cb) =>
+    register(req, (err, resp) => {
+      if (resp) {
+        const propertyDependencies: Record<string, string[]> = {};
+        req.getPropertydependenciesMap().forEach((v, k) => (propertyDependencies[k] = v.getUrnsList()));
+        seen.set(resp.getUrn(), {
+          urn: resp.getUrn(),
+          type: req.getType(),
+          ...(req.getParent() ? { parent: req.getParent() } : {}),
+          dependencies: req.getDependenciesList(),
+          propertyDependencies,
+        });
+      }
+      cb(err, resp);
+    });
+  await buildProgram({
+    provider: "lab",
+    nodes,
+    sshUser: "root",
+    lab: LAB_SETTINGS,
+    joinDeadlineSeconds: 300,
+    ...(joining ? { joining } : {}),
+  })();
+  await settings.waitForRPCs();
+  return seen;
+}
+
+/** `up --target` as the engine matches it: `**` spans anything, `*` stays within a URN part. */
+function matches(urn: string, target: string): boolean {
+  const re = target
+    .split("**")
+    .map((part) =>
+      part
+        .split("*")
+        .map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+        .join("[^:]*"),
+    )
+    .join(".*");
+  return new RegExp(`^${re}$`).test(urn);
+}
+
+const entry = (g: number, image: string): NodeEntry => ({
+  name: `lab-cp-${g}`,
+  image,
+  role: "control-plane",
+  generation: g,
+  init: g === 1,
+});
+
+/**
+ * Creates `size` nodes one `up` each, then rolls them to a new image (surge, prune, ...).
+ * Returns, for each prune, the other nodes whose resources it targeted. `withJoining`:
+ * feed the program the nodes each change adds, as stack/edge.ts does.
+ */
+async function roll(size: number, withJoining: boolean): Promise<string[][]> {
+  let state = new Map<string, StateResource>();
+  let nodes: NodeEntry[] = [];
+  const change = async (next: NodeEntry[], node: string) => {
+    const names = [...new Set([...nodes, ...next].map((n) => n.name))];
+    const plan = targetsFor([...state.values()], node, names);
+    const joining = next.filter((n) => !nodes.some((p) => p.name === n.name)).map((n) => n.name);
+    const run = await registered(next, withJoining ? joining : undefined);
+    const targeted = (urn: string) => !plan || plan.targets.some((t) => matches(urn, t));
+    const after = new Map<string, StateResource>();
+    for (const [urn, r] of run) {
+      if (targeted(urn)) after.set(urn, r);
+      else if (state.has(urn)) after.set(urn, state.get(urn)!);
+    }
+    // A targeted `up` deletes only targeted resources the program no longer registers.
+    for (const [urn, r] of state) if (!run.has(urn) && !targeted(urn)) after.set(urn, r);
+    const others = new Set<string>();
+    for (const urn of state.keys()) {
+      const owner = ownerOf(urnName(urn), names);
+      if (plan && owner && owner !== node && targeted(urn)) others.add(owner);
+    }
+    state = after;
+    nodes = next;
+    return [...others].sort();
+  };
+  for (let g = 1; g <= size; g++) await change([...nodes, entry(g, "lab-v1")], `lab-cp-${g}`);
+  const prunes: string[][] = [];
+  for (let g = size + 1; g <= 2 * size; g++) {
+    await change([...nodes, entry(g, "lab-v2")], `lab-cp-${g}`);
+    const oldest = nodes[0].name;
+    prunes.push(await change(nodes.slice(1), oldest));
+  }
+  return prunes;
+}
+
+describe("join links between nodes (infra/node.ts joinsInThisUpdate)", () => {
+  it("registers a node's join inputs only while it may be created: seed, the node before it, endpoints", async () => {
+    const nodes = [1, 2, 3, 4].map((g) => entry(g, "lab-v1"));
+    const run = await registered(nodes, ["lab-cp-4"]);
+    const names = nodes.map((n) => n.name);
+    const linksOf = (node: string) => {
+      const found = new Set<string>();
+      for (const r of run.values()) {
+        if (ownerOf(urnName(r.urn), names) !== node) continue;
+        for (const u of [...(r.dependencies ?? []), ...Object.values(r.propertyDependencies ?? {}).flat()]) {
+          const other = ownerOf(urnName(u), names);
+          if (other && other !== node) found.add(other);
+        }
+      }
+      return [...found].sort();
+    };
+    for (const n of ["lab-cp-1", "lab-cp-2", "lab-cp-3"]) assert.deepEqual(linksOf(n), [], `${n} has joined`);
+    assert.deepEqual(linksOf("lab-cp-4"), ["lab-cp-1", "lab-cp-2", "lab-cp-3"], "seed, endpoints, the node before");
+    assert.ok(run.has([...run.keys()].find((u) => urnName(u) === "lab-cp-4-join")!), "the new node's join material");
+    assert.equal([...run.keys()].filter((u) => /LabJoinMaterial/.test(u)).length, 1, "none for nodes that joined");
+
+    const unknown = await registered(nodes, undefined);
+    assert.equal(
+      [...unknown.keys()].filter((u) => /LabJoinMaterial/.test(u)).length,
+      3,
+      "not told which nodes are new: every node but the first may join",
+    );
+  });
+
+  for (const size of [3, 7]) {
+    const title = `a ${size}-node roll: from the second prune on, a prune re-registers only its joiner`;
+    it(title, async () => {
+      const prunes = await roll(size, true);
+      // The first prune: the nodes created before the roll all joined through the oldest.
+      assert.deepEqual(
+        prunes[0],
+        Array.from({ length: size }, (_, i) => `lab-cp-${i + 2}`).sort(),
+        "every node that joined through lab-cp-1",
+      );
+      prunes.slice(1).forEach((others, i) => {
+        const k = i + 2;
+        assert.deepEqual(others, [`lab-cp-${size + k}`], `prune of lab-cp-${k}: its joiner only`);
+      });
+    });
+  }
+
+  it("without the joining nodes named, every prune re-registers every remaining node (the growth)", async () => {
+    const prunes = await roll(5, false);
+    prunes.forEach((others, i) => assert.equal(others.length, 5, `prune ${i + 1}: ${others.join(", ")}`));
+  });
+});
