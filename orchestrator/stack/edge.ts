@@ -202,7 +202,14 @@ export class EngineStack implements StackEdge {
     const plan = targetsFor(resources, node, names);
     // prune-and-surge: one `up` over both nodes' targets (the new node's by name, as a surge's).
     const added = op.kind === "prune-and-surge" ? targetsFor(resources, op.entry.name, names) : undefined;
-    const targets = plan && added ? [...new Set([...plan.targets, ...added.targets])] : plan?.targets;
+    // A node that has joined is registered without its join links, and in no order behind the
+    // others (infra/node.ts joinsInThisUpdate). The engine carries an untargeted resource over
+    // with the dependencies it has stored, registering those first, and then refuses the
+    // program's own registration of them ("Duplicate resource URN"). So whatever still stores a
+    // link to another node (the node the last change added, a stack made by an older molt) is
+    // targeted: registered again without it. One node's resources per change, not the list's.
+    const cross = plan ? crossNodeResources(resources, names) : [];
+    const targets = plan ? [...new Set([...plan.targets, ...(added?.targets ?? []), ...cross])] : undefined;
     // Only the node this change adds may join; every other one registers without its join.
     const joining = next.filter((n) => !prev.some((p) => p.name === n.name)).map((n) => n.name);
     let record = await this.up(next, targets, teardownEnv, guardToken, joining);

@@ -1,6 +1,6 @@
 // Where molt finds the Pulumi engine and how it configures it for offline, file-backed use.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync, chmodSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync, chmodSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -34,9 +34,25 @@ export function cacheDir(): string {
   return process.env.MOLT_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "molt");
 }
 
+/**
+ * `bin version`, remembered in the cache folder by the file's identity (device, inode, size,
+ * change time: a rebuilt, replaced or upgraded engine is asked again). Asking costs a start
+ * of the engine (0.1-0.3 s on the lab), paid by every run before its first engine command.
+ */
 function versionOf(bin: string): string | undefined {
+  let id: string;
   try {
-    return execFileSync(bin, ["version"], {
+    const s = statSync(bin);
+    id = `${s.dev}:${s.ino}:${s.size}:${s.ctimeMs}`;
+  } catch {
+    return undefined;
+  }
+  const file = join(cacheDir(), "engine-versions.json");
+  const known = readKnownVersions(file);
+  if (known[bin]?.id === id) return known[bin].version;
+  let version: string;
+  try {
+    version = execFileSync(bin, ["version"], {
       encoding: "utf8",
       env: { ...process.env, PULUMI_SKIP_UPDATE_CHECK: "true" },
       stdio: ["ignore", "pipe", "ignore"],
@@ -46,6 +62,34 @@ function versionOf(bin: string): string | undefined {
       .replace(/^v/, "");
   } catch {
     return undefined;
+  }
+  // Only a version worth remembering; a cache that cannot be written is asked again next time.
+  if (semver.valid(version)) {
+    try {
+      mkdirSync(dirname(file), { recursive: true });
+      const tmp = `${file}.${process.pid}.tmp`;
+      writeFileSync(tmp, JSON.stringify({ ...known, [bin]: { id, version } }) + "\n");
+      renameSync(tmp, file);
+    } catch {
+      // not cached
+    }
+  }
+  return version;
+}
+
+function readKnownVersions(file: string): Record<string, { id: string; version: string }> {
+  try {
+    const parsed = JSON.parse(readFileSync(file, "utf8")) as unknown;
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return {};
+    const out: Record<string, { id: string; version: string }> = {};
+    for (const [bin, v] of Object.entries(parsed as Record<string, unknown>)) {
+      const e = v as { id?: unknown; version?: unknown } | null;
+      if (typeof e?.id === "string" && typeof e.version === "string" && semver.valid(e.version))
+        out[bin] = { id: e.id, version: e.version };
+    }
+    return out;
+  } catch {
+    return {};
   }
 }
 
