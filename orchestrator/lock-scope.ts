@@ -21,8 +21,11 @@ import { stopEnginesNow } from "./stack/engine-process";
 import { settleEngineLock } from "./stack/engine-lock";
 
 export interface StackLock extends HeldLock {
-  /** Waits out or removes the engine lock a dead run left (after the stack is open). */
-  settleEngine(stack: Stack, deadlineSeconds: number): Promise<void>;
+  /**
+   * Waits out or removes the engine lock a dead run left (after the stack is open). True
+   * when there was one: an engine may have changed the state until then.
+   */
+  settleEngine(stack: Stack, deadlineSeconds: number): Promise<boolean>;
   /** The summary reason once the lease is lost. */
   lostReason(): string;
   /**
@@ -190,7 +193,7 @@ export async function holdStack(
       announce(cluster, "cluster");
     },
     settleEngine: async (stack, deadlineSeconds) => {
-      if (!shared) return; // Pulumi Cloud and other services keep their engine lock themselves.
+      if (!shared) return false; // Pulumi Cloud and other services keep their engine lock themselves.
       const recovered = current().recoveredFrom;
       const cleared = await settleEngineLock({
         store: shared,
@@ -205,6 +208,7 @@ export async function holdStack(
           type: "engine-lock-cleared",
           locks: cleared.map((l) => ({ host: l.hostname ?? "?", pid: l.pid ?? 0, since: l.timestamp ?? "?" })),
         });
+      return cleared.length > 0;
     },
     lostReason: () =>
       `${(controller.signal.reason as Error)?.message ?? "the lock was lost"}; ` +

@@ -1,6 +1,6 @@
 // The Automation API edge: opens a stack of molt's project with an inline program, on the
 // backend and engine chosen in engine.ts. Everything that runs `pulumi` goes through here.
-import { LocalWorkspace, type PulumiFn, type Stack } from "@pulumi/pulumi/automation";
+import { LocalWorkspace, type Deployment, type PulumiFn, type Stack } from "@pulumi/pulumi/automation";
 import { join } from "node:path";
 import { boundEngine } from "./engine-bind";
 import { engineEnv, locateEngine, repoRoot } from "./engine";
@@ -114,6 +114,30 @@ export function classifyEngineError(e: unknown, stackName: string, backend: stri
 }
 
 export async function openStack(o: OpenStackOptions): Promise<Stack> {
+  return (await open(o, false)).stack;
+}
+
+export interface OpenedStack {
+  stack: Stack;
+  /**
+   * `stack export --show-secrets`, run by the stack's name while the engine selects it (every
+   * engine command names its stack; the selection only proves it exists): the two engine
+   * starts overlap. Rejects when the stack did not exist yet. Taken before anything the
+   * caller does after opening: the caller decides whether it still holds (stack/edge.ts).
+   */
+  firstExport: Promise<Deployment>;
+}
+
+/** openStack, with the state exported while the stack is selected. */
+export async function openStackReading(o: OpenStackOptions): Promise<OpenedStack> {
+  const opened = await open(o, true);
+  return { stack: opened.stack, firstExport: opened.firstExport! };
+}
+
+async function open(
+  o: OpenStackOptions,
+  readAhead: boolean,
+): Promise<{ stack: Stack; firstExport?: Promise<Deployment> }> {
   const located = locateEngine();
   const engine = (o.bindEngine && boundEngine(located)) || located;
   const envVars = engineEnv(engine, o.env ?? {});
@@ -131,30 +155,42 @@ export async function openStack(o: OpenStackOptions): Promise<Stack> {
   });
   const args = { stackName: o.stackName, projectName: "molt", program: o.program };
   const wsOpts = { workDir: o.workDir ?? repoRoot, pulumiCommand, envVars };
-  if (o.create === false) {
+  // A workspace of its own (same engine, folder and environment) for the read-ahead.
+  const firstExport = readAhead ? LocalWorkspace.create(wsOpts).then((ws) => ws.exportStack(o.stackName)) : undefined;
+  firstExport?.catch(() => undefined);
+  const selected = async (): Promise<Stack> => {
+    if (o.create === false) {
+      try {
+        return await LocalWorkspace.selectStack(args, wsOpts);
+      } catch (e) {
+        if (e instanceof Error && /no stack named|not found/i.test(e.message))
+          throw new StackNotFoundError(o.stackName, backend);
+        throw classifyEngineError(e, o.stackName, backend);
+      }
+    }
     try {
-      return await LocalWorkspace.selectStack(args, wsOpts);
+      // Creating the stack makes Pulumi rewrite stacks/Pulumi.<stack>.yaml: keep the user's text.
+      const file = join(wsOpts.workDir, "stacks", `Pulumi.${o.stackName}.yaml`);
+      return await keepingUserText(file, async () => {
+        try {
+          return await LocalWorkspace.createOrSelectStack(args, wsOpts);
+        } catch (e) {
+          // Another runner created it between the engine's select and its create: select it.
+          if (e instanceof Error && /stack '.*' already exists/i.test(e.message))
+            return await LocalWorkspace.selectStack(args, wsOpts);
+          throw e;
+        }
+      });
     } catch (e) {
-      if (e instanceof Error && /no stack named|not found/i.test(e.message))
-        throw new StackNotFoundError(o.stackName, backend);
       throw classifyEngineError(e, o.stackName, backend);
     }
-  }
+  };
   try {
-    // Creating the stack makes Pulumi rewrite stacks/Pulumi.<stack>.yaml: keep the user's text.
-    const file = join(wsOpts.workDir, "stacks", `Pulumi.${o.stackName}.yaml`);
-    return await keepingUserText(file, async () => {
-      try {
-        return await LocalWorkspace.createOrSelectStack(args, wsOpts);
-      } catch (e) {
-        // Another runner created it between the engine's select and its create: select it.
-        if (e instanceof Error && /stack '.*' already exists/i.test(e.message))
-          return await LocalWorkspace.selectStack(args, wsOpts);
-        throw e;
-      }
-    });
+    return { stack: await selected(), ...(firstExport ? { firstExport } : {}) };
   } catch (e) {
-    throw classifyEngineError(e, o.stackName, backend);
+    // No engine command of a failed open outlives it.
+    await firstExport?.catch(() => undefined);
+    throw e;
   }
 }
 

@@ -3,7 +3,7 @@
 // stored list is re-read under molt's lock and must be the one the change was decided on.
 import { randomUUID } from "node:crypto";
 import { GUARD_NAME, GUARD_TARGET } from "../../infra/guard";
-import { CommandError, type EngineEvent, type Stack } from "@pulumi/pulumi/automation";
+import { CommandError, type Deployment, type EngineEvent, type Stack } from "@pulumi/pulumi/automation";
 import { resourceStep } from "./resource-steps";
 import { detach } from "../../infra/lab/lb-impl";
 import { labLbInputs } from "../../infra/lab/lb";
@@ -15,13 +15,14 @@ import type { StackLock } from "../lock-scope";
 import type { Operation } from "../model";
 import { isNodeName } from "../plan";
 import { programInputFor } from "../program-input";
-import { openStack, repairMessage } from "./driver";
+import { openStack, openStackReading, repairMessage } from "./driver";
 import { teardownWarning } from "../teardown";
 import { clearEngineLeftovers } from "./leftovers";
 import type { ClearedOperation } from "./pending";
 import {
   clearPendingOperations,
   exportState,
+  stateOfExport,
   parseStoredState,
   readStoredState,
   storedStateOfExport,
@@ -124,6 +125,13 @@ export interface EngineStackOptions {
   onNodeList?: (state: StoredState) => void;
 }
 
+/** openStack in openStackReading's shape, without the read-ahead. */
+async function openStackOnly(
+  o: Parameters<typeof openStack>[0],
+): Promise<{ stack: Stack; firstExport?: Promise<Deployment> }> {
+  return { stack: await openStack(o) };
+}
+
 export class EngineStack implements StackEdge {
   /** The stored state as this run last read or wrote it (undefined: read it from the backend). */
   private known?: StackState;
@@ -137,6 +145,8 @@ export class EngineStack implements StackEdge {
   private constructor(
     private readonly stack: Stack,
     private readonly o: EngineStackOptions,
+    /** The export taken while the stack was selected (driver.ts openStackReading); prepare() judges it. */
+    private firstExport?: Promise<Deployment>,
   ) {}
 
   get name(): string {
@@ -144,7 +154,9 @@ export class EngineStack implements StackEdge {
   }
 
   static async open(o: EngineStackOptions): Promise<EngineStack> {
-    const stack = await openStack({
+    // A run that holds its lease beside the state reads the state while the stack opens (prepare).
+    const readAhead = o.lock !== undefined && !o.guarded;
+    const { stack, firstExport } = await (readAhead ? openStackReading : openStackOnly)({
       stackName: o.stackName,
       workDir: o.workDir,
       env: o.env,
@@ -157,17 +169,32 @@ export class EngineStack implements StackEdge {
         ? { onRepair: (removed: string[]) => o.report!({ type: "warning", message: repairMessage(removed) }) }
         : {}),
     });
-    return new EngineStack(stack, o);
+    return new EngineStack(stack, o, firstExport);
   }
 
   async prepare(): Promise<ClearedOperation[]> {
-    await this.o.lock?.settleEngine(this.stack, this.o.engineLockDeadlineSeconds ?? 420);
-    if (this.o.tagProcesses)
-      await clearEngineLeftovers(this.o.backend, this.o.stackName, this.o.engineLockDeadlineSeconds ?? 420, (e) =>
-        this.o.report?.(e),
-      );
-    // One export at the start serves both clean-ups of what a killed run left.
-    const atStart = await exportState(this.stack);
+    const early = this.firstExport;
+    this.firstExport = undefined;
+    const lockLeft = await this.o.lock?.settleEngine(this.stack, this.o.engineLockDeadlineSeconds ?? 420);
+    const leftovers = this.o.tagProcesses
+      ? await clearEngineLeftovers(this.o.backend, this.o.stackName, this.o.engineLockDeadlineSeconds ?? 420, (e) =>
+          this.o.report?.(e),
+        )
+      : 0;
+    // One export at the start serves both clean-ups of what a killed run left. The one taken
+    // while the stack opened holds when this run held its lease before it (a lease beside the
+    // state; one in the cluster is taken after opening) and no engine was left to change the
+    // state meanwhile (no engine lock, no leftover engine); otherwise the state is read now.
+    const held = lockLeft === false && leftovers === 0;
+    const ahead =
+      held && early
+        ? await early.then(
+            (d) => stateOfExport(d),
+            () => undefined,
+          )
+        : undefined;
+    if (!held) early?.catch(() => undefined);
+    const atStart = ahead ?? (await exportState(this.stack));
     const cleared = await clearPendingOperations(this.stack, atStart);
     // Clearing pending operations rewrote the state: read it again before the first change.
     this.base = cleared.length ? undefined : Promise.resolve(viewOf(atStart));
@@ -286,6 +313,8 @@ export class EngineStack implements StackEdge {
     // The read after the last change is of no use once the run ends: stopped, not awaited.
     this.stopBackground?.abort();
     await this.base?.catch(() => undefined);
+    // A read-ahead no prepare() took (the run stopped before it): it ends by itself.
+    await this.firstExport?.catch(() => undefined);
   }
 
   /** Which of these resources the state still holds (none asked: no export). */

@@ -113,7 +113,8 @@ export async function clearEngineLeftovers(
   stack: string,
   engineGraceSeconds: number,
   emit: (e: RolloutEvent) => void,
-): Promise<void> {
+): Promise<number> {
   const processes = await stopEngineLeftovers(engineTag(backend, stack), { engineGraceMs: engineGraceSeconds * 1000 });
   if (processes.length) emit({ type: "engine-leftovers", processes });
+  return processes.length;
 }

@@ -169,7 +169,11 @@ export async function parseStoredState(stack: Stack, out: OutputMap): Promise<St
  */
 export async function exportState(stack: Stack, o: { graphOnly?: boolean; signal?: AbortSignal } = {}) {
   const graphOnly = o.graphOnly === true;
-  const exported = graphOnly ? await exportGraph(stack, o.signal) : await stack.exportStack();
+  return stateOfExport(graphOnly ? await exportGraph(stack, o.signal) : await stack.exportStack(), graphOnly);
+}
+
+/** What exportState makes of an export (`graphOnly`: one taken without `--show-secrets`). */
+export function stateOfExport(exported: Deployment, graphOnly = false) {
   const deployment = exported.deployment as {
     resources?: (StateResource & { outputs?: { molt?: { nodes?: unknown } } })[];
     pending_operations?: PendingOperation[];
