@@ -142,7 +142,10 @@ export class EtcdAccess {
           }
         }),
     );
-    if (this.credentials) return;
+    if (this.credentials) {
+      this.startSessions();
+      return;
+    }
     // In the pool's order (the stack's, or the hosts as given to adopt), not the order the
     // tunnels happened to open in: which node's CA is trusted must not be a race.
     for (const n of nodes.filter((x) => this.tunnels.has(x))) {
@@ -155,11 +158,17 @@ export class EtcdAccess {
       const parts = r.stdout.split("--molt--\n");
       if (r.code === 0 && parts.length === 3) {
         this.credentials = { ca: parts[0], cert: parts[1], key: parts[2] };
+        this.startSessions();
         return;
       }
     }
     const why = [...this.unreachable.entries()].map(([n, r]) => `${n}: ${r}`).join("; ");
     throw new EtcdUnreachableError(why || (nodes.length ? "no node has etcd client certificates" : "no nodes"));
+  }
+
+  /** Every tunnel's connection starts a session (SshSession.startSession: prompt replies from sshd). */
+  private startSessions(): void {
+    for (const n of this.tunnels.keys()) this.pool.get(n)?.startSession();
   }
 
   /** Tunnels being opened, by node: a warm-up and a refresh never open two for one node. */
@@ -192,7 +201,14 @@ export class EtcdAccess {
    */
   warmTunnels(nodes: string[]): Promise<void> {
     return Promise.all(
-      nodes.filter((n) => !this.tunnels.has(n) && this.pool.get(n)).map((n) => this.openTunnel(n).catch(() => {})),
+      nodes
+        .filter((n) => !this.tunnels.has(n) && this.pool.get(n))
+        .map((n) =>
+          this.openTunnel(n).then(
+            () => this.pool.get(n)?.startSession(),
+            () => {},
+          ),
+        ),
     ).then(() => undefined);
   }
 

@@ -11,6 +11,8 @@ import { pollUntil } from "../../lib/poll";
 export interface TestSshd {
   port: number;
   hostKey: string;
+  /** What sshd logged so far (LogLevel VERBOSE: every session it starts, among others). */
+  log(): string;
   stop(): Promise<void>;
 }
 
@@ -60,6 +62,7 @@ export async function startSshd(o: { authorizedKey: string; permitOpen?: string 
       `PidFile ${join(dir, "sshd.pid")}`,
       "AllowTcpForwarding local",
       `PermitOpen ${o.permitOpen ?? "any"}`,
+      "LogLevel VERBOSE",
       "",
     ].join("\n"),
   );
@@ -84,6 +87,7 @@ export async function startSshd(o: { authorizedKey: string; permitOpen?: string 
   return {
     port,
     hostKey: host.publicKey,
+    log: () => log,
     stop: async () => {
       if (child.exitCode === null) {
         const gone = new Promise((r) => child.once("exit", r));
