@@ -18,7 +18,11 @@ export interface EtcdSeen {
 
 const TICK_MS = 100;
 
-function memberList(lab: LabSettings, machine: string): Promise<{ name: string; isLearner?: boolean }[] | undefined> {
+/** `etcdctl member list` from inside `machine` with its healthcheck client certificate; undefined: no answer. */
+export function memberList(
+  lab: Pick<LabSettings, "lab" | "labRoot">,
+  machine: string,
+): Promise<{ name: string; isLearner?: boolean }[] | undefined> {
   const root = join(lab.labRoot, "labs", lab.lab, "machines", machine, "root", "etc", "kubernetes", "pki", "etcd");
   return new Promise((res) =>
     execFile(

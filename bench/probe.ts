@@ -5,13 +5,15 @@
 //  - a gate probe: for each node molt adds (the parent names it when molt decides the
 //    surge), polled every 100 ms from outside molt: its kube-apiserver /readyz,
 //    kube-controller-manager /healthz and kube-scheduler /livez (inside the machine's
-//    network namespace), and its Node's Ready condition (through the load balancer).
-// Protocol (IPC): argv = [admin.conf, lab name]; child sends "ready"; parent sends
+//    network namespace), its Node's Ready condition (through the load balancer), and its
+//    etcd member a voter (`etcdctl member list` from inside a machine, bench/etcd-probe.ts).
+// Protocol (IPC): argv = [admin.conf, lab name, lab root]; child sends "ready"; parent sends
 // { watch: node } and finally "stop"; child answers { api, seen } and exits.
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { labKubeConfig, startApiProbe, type ApiProbeStats } from "../test/support/kube-workload";
+import { memberList } from "./etcd-probe";
 
 export interface Seen {
   watchedAt: number;
@@ -19,6 +21,8 @@ export interface Seen {
   cm?: number;
   sched?: number;
   nodeReady?: number;
+  /** Its etcd member first seen a voter (kubeadm join adds it as a learner and promotes it). */
+  voter?: number;
 }
 
 export type ProbeReply = { api: ApiProbeStats; seen: Record<string, Seen> };
@@ -49,7 +53,22 @@ function curlInNetns(ns: string): Promise<string[]> {
 }
 
 async function main(): Promise<void> {
-  const [adminConf, labName] = process.argv.slice(2);
+  const [adminConf, labName, labRoot] = process.argv.slice(2);
+  const lab = { lab: labName, labRoot };
+  const machinesDir = join(labRoot, "labs", labName, "machines");
+  let via: string | undefined;
+  /** The member list through the machine that answered last, or another. */
+  const members = async () => {
+    const machines = existsSync(machinesDir) ? readdirSync(machinesDir) : [];
+    for (const m of via && machines.includes(via) ? [via, ...machines.filter((x) => x !== via)] : machines) {
+      const list = await memberList(lab, m);
+      if (list) {
+        via = m;
+        return list;
+      }
+    }
+    return undefined;
+  };
   const kc = await labKubeConfig(adminConf);
   const m = await import("@kubernetes/client-node");
   const core = kc.makeApiClient(m.CoreV1Api);
@@ -64,8 +83,18 @@ async function main(): Promise<void> {
   process.send!("ready");
   while (running) {
     const started = Date.now();
-    await Promise.all(
-      [...watched].map(async ([node, seen]) => {
+    const voters = [...watched.values()].some((s) => !s.voter)
+      ? members().then((list) => {
+          const now = Date.now();
+          for (const x of list ?? []) {
+            const s = x.name && !x.isLearner ? watched.get(x.name) : undefined;
+            if (s) s.voter ??= now;
+          }
+        })
+      : Promise.resolve();
+    await Promise.all([
+      voters,
+      ...[...watched].map(async ([node, seen]) => {
         if (seen.apiReady && seen.cm && seen.sched && seen.nodeReady) return;
         const ns = `molt-${labName}-${node}`;
         if (!existsSync(join("/run/netns", ns))) return;
@@ -82,7 +111,7 @@ async function main(): Promise<void> {
           if (ready) seen.nodeReady = Date.now();
         }
       }),
-    );
+    ]);
     const rest = TICK_MS - (Date.now() - started);
     if (rest > 0) await new Promise((r) => setTimeout(r, rest));
   }
