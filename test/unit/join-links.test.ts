@@ -4,11 +4,10 @@
 // with what this run registered, an untargeted one keeps what it had. The targets of each
 // step come from stack/targets.ts, as in a rollout.
 import * as assert from "node:assert/strict";
-import * as pulumi from "@pulumi/pulumi";
 import { buildProgram } from "../../infra/program";
 import type { NodeEntry } from "../../infra/node";
 import { crossNodeResources, ownerOf, targetsFor, urnName, type StateResource } from "../../orchestrator/stack/targets";
-import { LAB_SETTINGS } from "./program-tree";
+import { LAB_SETTINGS, setLabMocks } from "./program-tree";
 
 interface Req {
   getType(): string;
@@ -23,24 +22,7 @@ interface Monitor {
 
 /** The resources one run of the lab program registers, with the dependencies the engine would store. */
 async function registered(nodes: NodeEntry[], joining: string[] | undefined): Promise<Map<string, StateResource>> {
-  await pulumi.runtime.setMocks(
-    {
-      newResource(a) {
-        const extra: Record<string, unknown> = {};
-        const n = /-(\d+)-machine$/.exec(a.name);
-        if (n) Object.assign(extra, { address: `10.77.0.${10 + Number(n[1])}`, sshPort: 22 });
-        if (a.type.endsWith("molt:LabLoadBalancer")) Object.assign(extra, { address: "10.77.0.1:6443" });
-        if (a.type.endsWith("molt:SshKeyPair"))
-          Object.assign(extra, { privateKey: "k", publicKey: "ssh-ed25519 AAAA" });
-        if (a.type.endsWith("molt:LabJoinMaterial")) Object.assign(extra, { material: "material" });
-        return { id: `${a.name}-id`, state: { ...(a.inputs as Record<string, unknown>), ...extra } };
-      },
-      call: () => ({}),
-    },
-    "molt",
-    "lab",
-    false,
-  );
+  await setLabMocks();
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const settings = require("@pulumi/pulumi/runtime/settings") as {
     waitForRPCs(): Promise<void>;

@@ -36,32 +36,31 @@ type LabBuild = (input: {
   joinDeadlineSeconds: number;
 }) => () => Promise<Record<string, unknown>>;
 
-export async function labTree(buildProgram: LabBuild): Promise<LabTree> {
-  const digests = new Map<string, string>();
-  await pulumi.runtime.setMocks(
+/** What the lab's resources output under mocks, besides their inputs (the snapshot depends on these). */
+export function labMockOutputs(type: string, name: string): Record<string, unknown> {
+  const extra: Record<string, unknown> = {};
+  if (type.endsWith("molt:LabMachine"))
+    Object.assign(extra, { address: `10.77.0.${10 + Number(/(\d+)-machine$/.exec(name)![1])}`, sshPort: 22 });
+  if (type.endsWith("molt:LabLoadBalancer")) Object.assign(extra, { address: "10.77.0.1:6443" });
+  if (type.endsWith("molt:SshKeyPair"))
+    Object.assign(extra, {
+      privateKey: `PRIVATE ${name}`,
+      publicKey: `ssh-ed25519 AAAA${name.replace(/[^A-Za-z0-9]/g, "")}`,
+    });
+  if (type.endsWith("molt:LabJoinMaterial")) Object.assign(extra, { material: "material" });
+  return extra;
+}
+
+/** Pulumi mocks for the lab program (project molt, stack lab); `observe` sees each registration. */
+export function setLabMocks(observe?: (a: pulumi.runtime.MockResourceArgs) => void): Promise<void> {
+  return pulumi.runtime.setMocks(
     {
       newResource(a) {
-        const inputs = { ...(a.inputs as Record<string, unknown>) };
-        delete inputs.__provider;
-        if (a.type.endsWith("molt:RemoteCommand")) {
-          inputs.create = "<script>";
-          inputs.delete = "<script>";
-        }
-        digests.set(
-          `${a.type}::${a.name}`,
-          createHash("sha256").update(JSON.stringify(inputs)).digest("hex").slice(0, 16),
-        );
-        const extra: Record<string, unknown> = {};
-        if (a.type.endsWith("molt:LabMachine"))
-          Object.assign(extra, { address: `10.77.0.${10 + Number(/(\d+)-machine$/.exec(a.name)![1])}`, sshPort: 22 });
-        if (a.type.endsWith("molt:LabLoadBalancer")) Object.assign(extra, { address: "10.77.0.1:6443" });
-        if (a.type.endsWith("molt:SshKeyPair"))
-          Object.assign(extra, {
-            privateKey: `PRIVATE ${a.name}`,
-            publicKey: `ssh-ed25519 AAAA${a.name.replace(/[^A-Za-z0-9]/g, "")}`,
-          });
-        if (a.type.endsWith("molt:LabJoinMaterial")) Object.assign(extra, { material: "material" });
-        return { id: `${a.name}-id`, state: { ...(a.inputs as Record<string, unknown>), ...extra } };
+        observe?.(a);
+        return {
+          id: `${a.name}-id`,
+          state: { ...(a.inputs as Record<string, unknown>), ...labMockOutputs(a.type, a.name) },
+        };
       },
       call: () => ({}),
     },
@@ -69,6 +68,19 @@ export async function labTree(buildProgram: LabBuild): Promise<LabTree> {
     "lab",
     false,
   );
+}
+
+export async function labTree(buildProgram: LabBuild): Promise<LabTree> {
+  const digests = new Map<string, string>();
+  await setLabMocks((a) => {
+    const inputs = { ...(a.inputs as Record<string, unknown>) };
+    delete inputs.__provider;
+    if (a.type.endsWith("molt:RemoteCommand")) {
+      inputs.create = "<script>";
+      inputs.delete = "<script>";
+    }
+    digests.set(`${a.type}::${a.name}`, createHash("sha256").update(JSON.stringify(inputs)).digest("hex").slice(0, 16));
+  });
   const out = await buildProgram({
     provider: "lab",
     nodes: LAB_NODES,
