@@ -363,6 +363,7 @@ export class SshSession {
    * binary output such as a database snapshot). Resolves with the bytes written.
    */
   execToFile(command: string, path: string, what: string): Promise<number> {
+    this.sessionStarted = true;
     return new Promise((resolve, reject) => {
       const onExec = (err: Error | undefined, stream: ClientChannel) => {
         if (err) return reject(err);

@@ -173,8 +173,6 @@ export class EngineStack implements StackEdge {
   }
 
   async prepare(): Promise<ClearedOperation[]> {
-    const early = this.firstExport;
-    this.firstExport = undefined;
     const lockLeft = await this.o.lock?.settleEngine(this.stack, this.o.engineLockDeadlineSeconds ?? 420);
     const leftovers = this.o.tagProcesses
       ? await clearEngineLeftovers(this.o.backend, this.o.stackName, this.o.engineLockDeadlineSeconds ?? 420, (e) =>
@@ -186,15 +184,13 @@ export class EngineStack implements StackEdge {
     // state; one in the cluster is taken after opening) and no engine was left to change the
     // state meanwhile (no engine lock, no leftover engine); otherwise the state is read now.
     const held = lockLeft === false && leftovers === 0;
-    const ahead =
-      held && early
-        ? await early.then(
-            (d) => stateOfExport(d),
-            () => undefined,
-          )
-        : undefined;
-    if (!held) early?.catch(() => undefined);
-    const atStart = ahead ?? (await exportState(this.stack));
+    // Awaited either way, so no two exports run at once (and none outlives a failed start: quiesce).
+    const early = await this.firstExport?.then(
+      (d) => stateOfExport(d),
+      () => undefined,
+    );
+    this.firstExport = undefined;
+    const atStart = (held ? early : undefined) ?? (await exportState(this.stack));
     const cleared = await clearPendingOperations(this.stack, atStart);
     // Clearing pending operations rewrote the state: read it again before the first change.
     this.base = cleared.length ? undefined : Promise.resolve(viewOf(atStart));
