@@ -19,7 +19,7 @@ export interface EtcdSeen {
 const TICK_MS = 100;
 
 /** `etcdctl member list` from inside `machine` with its healthcheck client certificate; undefined: no answer. */
-export function memberList(
+function memberList(
   lab: Pick<LabSettings, "lab" | "labRoot">,
   machine: string,
 ): Promise<{ name: string; isLearner?: boolean }[] | undefined> {
@@ -51,27 +51,41 @@ export function memberList(
   );
 }
 
+/**
+ * A member list of the lab's etcd: asked through the machine that answered last, or through
+ * another when that one does not (it went away); undefined when none answered.
+ */
+export function labMemberList(
+  lab: Pick<LabSettings, "lab" | "labRoot">,
+): () => Promise<{ name: string; isLearner?: boolean }[] | undefined> {
+  const machinesDir = join(lab.labRoot, "labs", lab.lab, "machines");
+  let via: string | undefined;
+  return async () => {
+    const machines = existsSync(machinesDir) ? readdirSync(machinesDir) : [];
+    for (const m of via && machines.includes(via) ? [via, ...machines.filter((x) => x !== via)] : machines) {
+      const members = await memberList(lab, m);
+      if (!members) continue;
+      via = m;
+      return members;
+    }
+    return undefined;
+  };
+}
+
 /** Starts probing the lab's etcd; `stop()` ends it and returns what it saw per member name. */
 export function startEtcdProbe(lab: LabSettings): { stop(): Promise<Record<string, EtcdSeen>> } {
   const seen: Record<string, EtcdSeen> = {};
   let running = true;
-  const machinesDir = join(lab.labRoot, "labs", lab.lab, "machines");
+  const members = labMemberList(lab);
   const loop = (async () => {
-    let via: string | undefined;
     while (running) {
       const started = Date.now();
-      const machines = existsSync(machinesDir) ? readdirSync(machinesDir) : [];
-      // Ask through the machine that answered last; another when it went away.
-      const order = via && machines.includes(via) ? [via, ...machines.filter((m) => m !== via)] : machines;
-      for (const m of order) {
-        const members = await memberList(lab, m);
-        if (!members) continue;
-        via = m;
+      const list = await members();
+      if (list) {
         const now = Date.now();
-        const names = new Set(members.map((x) => x.name).filter(Boolean));
-        for (const x of members) if (x.name && !x.isLearner) (seen[x.name] ??= {}).voter ??= now;
+        const names = new Set(list.map((x) => x.name).filter(Boolean));
+        for (const x of list) if (x.name && !x.isLearner) (seen[x.name] ??= {}).voter ??= now;
         for (const [name, s] of Object.entries(seen)) if (s.voter && !names.has(name)) s.gone ??= now;
-        break;
       }
       const rest = TICK_MS - (Date.now() - started);
       if (rest > 0) await new Promise((r) => setTimeout(r, rest));

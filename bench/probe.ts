@@ -10,10 +10,10 @@
 // Protocol (IPC): argv = [admin.conf, lab name, lab root]; child sends "ready"; parent sends
 // { watch: node } and finally "stop"; child answers { api, seen } and exits.
 import { execFile } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { labKubeConfig, startApiProbe, type ApiProbeStats } from "../test/support/kube-workload";
-import { memberList } from "./etcd-probe";
+import { labMemberList } from "./etcd-probe";
 
 export interface Seen {
   watchedAt: number;
@@ -54,21 +54,7 @@ function curlInNetns(ns: string): Promise<string[]> {
 
 async function main(): Promise<void> {
   const [adminConf, labName, labRoot] = process.argv.slice(2);
-  const lab = { lab: labName, labRoot };
-  const machinesDir = join(labRoot, "labs", labName, "machines");
-  let via: string | undefined;
-  /** The member list through the machine that answered last, or another. */
-  const members = async () => {
-    const machines = existsSync(machinesDir) ? readdirSync(machinesDir) : [];
-    for (const m of via && machines.includes(via) ? [via, ...machines.filter((x) => x !== via)] : machines) {
-      const list = await memberList(lab, m);
-      if (list) {
-        via = m;
-        return list;
-      }
-    }
-    return undefined;
-  };
+  const members = labMemberList({ lab: labName, labRoot });
   const kc = await labKubeConfig(adminConf);
   const m = await import("@kubernetes/client-node");
   const core = kc.makeApiClient(m.CoreV1Api);

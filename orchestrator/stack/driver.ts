@@ -114,30 +114,23 @@ export function classifyEngineError(e: unknown, stackName: string, backend: stri
 }
 
 export async function openStack(o: OpenStackOptions): Promise<Stack> {
-  return (await open(o, false)).stack;
+  return (await openStackReading(o, false)).stack;
 }
 
 export interface OpenedStack {
   stack: Stack;
   /**
-   * `stack export --show-secrets`, run by the stack's name while the engine selects it (every
-   * engine command names its stack; the selection only proves it exists): the two engine
-   * starts overlap. Rejects when the stack did not exist yet. Taken before anything the
-   * caller does after opening: the caller decides whether it still holds (stack/edge.ts).
+   * With `readAhead`: `stack export --show-secrets`, run by the stack's name while the engine
+   * selects it (every engine command names its stack; the selection only proves it exists), so
+   * the two engine starts overlap. Rejects when the stack did not exist yet. Taken before
+   * anything the caller does after opening: the caller decides whether it still holds
+   * (stack/edge.ts prepare).
    */
-  firstExport: Promise<Deployment>;
+  firstExport?: Promise<Deployment>;
 }
 
-/** openStack, with the state exported while the stack is selected. */
-export async function openStackReading(o: OpenStackOptions): Promise<OpenedStack> {
-  const opened = await open(o, true);
-  return { stack: opened.stack, firstExport: opened.firstExport! };
-}
-
-async function open(
-  o: OpenStackOptions,
-  readAhead: boolean,
-): Promise<{ stack: Stack; firstExport?: Promise<Deployment> }> {
+/** openStack, and with `readAhead` the state exported while the stack is selected. */
+export async function openStackReading(o: OpenStackOptions, readAhead: boolean): Promise<OpenedStack> {
   const located = locateEngine();
   const engine = (o.bindEngine && boundEngine(located)) || located;
   const envVars = engineEnv(engine, o.env ?? {});

@@ -15,7 +15,7 @@ import type { StackLock } from "../lock-scope";
 import type { Operation } from "../model";
 import { isNodeName } from "../plan";
 import { programInputFor } from "../program-input";
-import { openStack, openStackReading, repairMessage } from "./driver";
+import { openStackReading, repairMessage } from "./driver";
 import { teardownWarning } from "../teardown";
 import { clearEngineLeftovers } from "./leftovers";
 import type { ClearedOperation } from "./pending";
@@ -125,13 +125,6 @@ export interface EngineStackOptions {
   onNodeList?: (state: StoredState) => void;
 }
 
-/** openStack in openStackReading's shape, without the read-ahead. */
-async function openStackOnly(
-  o: Parameters<typeof openStack>[0],
-): Promise<{ stack: Stack; firstExport?: Promise<Deployment> }> {
-  return { stack: await openStack(o) };
-}
-
 export class EngineStack implements StackEdge {
   /** The stored state as this run last read or wrote it (undefined: read it from the backend). */
   private known?: StackState;
@@ -155,20 +148,22 @@ export class EngineStack implements StackEdge {
 
   static async open(o: EngineStackOptions): Promise<EngineStack> {
     // A run that holds its lease beside the state reads the state while the stack opens (prepare).
-    const readAhead = o.lock !== undefined && !o.guarded;
-    const { stack, firstExport } = await (readAhead ? openStackReading : openStackOnly)({
-      stackName: o.stackName,
-      workDir: o.workDir,
-      env: o.env,
-      create: o.create,
-      program: buildProgram(programInputFor(o.config, [])),
-      ...(o.signal ? { signal: o.signal } : {}),
-      ...(o.tagProcesses ? { tagProcesses: true } : {}),
-      bindEngine: o.lock?.holder.engineBound ?? false,
-      ...(o.report
-        ? { onRepair: (removed: string[]) => o.report!({ type: "warning", message: repairMessage(removed) }) }
-        : {}),
-    });
+    const { stack, firstExport } = await openStackReading(
+      {
+        stackName: o.stackName,
+        workDir: o.workDir,
+        env: o.env,
+        create: o.create,
+        program: buildProgram(programInputFor(o.config, [])),
+        ...(o.signal ? { signal: o.signal } : {}),
+        ...(o.tagProcesses ? { tagProcesses: true } : {}),
+        bindEngine: o.lock?.holder.engineBound ?? false,
+        ...(o.report
+          ? { onRepair: (removed: string[]) => o.report!({ type: "warning", message: repairMessage(removed) }) }
+          : {}),
+      },
+      o.lock !== undefined && !o.guarded,
+    );
     return new EngineStack(stack, o, firstExport);
   }
 
