@@ -25,14 +25,27 @@ ctl() {
 }
 local_ctl() { ctl "https://127.0.0.1:2379" "$@"; }
 
-# Waits for a condition (a command) with the script's deadline; polls with backoff.
+# Waits for a condition (a command) with the script's deadline; polls from 20 ms doubling to
+# 0.5 s, as molt's own waits do (lib/poll.ts). The lab's steps end within a second or two: a
+# coarser poll would add up to its last interval to each (up to 0.8 s with the 2 s cap this
+# had, a share of every step's time and most of its spread, molt's and the bench's raw work's alike).
 wait_for() {
-  local what=$1 delay=0.1
+  local what=$1 delay=0.02
   shift
   until "$@" >/dev/null 2>&1; do
     expired && die "timed out waiting for $what"
     sleep "$delay"
-    delay=$(awk -v d="$delay" 'BEGIN { d = d * 2; if (d > 2) d = 2; print d }')
+    delay=$(awk -v d="$delay" 'BEGIN { d = d * 2; if (d > 0.5) d = 0.5; print d }')
+  done
+}
+
+# Waits for a process this shell did not start to exit (etcd on SIGTERM), with the deadline:
+# the shell's own kill -0 every 20 ms, no process started per check.
+wait_exit() {
+  local what=$1 pid=$2
+  while kill -0 "$pid" 2>/dev/null; do
+    expired && die "timed out waiting for $what"
+    sleep 0.02
   done
 }
 

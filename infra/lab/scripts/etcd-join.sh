@@ -26,7 +26,7 @@ if [ -d "$DATA/member" ] && ! printf '%s\n' "$members" | grep -qF ", $peer_url, 
   if etcd_running; then
     pid=$(cat "$PIDFILE")
     kill "$pid" 2>/dev/null || true
-    wait_for "the stale etcd to stop" sh -c "! kill -0 $pid"
+    wait_exit "the stale etcd to stop" "$pid"
   fi
   rm -rf "${DATA:?}"/* "$PIDFILE"
 fi

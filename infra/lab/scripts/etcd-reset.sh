@@ -4,7 +4,7 @@
 if etcd_running; then
   pid=$(cat "$PIDFILE")
   kill "$pid" 2>/dev/null || true
-  wait_for "etcd to stop" sh -c "! kill -0 $pid"
+  wait_exit "etcd to stop" "$pid"
 fi
 rm -rf "${DATA:?}"/* "$PKI" "$CONF" "$PIDFILE"
 log "etcd reset"
