@@ -26,9 +26,7 @@ ctl() {
 local_ctl() { ctl "https://127.0.0.1:2379" "$@"; }
 
 # Waits for a condition (a command) with the script's deadline; polls from 20 ms doubling to
-# 0.5 s, as molt's own waits do (lib/poll.ts). The lab's steps end within a second or two: a
-# coarser poll would add up to its last interval to each (up to 0.8 s with the 2 s cap this
-# had, a share of every step's time and most of its spread, molt's and the bench's raw work's alike).
+# 0.5 s, as molt's own waits do (lib/poll.ts): a step ends at most one interval after its condition.
 wait_for() {
   local what=$1 delay=0.02
   shift
