@@ -5,13 +5,13 @@
 // VIP holder's machine dies outright and is replaced with --replace-dead.
 import * as assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { netnsName } from "../../infra/lab/host";
 import { addressesIn } from "../../orchestrator/edges/vip";
 import { inspect } from "../../orchestrator/inspect";
 import { openStack } from "../../orchestrator/stack/driver";
-import { runCli, summaryOf, type CliRun } from "../support/cli";
+import { startCli, summaryOf, type CliRun } from "../support/cli";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { killLabMachine, labLeftovers, labStackYaml, testLab } from "../support/lab";
 import { readClientTls, startVipProbe, type VipProbeReport } from "../support/vip-probe";
@@ -59,7 +59,24 @@ const brief = (p: VipProbeReport) => ({
 describe("API endpoint VIP with keepalived on the lab (e2e, lab t11)", function () {
   let suite: CliSuite;
   const figures: Record<string, unknown> = {};
-  const rollout = (...extra: string[]) => runCli(["rollout", "--stack", STACK, "--yes", "--json", ...extra], suite.env);
+  /** When each decision reached the test, to set beside the client's failures when there are any. */
+  const timeline: string[] = [];
+  const rollout = (...extra: string[]) =>
+    startCli(["rollout", "--stack", STACK, "--yes", "--json", ...extra], suite.env, (e) => {
+      if (e.type !== "decision") return;
+      const op = e.operation as { kind: string; node?: string };
+      timeline.push(`${new Date().toISOString().slice(11, 23)} ${op.kind}${op.node ? ` ${op.node}` : ""}`);
+    }).done;
+  /** What the nodes' keepalived logged and where the host sends the VIP: for a failure's message. */
+  const diagnostics = async (): Promise<string> => {
+    const logs = (await nodeNames()).map((n) => {
+      const f = join(lab.labRoot, "labs", lab.lab, "machines", n, "root/var/log/molt/keepalived.log");
+      const tail = existsSync(f) ? readFileSync(f, "utf8").trim().split("\n").slice(-15).join("\n    ") : "(no log)";
+      return `  ${n} keepalived:\n    ${tail}`;
+    });
+    const neigh = execFileSync("ip", ["neigh", "show", VIP], { encoding: "utf8" }).trim();
+    return `\ndecisions as seen:\n  ${timeline.join("\n  ")}\nhost neighbour entry: ${neigh}\n${logs.join("\n")}`;
+  };
   const nodeNames = async () => (await suite.stored()).nodes.map((n) => n.name);
   const probe = async () => {
     const st = await suite.stored();
@@ -120,7 +137,9 @@ describe("API endpoint VIP with keepalived on the lab (e2e, lab t11)", function 
       report.failed,
       0,
       `failed requests through the VIP: ${report.errors.join("; ")} ` +
-        `(longest gap ${report.longestGapMs} ms from ${report.longestGapFrom})`,
+        `(longest gap ${report.longestGapMs} ms from ${report.longestGapFrom}); holders seen by the client: ` +
+        `${report.holders.map((h) => `${new Date(h.at).toISOString().slice(11, 23)} ${h.memberId}`).join(", ")}` +
+        (report.failed > 0 ? await diagnostics() : ""),
     );
   });
 

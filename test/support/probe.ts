@@ -67,6 +67,7 @@ export function startClusterProbe(
   let access: EtcdAccess | undefined;
   /** The machines whose etcd is a voting member (a client of a real cluster never talks to a learner). */
   let voterNodes: string[] | undefined;
+  let client: ReturnType<EtcdAccess["voters"]> | undefined;
   let known = "";
   let lastOk = Date.now();
   let i = 0;
@@ -98,8 +99,14 @@ export function startClusterProbe(
           }
         }
         if (!access) throw new Error("no tunnel");
-        if (voterNodes === undefined) voterNodes = await votersAmong(access);
-        const client = access.voters(voterNodes);
+        if (voterNodes === undefined) {
+          voterNodes = await votersAmong(access);
+          // One client (one gRPC channel per voter) until the machines or voters change, like an
+          // application's: a client per request would put a TLS handshake through the tunnel
+          // into every round trip the probe times.
+          client = access.voters(voterNodes);
+        }
+        if (!client) throw new Error("no client");
         const key = `molt-probe/${i++}`;
         const value = `${Date.now()}`;
         // A request stuck on a tunnel to a machine that just vanished is the probe's problem,
