@@ -510,6 +510,7 @@ export class Chaos {
     }
     const report = await probe.stop();
     for (const e of report.errors.slice(0, 5)) notes.push(`probe error: ${e}`);
+    for (const e of report.retried.slice(0, 5)) notes.push(`probe round trip retried: ${e}`);
     const invariants = await this.invariants(report);
     if (failure) invariants.unshift({ name: "scenario ran as expected", ok: false, detail: failure });
     const r: ScenarioResult = {

@@ -15,7 +15,7 @@ import { generateSshKeyPair, fingerprintOf, type BastionTarget } from "../../inf
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { inspect } from "../../orchestrator/inspect";
 import type { StoredState } from "../../orchestrator/stack/state";
-import { runCli, summaryOf, type CliRun } from "../support/cli";
+import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { createForeignCluster, type ForeignCluster } from "../support/foreign";
 import { labLeftovers, testLab } from "../support/lab";
@@ -80,7 +80,19 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     return run;
   };
   const adopt = (...extra: string[]) => cli("adopt", "--stack", STACK, "--json", ...extra);
-  const rollout = () => cli("rollout", "--stack", STACK, "--yes", "--json");
+  /** When each decision and phase reached the test, to set beside the client's failures when there are any. */
+  const timeline: string[] = [];
+  const rollout = async (): Promise<CliRun> => {
+    const run = await startCli(["rollout", "--stack", STACK, "--yes", "--json"], env, (e) => {
+      const at = new Date().toISOString().slice(11, 23);
+      if (e.type === "decision") {
+        const op = e.operation as { kind: string; node?: string };
+        timeline.push(`${at} decision ${op.kind}${op.node ? ` ${op.node}` : ""}`);
+      } else if (e.type === "phase") timeline.push(`${at}   ${e.phase} ${e.operation} ${e.node ?? ""} ${e.ms} ms`);
+    }).done;
+    outputs.push(run.stdout, run.stderr);
+    return run;
+  };
   const hostArgs = (c: ForeignCluster) => c.nodes.flatMap((n) => ["--host", n.address]);
   const knownHosts = (c: ForeignCluster) => {
     const f = join(suite.wd.dir, `known_hosts-${c.clusterName}`);
@@ -400,7 +412,12 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
         const run = await rollout();
         figures[`rollout-${etcd}-ms`] = Date.now() - t;
         const report = await probe.stop();
-        figures[`probe-${etcd}`] = { ok: report.ok, failed: report.failed, longestGapMs: report.longestGapMs };
+        figures[`probe-${etcd}`] = {
+          ok: report.ok,
+          failed: report.failed,
+          retried: report.retried,
+          longestGapMs: report.longestGapMs,
+        };
         assert.equal(
           run.code,
           0,
@@ -412,7 +429,18 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
         );
         const s = summaryOf(run) as ReturnType<typeof summaryOf> & { leftForOwner?: { node: string }[] };
         assert.equal(s.result, "succeeded", s.reason);
-        assert.equal(report.failed, 0, `no failed request: ${report.errors.join("; ")}`);
+        const seen = `\nthe rollout as seen:\n  ${timeline.join("\n  ")}`;
+        assert.equal(report.failed, 0, `no failed request: ${report.errors.join("; ")}${seen}`);
+        // etcd drops what is in flight while its leadership moves: one retried round trip per
+        // transfer at most (the probe has one request in flight), none otherwise.
+        const transfers = run.events.filter(
+          (e) => e.type === "decision" && (e.operation as { kind: string }).kind === "move-leader",
+        ).length;
+        assert.ok(
+          report.retried.length <= transfers,
+          `${report.retried.length} round trip(s) needed a retry, ${transfers} leader transfer(s): ` +
+            `${report.retried.join("; ")}${seen}`,
+        );
         assert.ok(
           run.events.some((e) => e.type === "lock" && (e as { scope?: string }).scope === "cluster"),
           "the rollout held its lease in the cluster's etcd",

@@ -141,6 +141,7 @@ describe("rollout on the lab (e2e)", function () {
     figures.rollProbe = {
       ok: probe.ok,
       failed: probe.failed,
+      retried: probe.retried.length,
       longestGapMs: probe.longestGapMs,
       errors: probe.errors.slice(0, 3),
     };
