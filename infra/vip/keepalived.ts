@@ -226,7 +226,9 @@ start_keepalived() {
     process)
       stopping=$(cat /run/molt/keepalived.stopping 2>/dev/null || true)
       if [ -n "$stopping" ]; then
-        wait_until "the keepalived told to stop (pid $stopping) to exit" "! kill -0 $stopping 2>/dev/null"
+        # Only while that pid is still keepalived: a marker left from long ago may name a pid reused since.
+        wait_until "the keepalived told to stop (pid $stopping) to exit" \\
+          "[ \\"\\$(cat /proc/$stopping/comm 2>/dev/null)\\" != keepalived ]"
         rm -f /run/molt/keepalived.stopping
       fi
       if process_running; then

@@ -32,13 +32,18 @@ export const releaseVip: Act<"release-vip"> = async (op, ctx) => {
     ).catch(() => undefined);
   });
   if (holder) return { kind: "done" };
-  await vip.keepalived(op.node, address, "resume", seconds).catch(() => undefined);
+  const resumed = await vip.keepalived(op.node, address, "resume", seconds).then(
+    () => `keepalived on ${op.node} was started again`,
+    (e: Error) =>
+      `starting keepalived on ${op.node} again FAILED (${e.message.split("\n")[0]}): no node may hold the VIP now; ` +
+      `start it there by hand (molt left its configuration in place)`,
+  );
   return {
     kind: "stop",
     result: "failed",
     reason:
       `the API endpoint VIP ${address} did not move from ${op.node} to another node within ${seconds}s (${last}); ` +
-      `keepalived on ${op.node} was started again and nothing was removed. Check keepalived on the other nodes ` +
+      `${resumed} and nothing was removed. Check keepalived on the other nodes ` +
       "(their endpoint check, VRRP multicast between them), then run molt again",
   };
 };

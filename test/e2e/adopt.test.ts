@@ -83,6 +83,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
   /** When each decision and phase reached the test, to set beside the client's failures when there are any. */
   const timeline: string[] = [];
   const rollout = async (): Promise<CliRun> => {
+    timeline.length = 0;
     const run = await startCli(["rollout", "--stack", STACK, "--yes", "--json"], env, (e) => {
       const at = new Date().toISOString().slice(11, 23);
       if (e.type === "decision") {
@@ -431,6 +432,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
         assert.equal(s.result, "succeeded", s.reason);
         const seen = `\nthe rollout as seen:\n  ${timeline.join("\n  ")}`;
         assert.equal(report.failed, 0, `no failed request: ${report.errors.join("; ")}${seen}`);
+        assert.ok(report.longestGapMs < 5000, `longest gap ${report.longestGapMs} ms (5 s at most)${seen}`);
         // etcd drops what is in flight while its leadership moves: one retried round trip per
         // transfer at most (the probe has one request in flight), none otherwise.
         const transfers = run.events.filter(

@@ -155,6 +155,7 @@ describe("the lab (e2e)", function () {
     timings.probeLongestGapMs = report.longestGapMs;
     timings.probeRetried = report.retried.length;
     assert.equal(report.failed, 0, `probe failures: ${report.errors.join("; ")}`);
+    assert.ok(report.longestGapMs < 5000, `longest gap ${report.longestGapMs} ms (5 s at most)`);
     // etcd drops the proposals in flight while leadership moves: at most one retried round trip.
     assert.ok(
       report.retried.length <= transfers,

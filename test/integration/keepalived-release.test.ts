@@ -28,10 +28,8 @@ describe("keepalived release and resume, for real in a network namespace (infra/
     const ip = (...a: string[]) => execFileSync("ip", a, { stdio: "pipe" });
     ip("netns", "add", ns);
     ip("netns", "add", peer);
-    ip("link", "add", "mka0", "type", "veth", "peer", "name", "mka1");
-    ip("link", "set", "mka0", "netns", ns);
-    ip("link", "set", "mka1", "netns", peer);
-    ip("-n", ns, "link", "set", "mka0", "name", "eth0");
+    // Made inside the namespaces: nothing of it is ever in the host's (deleting them removes it).
+    ip("-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "mka1", "netns", peer);
     ip("-n", ns, "link", "set", "eth0", "up");
     ip("-n", ns, "link", "set", "lo", "up");
     ip("-n", ns, "addr", "add", `${ADDRESS}/24`, "dev", "eth0");
@@ -63,28 +61,39 @@ describe("keepalived release and resume, for real in a network namespace (infra/
     const script = `
 set -euo pipefail
 mount -t tmpfs none /etc/keepalived
-mkdir -p /run/molt /var/log/molt && mount -t tmpfs none /run/molt
+mkdir -p /run/molt /var/log/molt && mount -t tmpfs none /run/molt && mount -t tmpfs none /var/log/molt
 holds() { ip -o -4 addr show dev eth0 | grep -qF " ${VIP}/"; }
 alive() { kill -0 "$1" 2>/dev/null && echo yes || echo no; }
-bash ${dir}/setup.sh >/dev/null 2>&1
+bash ${dir}/setup.sh >>${dir}/scripts.log 2>&1
 printf '#!/bin/sh\\nexit 0\\n' >/etc/keepalived/molt-check-endpoint.sh
 until holds; do sleep 0.05; done
 old=$(cat /run/molt/keepalived.pid)
 t=$(date +%s%N)
-bash ${dir}/release.sh >/dev/null 2>&1
+bash ${dir}/release.sh >>${dir}/scripts.log 2>&1
 echo "release ms=$(( ($(date +%s%N) - t) / 1000000 )) holds=$(holds && echo yes || echo no) old=$(alive "$old")"
-bash ${dir}/release.sh >/dev/null 2>&1
+bash ${dir}/release.sh >>${dir}/scripts.log 2>&1
 echo "release-again holds=$(holds && echo yes || echo no)"
 t=$(date +%s%N)
-bash ${dir}/resume.sh >/dev/null 2>&1
+bash ${dir}/resume.sh >>${dir}/scripts.log 2>&1
 new=$(cat /run/molt/keepalived.pid)
 same=$([ "$old" = "$new" ] && echo yes || echo no)
 echo "resume ms=$(( ($(date +%s%N) - t) / 1000000 )) old=$(alive "$old") new=$(alive "$new") same=$same"
 until holds; do sleep 0.05; done
 echo "holds-again"
-bash ${dir}/release.sh >/dev/null 2>&1
+bash ${dir}/release.sh >>${dir}/scripts.log 2>&1
 while kill -0 "$new" 2>/dev/null; do sleep 0.05; done
 echo "finally holds=$(holds && echo yes || echo no)"
+# A marker left from long ago whose pid now belongs to another program: resume does not wait
+# for that program (its deadline here is 20 s; the sleep lasts 60).
+sleep 60 &
+echo $! >/run/molt/keepalived.stopping
+t=$(date +%s%N)
+bash ${dir}/resume.sh >>${dir}/scripts.log 2>&1
+echo "stale-marker resume ms=$(( ($(date +%s%N) - t) / 1000000 )) new=$(alive "$(cat /run/molt/keepalived.pid)")"
+kill %1
+last=$(cat /run/molt/keepalived.pid)
+bash ${dir}/release.sh >>${dir}/scripts.log 2>&1
+while kill -0 "$last" 2>/dev/null; do sleep 0.05; done
 `;
     const r = spawnSync(
       "timeout",
@@ -96,7 +105,8 @@ echo "finally holds=$(holds && echo yes || echo no)"
     );
     const out = r.stdout.trim();
     console.log(`      ${out.split("\n").join("\n      ")}`);
-    assert.equal(r.status, 0, `${out}\n${r.stderr}`);
+    const scripts = () => spawnSync("cat", [join(dir, "scripts.log")], { encoding: "utf8" }).stdout;
+    assert.equal(r.status, 0, `${out}\n${r.stderr}\nthe scripts said:\n${scripts()}`);
     const line = (k: string) => out.split("\n").find((l) => l.startsWith(k)) ?? "";
     // The VIP is gone from the node when the release returns, and keepalived is not waited for.
     assert.match(line("release "), /holds=no old=yes/);
@@ -106,6 +116,8 @@ echo "finally holds=$(holds && echo yes || echo no)"
     assert.match(line("resume "), /old=no new=yes same=no/);
     assert.ok(out.includes("holds-again"), "the resumed keepalived takes the VIP again");
     assert.match(line("finally"), /holds=no/);
+    assert.match(line("stale-marker"), /new=yes/);
+    assert.ok(Number(/ms=(\d+)/.exec(line("stale-marker"))?.[1]) < 20_000, "it did not wait for the unrelated pid");
     const left = netnsPids().map((p) => spawnSync("cat", [`/proc/${p}/comm`], { encoding: "utf8" }).stdout.trim());
     assert.ok(!left.includes("keepalived"), `no keepalived left in the namespace: ${left.join(", ")}`);
   });

@@ -78,6 +78,8 @@ export class FakeWorld {
     vipNotTakenOver?: boolean;
     /** The new nodes' keepalived stays in FAULT (their endpoint check fails). */
     vipNewNodesFault?: boolean;
+    /** Starting keepalived again on a node that released the VIP fails. */
+    vipResumeFails?: boolean;
   } = {};
   /**
    * The API endpoint VIP (molt:apiEndpoint mode vip), when the test enables it: its holder,
@@ -359,6 +361,8 @@ class FakeNodes implements NodeAccess {
       keepalived: async (node, _address, action) => {
         w.log.push(`keepalived ${action} ${node}`);
         if (!w.vip) return;
+        if (action === "resume" && w.faults.vipResumeFails)
+          throw new Error("keepalived resume: timed out after 60s waiting for keepalived to run");
         if (action === "release") w.vip.stopped.add(node);
         else w.vip.stopped.delete(node);
         if (action === "release" && w.vip.holder === node) w.vip.holder = undefined;

@@ -52,8 +52,12 @@ export async function readClientTls(ep: NodeEndpoint, privateKey: string): Promi
   }
 }
 
-/** One write and read-back through the VIP on a client of its own (a fresh connection). */
+/**
+ * One write and read-back through the VIP on a client of its own (a fresh connection), both
+ * within one deadline: the client library's own retries of a call cannot take it past that.
+ */
 async function roundTrip(vip: string, tls: Tls, key: string, value: string, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
   const client = new Etcd3({
     hosts: `https://${vip}:2379`,
     credentials: {
@@ -61,7 +65,7 @@ async function roundTrip(vip: string, tls: Tls, key: string, value: string, time
       certChain: Buffer.from(tls.cert),
       privateKey: Buffer.from(tls.key),
     },
-    defaultCallOptions: () => ({ deadline: Date.now() + timeoutMs }),
+    defaultCallOptions: () => ({ deadline }),
   });
   try {
     const put = await client.put(key).value(value).exec();
@@ -73,11 +77,13 @@ async function roundTrip(vip: string, tls: Tls, key: string, value: string, time
   }
 }
 
-/** How long a round trip is retried before it counts as failed. */
+/** How long a round trip (first attempt and retries) may take before it counts as failed. */
 const RETRY_BUDGET_MS = 5000;
 
 /** A first error that says the client could not reach the VIP at all (not a request etcd dropped). */
-export const CONNECTION_FAILURE = /LB pick|No connection established|ECONNREFUSED|ECONNRESET|EHOSTUNREACH/;
+// Not "LB pick" alone: gRPC names the pick's time in every deadline on a new connection
+// ("..., LB pick: 0.002s, remote_addr=..."); "Waiting for LB pick" is a connection never made.
+export const CONNECTION_FAILURE = /Waiting for LB pick|No connection established|ECONNREFUSED|ECONNRESET|EHOSTUNREACH/;
 
 const clock = (ms: number) => new Date(ms).toISOString().slice(11, 23);
 
@@ -96,7 +102,7 @@ export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: 
   let lastOk = Date.now();
   let i = 0;
   /** The round trip being retried: the same key and value again (a put of the same value is idempotent). */
-  let pending: { key: string; value: string; since: number; firstError: string } | undefined;
+  let pending: { key: string; value: string; started: number; firstError: string } | undefined;
   /** A round trip succeeded at `now` (or the probe stops then): the gap since the last one. */
   const noteGap = (now: number, succeeded = true) => {
     if (now - lastOk > report.longestGapMs) {
@@ -106,21 +112,25 @@ export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: 
     if (succeeded) lastOk = now;
   };
   const loop = (async () => {
-    while (running) {
-      const { key, value } = pending ?? { key: `molt-vip-probe/${i++}`, value: String(Date.now()) };
+    // A round trip still being retried when the probe is stopped is seen through, to its end.
+    while (running || pending) {
+      const trip = pending ?? { key: `molt-vip-probe/${i++}`, value: String(Date.now()), started: Date.now() };
+      const { key, value } = trip;
       try {
-        const member = await roundTrip(vip, tls, key, value, 2000);
+        const left = Math.min(2000, RETRY_BUDGET_MS - (Date.now() - trip.started));
+        if (left <= 0) throw new Error(`no success within ${RETRY_BUDGET_MS} ms`);
+        const member = await roundTrip(vip, tls, key, value, left);
         report.acknowledged.set(key, value);
         if (report.holders[report.holders.length - 1]?.memberId !== member)
           report.holders.push({ memberId: member, at: Date.now() });
         report.ok++;
-        if (pending) report.retried.push(pending.firstError);
+        if (pending) report.retried.push(`${pending.firstError}; succeeded after ${Date.now() - trip.started} ms`);
         pending = undefined;
         noteGap(Date.now());
       } catch (e) {
         const error = `${clock(Date.now())} ${(e as Error).message.split("\n")[0]}`;
-        pending ??= { key, value, since: Date.now(), firstError: error };
-        if (Date.now() - pending.since > RETRY_BUDGET_MS) {
+        pending ??= { ...trip, firstError: error };
+        if (Date.now() - trip.started >= RETRY_BUDGET_MS - intervalMs) {
           report.failed++;
           if (report.errors.length < 30) report.errors.push(`${error} (first: ${pending.firstError})`);
           pending = undefined;

@@ -570,6 +570,23 @@ describe("the rollout loop (fake edges)", function () {
     assert.equal(w.members.length, 4, "no member was removed");
   });
 
+  it("says so when the holder's keepalived could not be started again after a release no node took", async () => {
+    stack("lab-v2", { vip: true });
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.vip = { holder: "lab-cp-1", stopped: new Set() };
+    w.faults.vipNotTakenOver = true;
+    w.faults.vipResumeFails = true;
+    const { summary } = await run(w);
+    assert.equal(summary.result, "failed");
+    assert.match(
+      summary.reason,
+      /did not move from lab-cp-1.*starting keepalived on lab-cp-1 again FAILED \(.*timed out.*\): no node may hold the VIP now; start it there by hand/,
+    );
+    assert.doesNotMatch(summary.reason, /was started again/);
+    assert.equal(w.vip.holder, undefined);
+    assert.equal(w.members.length, 4, "no member was removed");
+  });
+
   it("refuses before releasing while no new node is eligible for the VIP (its endpoint check fails)", async () => {
     stack("lab-v2", { vip: true });
     const w = FakeWorld.cluster(3, "lab-v1");
