@@ -62,7 +62,7 @@ describe("host key rotation over the first pinned connection", () => {
         hostKeyFile: join(dir, "host"),
         pidFile: "/nonexistent",
       });
-      const r = spawnSync("bash", ["-c", script], {
+      const r = spawnSync("bash", ["--norc", "-c", script], {
         input: generateSshKeyPair("intruder").privateKey,
         encoding: "utf8",
       });

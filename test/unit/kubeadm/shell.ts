@@ -9,7 +9,10 @@ export function shellcheck(script: string): string {
 
 /** Runs bash with the given script text and stdin; returns stdout, stderr and status. */
 export function bash(script: string, stdin = ""): { stdout: string; stderr: string; status: number | null } {
-  const r = spawnSync("bash", ["-euo", "pipefail", "-c", script], { input: stdin, encoding: "utf8" });
+  // --norc: bash sources /etc/bash.bashrc for `-c` when its stdin is a socket (Node's stdio
+  // pipes are socketpairs) and SHLVL < 2, and Debian's bashrc fails under -u ("PS1: unbound
+  // variable"): a test run from a shell with SHLVL unset or 0 saw that on stderr.
+  const r = spawnSync("bash", ["--norc", "-euo", "pipefail", "-c", script], { input: stdin, encoding: "utf8" });
   if (r.error) throw r.error;
   return { stdout: r.stdout, stderr: r.stderr, status: r.status };
 }

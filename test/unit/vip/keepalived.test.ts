@@ -207,7 +207,7 @@ describe("keepalived for the API endpoint VIP (infra/vip/keepalived.ts)", () => 
         const local = script.replace(`readonly STATE_FILE='${STATE_FILE}'`, `readonly STATE_FILE='${file}'`);
         assert.notEqual(local, script, "the state file is a constant of the script");
         for (const state of ["BACKUP", "MASTER", "FAULT"]) {
-          const r = spawnSync("bash", ["-c", local, "notify", "INSTANCE", "VI_API", state, "140"], {
+          const r = spawnSync("bash", ["--norc", "-c", local, "notify", "INSTANCE", "VI_API", state, "140"], {
             encoding: "utf8",
           });
           assert.equal(r.status, 0, r.stderr);
