@@ -239,6 +239,8 @@ start_keepalived() {
         setsid keepalived --dont-fork --vrrp --log-console --log-detail \\
           --use-file "$KEEPALIVED_CONF" --pid /run/molt/keepalived.pid --vrrp_pid /run/molt/keepalived-vrrp.pid \\
           >>/var/log/molt/keepalived.log 2>&1 </dev/null &
+        wait_until "keepalived to run" \\
+          "[ -f /run/molt/keepalived.pid ] && kill -0 \\"\\$(cat /run/molt/keepalived.pid)\\""
       fi
       ;;
     *) die "unknown keepalived run mode in $RUN_MODE_FILE" ;;
@@ -325,9 +327,6 @@ chmod 0600 "$KEEPALIVED_CONF.tmp"
 keepalived --config-test --use-file "$KEEPALIVED_CONF.tmp" >&2 || die "keepalived refuses the configuration"
 mv "$KEEPALIVED_CONF.tmp" "$KEEPALIVED_CONF"
 start_keepalived
-if [ "$RUN_MODE" = process ]; then
-  wait_until "keepalived to run" "[ -f /run/molt/keepalived.pid ] && kill -0 \\"\\$(cat /run/molt/keepalived.pid)\\""
-fi
 log "keepalived runs on $iface for $VIP_ADDRESS (VRRP; eligible once the local endpoint is healthy)"
 `,
   });
@@ -362,9 +361,6 @@ if [ ! -f "$RUN_MODE_FILE" ]; then
 fi
 if [ "$ACTION" = resume ]; then
   start_keepalived
-  if [ "$(cat "$RUN_MODE_FILE")" = process ]; then
-    wait_until "keepalived to run" "[ -f /run/molt/keepalived.pid ] && kill -0 \\"\\$(cat /run/molt/keepalived.pid)\\""
-  fi
   log "keepalived started again"
   return 0
 fi

@@ -20,6 +20,7 @@ import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { createForeignCluster, type ForeignCluster } from "../support/foreign";
 import { labLeftovers, testLab } from "../support/lab";
 import { startClusterProbe } from "../support/probe";
+import { leaderTransfers } from "../support/round-trips";
 import { longRun } from "../support/long";
 
 const publicLab = testLab(17);
@@ -435,9 +436,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
         assert.ok(report.longestGapMs < 5000, `longest gap ${report.longestGapMs} ms (5 s at most)${seen}`);
         // etcd drops what is in flight while its leadership moves: one retried round trip per
         // transfer at most (the probe has one request in flight), none otherwise.
-        const transfers = run.events.filter(
-          (e) => e.type === "decision" && (e.operation as { kind: string }).kind === "move-leader",
-        ).length;
+        const transfers = leaderTransfers(run.events);
         assert.ok(
           report.retried.length <= transfers,
           `${report.retried.length} round trip(s) needed a retry, ${transfers} leader transfer(s): ` +

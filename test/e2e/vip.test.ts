@@ -14,6 +14,7 @@ import { openStack } from "../../orchestrator/stack/driver";
 import { startCli, summaryOf, type CliRun } from "../support/cli";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { killLabMachine, labLeftovers, labStackYaml, testLab } from "../support/lab";
+import { leaderTransfers } from "../support/round-trips";
 import { CONNECTION_FAILURE, readClientTls, startVipProbe, type VipProbeReport } from "../support/vip-probe";
 
 const lab = testLab(11);
@@ -147,7 +148,7 @@ describe("API endpoint VIP with keepalived on the lab (e2e, lab t11)", function 
     // etcd drops a request in flight while its leadership moves (one per transfer at most, the
     // client having one in flight); the VIP itself was always reachable.
     assert.ok(report.longestGapMs < 5000, `longest gap through the VIP ${report.longestGapMs} ms (5 s at most)`);
-    const transfers = ops.filter((d) => d.kind === "move-leader").length;
+    const transfers = leaderTransfers(run.events);
     const unreachable = report.retried.filter((e) => CONNECTION_FAILURE.test(e));
     assert.ok(
       report.retried.length <= transfers && unreachable.length === 0,

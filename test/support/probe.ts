@@ -7,31 +7,16 @@ import type { LabSettings } from "../../infra/lab/node";
 import type { NodeEndpoint } from "../../infra/node";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import type { BastionTarget } from "../../infra/remote/ssh";
+import { RoundTrips, type TripCounts } from "./round-trips";
 
-export interface ProbeReport {
+export interface ProbeReport extends TripCounts {
   ok: number;
-  /** Round trips that did not succeed within RETRY_BUDGET_MS of their first attempt, retries included. */
-  failed: number;
-  errors: string[];
-  /**
-   * Round trips that succeeded only on a retry, with the first attempt's error. etcd drops the
-   * proposals in flight while its leadership moves ("raft proposal dropped" at once from the
-   * old leader; a follower's forwarded one never answers, "request timed out" after about 7 s),
-   * so a client of a real cluster sees this once per leader transfer at most, and retries.
-   */
-  retried: string[];
   acknowledged: Map<string, string>;
   /** Longest time between two successful write+read round trips (the probe's own reconnects left out). */
   longestGapMs: number;
   /** Time spent opening the probe's tunnels (when machines came or went). */
   reconnectMs: number;
 }
-
-/**
- * How long a round trip (its first attempt, retries and the reconnects between them) may take
- * before it counts as failed: the chaos suite's bound on a gap.
- */
-const RETRY_BUDGET_MS = 5000;
 
 export function labEndpoints(lab: LabSettings): NodeEndpoint[] {
   const dir = join(lab.labRoot, "labs", lab.lab);
@@ -85,22 +70,14 @@ export function startClusterProbe(
   let client: ReturnType<EtcdAccess["voters"]> | undefined;
   let known = "";
   let lastOk = Date.now();
-  let i = 0;
-  /** The round trip being retried: the same key and value again (a put of the same value is idempotent). */
-  let pending: { key: string; value: string; started: number; firstError: string } | undefined;
+  const trips = new RoundTrips("molt-probe", report, intervalMs);
   const stamp = (e: unknown) =>
     `${new Date().toISOString().slice(11, 23)} ${(e as Error).message.split("\n")[0]}` +
     ` (machines ${known || "(reopening)"}; voters ${voterNodes?.join(",") ?? "(not asked yet)"})`;
   const loop = (async () => {
     // A round trip still being retried when the probe is stopped is seen through, to its end.
-    while (running || pending) {
-      const trip = pending ?? { key: `molt-probe/${i++}`, value: `${Date.now()}`, started: Date.now(), firstError: "" };
-      /** What is left of the trip's budget (from its first attempt, reconnects included): each attempt's cap. */
-      const left = (cap: number) => {
-        const ms = Math.min(cap, RETRY_BUDGET_MS - (Date.now() - trip.started));
-        if (ms <= 0) throw new Error(`no success within ${RETRY_BUDGET_MS} ms`);
-        return ms;
-      };
+    while (running || trips.retrying) {
+      const trip = trips.next();
       try {
         const eps = labEndpoints(lab).filter(opts.include ?? (() => true));
         const sig = eps
@@ -138,24 +115,18 @@ export function startClusterProbe(
         const { key, value } = trip;
         // Each attempt gives up after 2 s (a dropped proposal, or a request stuck on a tunnel to a
         // machine that just vanished) and goes again, through fresh tunnels.
-        await within(left(2000), client.put(key).value(value).exec(), "write");
+        await within(trips.left(trip, 2000), client.put(key).value(value).exec(), "write");
         report.acknowledged.set(key, value);
-        const got = await within(left(2000), client.get(key).string(), "read");
+        const got = await within(trips.left(trip, 2000), client.get(key).string(), "read");
         if (got !== value) throw new Error(`read ${got} after writing ${value}`);
         report.ok++;
-        if (pending) report.retried.push(`${pending.firstError}; succeeded after ${Date.now() - trip.started} ms`);
-        pending = undefined;
+        trips.succeeded(trip);
         const now = Date.now();
         report.longestGapMs = Math.max(report.longestGapMs, now - lastOk);
         lastOk = now;
       } catch (e) {
         const error = stamp(e);
-        pending ??= { ...trip, firstError: error };
-        if (Date.now() - trip.started >= RETRY_BUDGET_MS - intervalMs) {
-          report.failed++;
-          if (report.errors.length < 20) report.errors.push(`${error} (first: ${pending.firstError})`);
-          pending = undefined;
-        }
+        trips.attemptFailed(trip, error);
         known = ""; // re-open tunnels: a node may have gone
       }
       await new Promise((r) => setTimeout(r, intervalMs));

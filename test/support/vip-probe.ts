@@ -6,17 +6,10 @@
 import { Etcd3 } from "etcd3";
 import { SshSession } from "../../infra/remote/ssh";
 import type { NodeEndpoint } from "../../infra/node";
+import { RoundTrips, type TripCounts } from "./round-trips";
 
-export interface VipProbeReport {
+export interface VipProbeReport extends TripCounts {
   ok: number;
-  /** Round trips that did not succeed within RETRY_BUDGET_MS, retries included. */
-  failed: number;
-  errors: string[];
-  /**
-   * Round trips that succeeded only on a retry, with the first attempt's error: etcd drops the
-   * proposals in flight while its leadership moves (see test/support/probe.ts).
-   */
-  retried: string[];
   /** Longest time between two successful write+read round trips. */
   longestGapMs: number;
   /** When the longest gap began (time of day, UTC): to set beside keepalived's logs and VRRP adverts. */
@@ -77,9 +70,6 @@ async function roundTrip(vip: string, tls: Tls, key: string, value: string, time
   }
 }
 
-/** How long a round trip (first attempt and retries) may take before it counts as failed. */
-const RETRY_BUDGET_MS = 5000;
-
 /** A first error that says the client could not reach the VIP at all (not a request etcd dropped). */
 // Not "LB pick" alone: gRPC names the pick's time in every deadline on a new connection
 // ("..., LB pick: 0.002s, remote_addr=..."); "Waiting for LB pick" is a connection never made.
@@ -100,9 +90,7 @@ export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: 
   };
   let running = true;
   let lastOk = Date.now();
-  let i = 0;
-  /** The round trip being retried: the same key and value again (a put of the same value is idempotent). */
-  let pending: { key: string; value: string; started: number; firstError: string } | undefined;
+  const trips = new RoundTrips("molt-vip-probe", report, intervalMs, 30);
   /** A round trip succeeded at `now` (or the probe stops then): the gap since the last one. */
   const noteGap = (now: number, succeeded = true) => {
     if (now - lastOk > report.longestGapMs) {
@@ -113,28 +101,19 @@ export function startVipProbe(vip: string, tls: Tls, intervalMs = 100): { stop: 
   };
   const loop = (async () => {
     // A round trip still being retried when the probe is stopped is seen through, to its end.
-    while (running || pending) {
-      const trip = pending ?? { key: `molt-vip-probe/${i++}`, value: String(Date.now()), started: Date.now() };
+    while (running || trips.retrying) {
+      const trip = trips.next();
       const { key, value } = trip;
       try {
-        const left = Math.min(2000, RETRY_BUDGET_MS - (Date.now() - trip.started));
-        if (left <= 0) throw new Error(`no success within ${RETRY_BUDGET_MS} ms`);
-        const member = await roundTrip(vip, tls, key, value, left);
+        const member = await roundTrip(vip, tls, key, value, trips.left(trip, 2000));
         report.acknowledged.set(key, value);
         if (report.holders[report.holders.length - 1]?.memberId !== member)
           report.holders.push({ memberId: member, at: Date.now() });
         report.ok++;
-        if (pending) report.retried.push(`${pending.firstError}; succeeded after ${Date.now() - trip.started} ms`);
-        pending = undefined;
+        trips.succeeded(trip);
         noteGap(Date.now());
       } catch (e) {
-        const error = `${clock(Date.now())} ${(e as Error).message.split("\n")[0]}`;
-        pending ??= { ...trip, firstError: error };
-        if (Date.now() - trip.started >= RETRY_BUDGET_MS - intervalMs) {
-          report.failed++;
-          if (report.errors.length < 30) report.errors.push(`${error} (first: ${pending.firstError})`);
-          pending = undefined;
-        }
+        trips.attemptFailed(trip, `${clock(Date.now())} ${(e as Error).message.split("\n")[0]}`);
       }
       await new Promise((r) => setTimeout(r, intervalMs));
     }
