@@ -7,7 +7,7 @@ import { execFile } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { netnsName } from "../infra/lab/host";
-import type { LabSettings } from "../infra/lab/node";
+import type { LabSettings } from "../infra/lab/settings";
 
 export interface EtcdSeen {
   /** First seen a started voting member. */

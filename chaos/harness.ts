@@ -8,7 +8,7 @@
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
-import type { LabSettings } from "../infra/lab/node";
+import type { LabSettings } from "../infra/lab/settings";
 import { openStore } from "../orchestrator/backend/store";
 import { EtcdAccess } from "../orchestrator/edges/etcd";
 import { lockKey, parseLeaseRecord, readLease } from "../orchestrator/lock";
@@ -17,7 +17,7 @@ import { engineLocks } from "../orchestrator/stack/engine-lock";
 import { cacheDir } from "../orchestrator/stack/engine";
 import { pollUntil } from "../lib/poll";
 import { inspect } from "../orchestrator/inspect";
-import type { StoredState } from "../orchestrator/stack/state";
+import type { StoredState } from "../orchestrator/core/nodes";
 import { ownerOf, urnName, type StateResource } from "../orchestrator/stack/targets";
 import { openStack } from "../orchestrator/stack/driver";
 import { engineTag } from "../orchestrator/stack/engine-process";

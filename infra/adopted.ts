@@ -2,8 +2,10 @@
 // planner sees them and joins new nodes through them, but the program makes no resource for
 // them: their endpoint and connection are what adoption checked and recorded.
 import * as pulumi from "@pulumi/pulumi";
-import type { ControlPlaneNodeOutputs, NodeEndpoint, NodeEntry } from "./node";
-import { accessInputs, type SshAccessSettings } from "./remote/access";
+import type { ControlPlaneNodeOutputs } from "./node";
+import type { NodeEndpoint, NodeEntry } from "../orchestrator/core/nodes";
+import { accessInputs } from "./remote/access";
+import { type SshAccessSettings } from "../orchestrator/core/nodes";
 import type { ConnectionArgs } from "./remote/command";
 
 export const ADOPTED_IMAGE = "adopted";

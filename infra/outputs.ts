@@ -2,7 +2,8 @@
 // not in a git-tracked file), how each node is reached, and the API endpoint. observe.ts
 // reads it back.
 import * as pulumi from "@pulumi/pulumi";
-import type { ControlPlaneNodeOutputs, NodeEndpoint, NodeEntry } from "./node";
+import type { ControlPlaneNodeOutputs } from "./node";
+import type { NodeEndpoint, NodeEntry } from "../orchestrator/core/nodes";
 import { adoptedEndpoint } from "./adopted";
 
 export const NODE_LIST_SCHEMA = 1;

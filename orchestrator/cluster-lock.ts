@@ -14,6 +14,7 @@
 // transactions one after another; a node being replaced, a learner that refuses lease calls,
 // a dropped tunnel cost nothing), so the lease survives the rollout replacing every node it
 // was taken through.
+import type { KvEntry, LeaseKv } from "./core/edges";
 import type { Etcd3 } from "etcd3";
 import { alive } from "../lib/process";
 import {
@@ -26,40 +27,6 @@ import {
   type LockHolder,
   type LockOptions,
 } from "./lock";
-
-/** The few etcd calls the cluster lease needs (etcdLeaseKv; an in-memory one in the loop's tests). */
-export interface LeaseKv {
-  /** For messages: which cluster, through which members. */
-  readonly location: string;
-  /** Grants a lease of `ttlSeconds`; its id (decimal). */
-  grant(ttlSeconds: number): Promise<string>;
-  /** Keeps the lease alive: its time to live now, in seconds (<= 0: etcd no longer has it). */
-  keepAlive(id: string): Promise<number>;
-  /** Seconds the lease has left (<= 0: gone). */
-  timeToLive(id: string): Promise<number>;
-  revoke(id: string): Promise<void>;
-  /**
-   * One transaction: if `key` is absent (or, with `ifRevision`, still at that revision), puts
-   * `value` under `key` on `lease` and under `last` without one, and returns the new revision
-   * with what `last` held before; else returns what `key` holds.
-   */
-  take(
-    key: string,
-    last: string,
-    value: Buffer,
-    lease: string,
-    ifRevision?: string,
-  ): Promise<{ ok: true; revision: string; previousLast?: Buffer } | { ok: false; current?: KvEntry }>;
-  get(key: string): Promise<KvEntry | undefined>;
-  /** Deletes `key` and `last` if `key` is still at `revision`; true when it was. */
-  release(key: string, last: string, revision: string): Promise<boolean>;
-}
-
-export interface KvEntry {
-  value: Buffer;
-  lease: string;
-  revision: string;
-}
 
 export class ClusterLockUnavailableError extends Error {
   constructor(stack: string, detail: string) {

@@ -3,8 +3,10 @@
 // Validated here; orchestrator/config.ts calls in.
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { expandAddressPool, inSubnet } from "../infra/addresses";
-import { isIPv4, type VipSettings } from "../infra/vip/keepalived";
+import { expandAddressPool, inSubnet } from "./core/addresses";
+import { isIPv4 } from "./core/addresses";
+import { type VipSettings } from "../infra/vip/keepalived";
+import type { StaticAddressesConfig } from "../infra/providers/vsphere/static-addresses";
 
 const ipv4 = (what: string) => z.string({ message: what }).refine(isIPv4, what);
 
@@ -25,20 +27,6 @@ export const apiEndpointSchema = z
     advertIntervalSeconds: z.number().int("a whole number").min(1).max(255).optional(),
   })
   .strict();
-
-export const staticAddressesSchema = z
-  .object({
-    pool: z
-      .array(z.string(), { message: "node addresses: single addresses and ranges such as 10.0.0.11-10.0.0.19" })
-      .min(1, "at least replicas + 1 addresses"),
-    prefixLength: z.number({ message: "the network's prefix length, such as 24" }).int().min(8).max(30),
-    gateway: ipv4("the default gateway's IPv4 address"),
-    nameservers: z.array(ipv4("an IPv4 address")).optional(),
-    searchDomains: z.array(z.string().min(1)).optional(),
-  })
-  .strict();
-
-export type StaticAddressesConfig = z.infer<typeof staticAddressesSchema>;
 
 /** The lab's default VRRP router id: stable per lab (each lab has a bridge of its own anyway). */
 function labRouterId(lab: string): number {

@@ -5,7 +5,7 @@ import * as semver from "semver";
 import { z } from "zod";
 import { cloudCommonSections, SET_PRIVATE_KEY } from "../infra/providers/cloud-config";
 import { PROVIDER_KINDS, PROVIDERS } from "../infra/providers/registry";
-import type { HookName } from "./model";
+import type { HookName } from "./core/model";
 import { windowSchema } from "./controls/window";
 import { HOOK_NAMES, hookSchema } from "./controls/hook-config";
 

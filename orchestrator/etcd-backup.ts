@@ -3,10 +3,10 @@
 // the observed state of a pass), and their retention: the newest N per stack are kept.
 import { mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import type { EtcdEdge } from "./edges/types";
+import type { EtcdEdge } from "./core/edges";
 import type { RolloutEvent } from "./events";
 import type { Timed } from "./loop/timing";
-import type { World } from "./model";
+import type { World } from "./core/model";
 import { moltHome } from "./stack/engine";
 
 export function backupDir(): string {

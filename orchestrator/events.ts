@@ -1,5 +1,6 @@
 // What a rollout tells its caller, as a discriminated union (CLI --json prints one per line).
-import type { HookName, Operation, OperationKind } from "./model";
+import type { RolloutResultKind } from "./core/model";
+import type { HookName, Operation, OperationKind } from "./core/model";
 import type { PromotionEvent } from "./promotion/events";
 
 export type Phase = "observe" | "provision" | "etcd" | "kube" | "endpoint" | "wait" | "snapshot" | "hook";
@@ -107,5 +108,3 @@ export type RolloutEvent =
       /** Adopted machines this run retired: reset and left running, yours to delete. */
       leftForOwner?: Omit<Extract<RolloutEvent, { type: "left-for-owner" }>, "type">[];
     };
-
-export type RolloutResultKind = "succeeded" | "noop" | "failed" | "paused" | "refused" | "rolled-back" | "cancelled";

@@ -8,16 +8,18 @@ export {
   type PlannedReplacement,
 } from "./rollout";
 export type { EdgeFactory, EdgeOptions } from "./edges/open";
-export type { Edges, EtcdEdge, KubeEdge, NodeAccess } from "./edges/types";
-export type { StackEdge, StackState, NodeListChange } from "./stack/edge";
+export type { Edges, EtcdEdge, KubeEdge, NodeAccess } from "./core/edges";
+export type { StackEdge, StackState, NodeListChange } from "./core/edges";
 export { inspect, type Inspection, type Condition } from "./inspect";
-export type { RolloutEvent, RolloutResultKind, NodeView, Phase } from "./events";
-export type { Intent, Operation, World, WaitKey } from "./model";
-export { decide } from "./plan";
+export type { RolloutEvent, NodeView, Phase } from "./events";
+export type { RolloutResultKind } from "./core/model";
+export type { Intent, Operation, World, WaitKey } from "./core/model";
+export { decide } from "./core/plan";
 export { InvalidConfigError, loadStackConfig } from "./config";
 export { ConcurrentRolloutError, LeaseLostError, acquireLock, type HeldLock, type LockHolder } from "./lock";
 export { EngineLockedError } from "./stack/engine-lock";
-export { openStore, type ObjectStore, type StoredObject } from "./backend/store";
+export { openStore } from "./backend/store";
+export { type ObjectStore, type StoredObject } from "./backend/object-store";
 export { CorruptStateError } from "./stack/state";
 export { StackNotFoundError, EngineCancelledError, stopEnginesNow } from "./stack/driver";
 export { EngineMissingError } from "./stack/engine";
@@ -60,7 +62,8 @@ export {
 // Operator controls: hooks as callbacks, the maintenance window, and the event stream's
 // reporters (Prometheus text for a textfile collector, a JSON webhook).
 export type { HookCallback, HookCallbacks, HookContext } from "./controls/hooks";
-export type { HookName, RunControls } from "./model";
-export { OutsideWindowError, windowState, type MaintenanceWindow } from "./controls/window";
+export type { HookName, RunControls } from "./core/model";
+export { OutsideWindowError, windowState } from "./controls/window";
+export { type MaintenanceWindow } from "./core/model";
 export { metricsText, writeMetricsFile } from "./report/metrics";
 export { WebhookNotifier, isNotable, type NotifyOptions } from "./report/notify";

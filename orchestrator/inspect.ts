@@ -3,13 +3,20 @@
 import { loadStackConfig, resolveLabImage } from "./config";
 import { SshNodeAccess } from "./edges/nodes";
 import { openEdges, type EdgeFactory } from "./edges/open";
-import type { Edges } from "./edges/types";
+import type { Edges } from "./core/edges";
 import type { NodeView } from "./events";
-import type { Operation, World } from "./model";
+import type { Operation, World } from "./core/model";
 import { observe } from "./observe";
-import { agreedLeader, decide, isOutdated, kubeProblem, plannedReplacements, type PlannedReplacement } from "./plan";
+import {
+  agreedLeader,
+  decide,
+  isOutdated,
+  kubeProblem,
+  plannedReplacements,
+  type PlannedReplacement,
+} from "./core/plan";
 import { BackendError, StackNotFoundError } from "./stack/driver";
-import type { StackEdge, StackState } from "./stack/edge";
+import type { StackEdge, StackState } from "./core/edges";
 import { backendUrl, repoRoot } from "./stack/engine";
 import { nodeViews } from "./views";
 import { hexMemberId } from "./etcd-id";

@@ -8,7 +8,7 @@
 // terminated if it has not stopped within half the safety margin. The run ends "failed",
 // with the reason, before another runner can take the stack.
 import type { Stack } from "@pulumi/pulumi/automation";
-import type { Edges } from "./edges/types";
+import type { Edges } from "./core/edges";
 import type { RolloutEvent } from "./events";
 import { acquireLock, lossMarginMs, machineStore, type HeldLock } from "./lock";
 import { acquireClusterLock, ClusterLockUnavailableError } from "./cluster-lock";

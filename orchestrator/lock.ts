@@ -19,7 +19,8 @@ import { mkdirSync, readFileSync, readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import { alive } from "../lib/process";
 import { FileStore } from "./backend/file";
-import { openStore, type ObjectStore } from "./backend/store";
+import { openStore } from "./backend/store";
+import { type ObjectStore } from "./backend/object-store";
 import { moltHome } from "./stack/engine";
 
 export interface LockHolder {

@@ -2,9 +2,10 @@
 // function serves `rollout`, `plan` and `status`.
 import type { EtcdAccess } from "./edges/etcd";
 import { observeCertificates } from "./edges/certs";
-import { KubeAccess, type ComponentHealth, type KubeNode, type KubeObservation } from "./edges/kube";
-import type { Edges, EtcdEdge, KubeEdge, VipEdge } from "./edges/types";
-import type { EtcdObservation, Intent, Member, NodeEntry, StatusResult, World, WorldMemory } from "./model";
+import { KubeAccess } from "./edges/kube";
+import { type ComponentHealth, type KubeNode, type KubeObservation } from "./core/observations";
+import type { Edges, EtcdEdge, KubeEdge, VipEdge } from "./core/edges";
+import type { EtcdObservation, Intent, Member, NodeEntry, StatusResult, World, WorldMemory } from "./core/model";
 
 /** Reads the stack state, etcd and (when the intent runs Kubernetes) the Kubernetes control plane. */
 export async function observe(edges: Edges, intent: Intent, memory: WorldMemory): Promise<World> {

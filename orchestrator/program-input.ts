@@ -1,7 +1,7 @@
 // From the validated stack config and a node list to the stack program's input.
-import type { NodeEntry } from "../infra/node";
-import { assignStaticAddress } from "../infra/addresses";
-import { assignFailureDomain } from "../infra/placement";
+import type { NodeEntry } from "./core/nodes";
+import { assignStaticAddress } from "./core/addresses";
+import { assignFailureDomain } from "./core/placement";
 import type { ProgramInput } from "../infra/program";
 import type { StackConfig } from "./config";
 
@@ -33,7 +33,7 @@ export function programInputFor(cfg: StackConfig, nodes: NodeEntry[], joining?: 
 
 /**
  * The entry of a node about to be appended to `nodes`, with its failure domain: the
- * configured domain with the fewest up-to-date nodes (infra/placement.ts). Decided here,
+ * configured domain with the fewest up-to-date nodes (orchestrator/core/placement.ts). Decided here,
  * once, and stored with the entry, so an existing node's domain never moves.
  */
 export function placeNewNode(cfg: StackConfig, entry: NodeEntry, nodes: NodeEntry[]): NodeEntry {

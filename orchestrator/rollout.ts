@@ -1,28 +1,28 @@
 // The reconcile loop: observe once -> decide one operation -> act -> record, and again. A
 // crash at any point is just an earlier pass: rerunning converges from whatever the state
 // and etcd say. Waits are conditions with deadlines; nothing sleeps for a fixed time.
-//   observe: orchestrator/observe.ts    decide: orchestrator/plan/    act: orchestrator/act/
-//   record:  orchestrator/loop/memory.ts (the loop's memory, advanced by pure functions)
+//   observe: orchestrator/observe.ts    decide: orchestrator/core/plan/    act: orchestrator/act/
+//   record:  orchestrator/core/memory.ts (the loop's memory, advanced by pure functions)
 import { pause } from "../lib/poll";
 import { act, changesMembership, isChange } from "./act";
 import { loadStackConfig, resolveLabImage, type StackConfig } from "./config";
 import { openEdges, type EdgeFactory } from "./edges/open";
-import type { Edges } from "./edges/types";
+import type { Edges } from "./core/edges";
 import { retainBackups, takeBackup } from "./etcd-backup";
 import type { NodeView, RolloutEvent } from "./events";
 import { holdStack } from "./lock-scope";
 import { checkProviderPlugins } from "./stack/plugins";
 import { releasePreflight, releaseRecorder } from "./promotion/hooks";
-import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory, type Stop } from "./loop/memory";
+import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory, type Stop } from "./core/memory";
 import { RunClock } from "./loop/timing";
-import type { Intent, Operation, World } from "./model";
+import type { Intent, Operation, World } from "./core/model";
 import { observe, reobserveAddons, reobserveNode } from "./observe";
 import { k8s } from "./edges/kube-support";
 import { watchOf, watchWait } from "./loop/wait-watch";
-import { decide, plannedReplacements, waitDeadlineSeconds, type PlannedReplacement } from "./plan";
+import { decide, plannedReplacements, waitDeadlineSeconds, type PlannedReplacement } from "./core/plan";
 import { EngineCancelledError } from "./stack/driver";
 import { backendUrl, repoRoot } from "./stack/engine";
-import type { StackState } from "./stack/edge";
+import type { StackState } from "./core/edges";
 import { isHealthyNode, nodeViews } from "./views";
 import { checkWindowAtStart, controlsClock, windowClosedReason } from "./controls/window";
 import { controlsIntent, type HookCallbacks } from "./controls/intent";

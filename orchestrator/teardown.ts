@@ -3,7 +3,7 @@
 // reports, read back from the engine's diagnostics as `warning` events.
 import type { EngineEvent } from "@pulumi/pulumi/automation";
 import { UNREACHABLE_NODES_ENV, encodeUnreachableNodes, parseTeardownWarning } from "../infra/remote/teardown";
-import type { NodeEndpoint, Operation } from "./model";
+import type { NodeEndpoint, Operation } from "./core/model";
 
 /**
  * Environment for the `up` of a prune (alone or with the next surge) or rollback the

@@ -1,7 +1,7 @@
 // Presentation: what one observed world says about each node, for events, `plan` and `status`.
 import type { NodeView } from "./events";
-import type { World } from "./model";
-import { agreedLeader, isHealthyVoter, isOutdated, kubeProblem, memberOfNode } from "./plan";
+import type { World } from "./core/model";
+import { agreedLeader, isHealthyVoter, isOutdated, kubeProblem, memberOfNode } from "./core/plan";
 
 export function nodeViews(s: World): NodeView[] {
   const leader = s.etcd ? agreedLeader(s) : undefined;

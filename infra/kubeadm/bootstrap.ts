@@ -5,7 +5,8 @@
 import { accessInputs } from "../remote/access";
 import * as pulumi from "@pulumi/pulumi";
 import { RemoteCommand, type ConnectionArgs } from "../remote/command";
-import type { HostKeyPair, NodeEntry, SshSettings } from "../node";
+import type { HostKeyPair, SshSettings } from "../node";
+import type { NodeEntry } from "../../orchestrator/core/nodes";
 import { renderInitScript } from "./init";
 import { joinMaterialStdin, type JoinMaterial } from "./join-material";
 import { KubeadmJoinMaterial } from "./join-material-resource";

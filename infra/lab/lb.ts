@@ -1,7 +1,7 @@
 // The lab's load balancer and its attachments as Pulumi resources (runtime in lb-impl.ts).
 import * as pulumi from "@pulumi/pulumi";
 import { implementation } from "../dynamic";
-import type { LabSettings } from "./node";
+import type { LabSettings } from "./settings";
 
 export interface LabLbInputs {
   lab: string;

@@ -1,34 +1,18 @@
 // One lab control-plane node: host key (made first, so it can be pinned), the machine,
 // its etcd bootstrap/teardown over SSH, and its load-balancer attachment.
+import type { LabSettings } from "./settings";
 import * as pulumi from "@pulumi/pulumi";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import type { NodeEntry } from "../node";
+import type { NodeEntry } from "../../orchestrator/core/nodes";
 import { RemoteCommand, type ConnectionArgs } from "../remote/command";
 import { SshKeyPair } from "../remote/keypair";
-import { accessInputs, type SshAccessSettings } from "../remote/access";
+import { accessInputs } from "../remote/access";
+import { type SshAccessSettings } from "../../orchestrator/core/nodes";
 import { JoinMaterial } from "./join-material";
 import { LabLbAttachment, type LabLbInputs } from "./lb";
 import { LabMachine } from "./machine";
-import type { VipSettings } from "../vip/keepalived";
 import { keepalivedCommand } from "../vip/keepalived-command";
-
-export interface LabSettings {
-  lab: string;
-  labRoot: string;
-  bridge: string;
-  subnet: string;
-  lbPort: number;
-  /** molt:apiEndpoint mode vip: keepalived in the machines instead of the lab's HAProxy. */
-  vip?: VipSettings;
-  /** The host takes no address on the bridge: machines are reached through a bastion only. */
-  isolated?: true;
-  /**
-   * An existing HAProxy of the lab (an adopted cluster's, run by lb-impl in a machine's
-   * network namespace) that new nodes are attached to, instead of molt's own.
-   */
-  loadBalancer?: { lab: string; address: string; netns?: string; bind?: string };
-}
 
 const scriptsDir = resolve(__dirname, "..", "..", "..", "infra", "lab", "scripts");
 /**

@@ -2,15 +2,17 @@
 // cluster's own), and one lab node per entry of the node list, each joining through the
 // oldest other node; adopted entries get only a record (infra/adopted.ts).
 import * as pulumi from "@pulumi/pulumi";
-import { joinsInThisUpdate, type NodeEntry } from "../node";
+import { joinsInThisUpdate } from "../node";
+import { type NodeEntry } from "../../orchestrator/core/nodes";
 import { moltOutput } from "../outputs";
 import { SshKeyPair } from "../remote/keypair";
-import type { SshAccessSettings } from "../remote/access";
+import type { SshAccessSettings } from "../../orchestrator/core/nodes";
 import { adoptedNode, type AdoptedNodeOutputs } from "../adopted";
 import { LabImportedMachine } from "./imported-machine";
 import { parseSubnet } from "./host";
 import { LabLoadBalancer, labLbInputs } from "./lb";
-import { LabControlPlaneNode, type LabSettings } from "./node";
+import { LabControlPlaneNode } from "./node";
+import { type LabSettings } from "./settings";
 
 export interface LabProgramInput {
   provider: "lab";

@@ -2,7 +2,7 @@
 // namespaces, a real OpenSSH server each, HAProxy in front of the API servers. Needs no
 // engine plugin: every resource is one of molt's dynamic providers.
 import { z } from "zod";
-import type { LabSettings } from "../lab/node";
+import type { LabSettings } from "../lab/settings";
 import { labProgram, type LabProgramInput } from "../lab/program";
 import type { LabProviderDefinition } from "./provider";
 

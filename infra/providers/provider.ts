@@ -5,10 +5,10 @@
 // targets its cluster-wide components. Adding a provider is a new definition, its
 // component, its tests and docs, and one line in the registry.
 import type * as pulumi from "@pulumi/pulumi";
-import type { SshAccessSettings } from "../remote/access";
+import type { SshAccessSettings } from "../../orchestrator/core/nodes";
 import type { z } from "zod";
 import type { KubeadmBootstrapSettings } from "../kubeadm/settings";
-import type { NodeEntry } from "../node";
+import type { NodeEntry } from "../../orchestrator/core/nodes";
 import type { CloudControlPlaneNode, CloudNodeArgs } from "./cloud-node";
 
 /** A Pulumi resource plugin the engine must have before any `up` of a stack of this provider. */

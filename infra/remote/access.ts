@@ -1,15 +1,9 @@
 // How molt reaches nodes besides the stack's own key (molt:ssh): the ssh-agent, and a jump
 // host. One place builds the agent/bastion part of every connection: the program's
 // RemoteCommands and join material, and the orchestrator's SSH sessions.
+import type { SshAccessSettings } from "../../orchestrator/core/nodes";
 import * as pulumi from "@pulumi/pulumi";
 import type { BastionTarget, SshCredentials } from "./ssh";
-
-export interface SshAccessSettings {
-  /** Also offer the keys of the ssh-agent at $SSH_AUTH_SOCK. */
-  agent: boolean;
-  /** Every connection goes through this jump host; it is offered the stack's key too. */
-  bastion?: { host: string; port: number; user: string; hostKey: string; agent: boolean };
-}
 
 /** The agent and bastion fields of a connection (plain values: the orchestrator's sessions). */
 export function accessFields(

@@ -17,6 +17,7 @@
 // - multicast VRRP (no peer list): a node's configuration never changes when others come
 //   and go. No VRRP authentication: VRRPv2's password travels in clear text and VRRPv3 has
 //   none; a virtual_router_id unique on the segment keeps clusters apart.
+import { isIPv4 } from "../../orchestrator/core/addresses";
 import { renderScript } from "../kubeadm/script";
 
 export interface VipSettings {
@@ -55,12 +56,7 @@ export const INTERFACE_PLACEHOLDER = "@MOLT_VRRP_INTERFACE@";
 /** Check cadence: a failing endpoint loses the VIP after FALL s, a recovered one is eligible after RISE s. */
 export const CHECK = { intervalSeconds: 1, timeoutSeconds: 2, fall: 2, rise: 2 } as const;
 
-const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
 const NODE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
-export function isIPv4(s: string): boolean {
-  return IPV4.test(s);
-}
 
 export function validateVip(v: VipSettings): void {
   if (!isIPv4(v.address)) throw new Error(`VIP address ${JSON.stringify(v.address)} is not an IPv4 address`);

@@ -1,9 +1,9 @@
 // What every act receives: the edges, the world the decision was made on, and the run's
 // reporting. Acts carry out a decision; they decide nothing the operation does not say.
-import type { Edges } from "../edges/types";
+import type { Edges } from "../core/edges";
 import type { RolloutEvent } from "../events";
-import type { Intent, Operation, World } from "../model";
-import type { ActOutcome } from "../loop/memory";
+import type { Intent, Operation, World } from "../core/model";
+import type { ActOutcome } from "../core/memory";
 import type { Timed } from "../loop/timing";
 import type { HookCallbacks } from "../controls/hooks";
 

@@ -1,9 +1,9 @@
 // etcd membership changes, each sent where the planner said. etcd's own guards refuse some
 // for a moment (plan/waits.ts isTransientEtcdRefusal): those are retried after observing again.
-import type { EtcdEdge } from "../edges/types";
-import { retryKeyOf } from "../loop/memory";
-import type { Operation } from "../model";
-import { isTransientEtcdRefusal } from "../plan";
+import type { EtcdEdge } from "../core/edges";
+import { retryKeyOf } from "../core/memory";
+import type { Operation } from "../core/model";
+import { isTransientEtcdRefusal } from "../core/plan";
 import type { Act } from "./context";
 
 type Membership = Extract<Operation, { kind: "promote" | "move-leader" | "remove-member" | "remove-stray-member" }>;

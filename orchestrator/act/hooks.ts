@@ -2,7 +2,7 @@
 // for one node. It decides nothing: a failure is reported to the planner
 // (plan/control-steps.ts hookFailure), which rolls a new node back or stops the run.
 import type { Act, ActContext } from "./context";
-import type { ActOutcome } from "../loop/memory";
+import type { ActOutcome } from "../core/memory";
 import {
   HookFiles,
   hookEnv,
@@ -12,7 +12,7 @@ import {
   type HookContext,
   type HookRun,
 } from "../controls/hooks";
-import type { Operation } from "../model";
+import type { Operation } from "../core/model";
 
 type HookOp = Extract<Operation, { kind: "hook" }>;
 

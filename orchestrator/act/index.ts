@@ -1,7 +1,7 @@
 // One home per operation: the planner decides (orchestrator/plan), an act carries it out.
 // A new operation is a new `kind` in model.ts, its rule in plan/decide.ts, and its act here.
-import type { ActOutcome } from "../loop/memory";
-import type { Operation } from "../model";
+import type { ActOutcome } from "../core/memory";
+import type { Operation } from "../core/model";
 import type { ActContext } from "./context";
 import { membership } from "./etcd";
 import { deleteNode, drain, stopApiServer, updateAddons, updateClusterConfig } from "./kube";

@@ -1,7 +1,8 @@
 // The etcd checks of adoption: kubeadm-made stacked etcd on every host, members == hosts,
 // every member a healthy started voter, no alarm, one leader.
 import type { StackConfig } from "../config";
-import type { EtcdAccess, EndpointStatus, Member } from "../edges/etcd";
+import type { EtcdAccess } from "../edges/etcd";
+import type { EndpointStatus, Member } from "../core/observations";
 import type { AdoptionHost } from "./input";
 import type { HostFacts } from "./probe";
 

@@ -5,7 +5,7 @@
 //   reach.ts        bastion, host keys, logins       etcd-checks.ts  stacked etcd, members == hosts
 //   kube-checks.ts  API endpoint, kubeadm-config     record.ts       the entries, one engine run
 import type { Stack } from "@pulumi/pulumi/automation";
-import type { NodeEndpoint, NodeEntry } from "../../infra/node";
+import type { NodeEndpoint, NodeEntry } from "../core/nodes";
 import { buildProgram } from "../../infra/program";
 import type { SshTarget } from "../../infra/remote/ssh";
 import { loadStackConfig, resolveLabImage } from "../config";

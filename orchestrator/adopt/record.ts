@@ -3,7 +3,7 @@
 import { randomUUID } from "node:crypto";
 import { StateChangedByAnotherRunError } from "../stack/state-changed";
 import { ADOPTED_IMAGE } from "../../infra/adopted";
-import type { NodeEntry } from "../../infra/node";
+import type { NodeEntry } from "../core/nodes";
 import { buildProgram } from "../../infra/program";
 import type { BastionTarget } from "../../infra/remote/ssh";
 import type { StackConfig } from "../config";

@@ -15,7 +15,7 @@
 // The SDK is loaded on first use only (~160 ms): other backends' commands never pay for it.
 import type { ContainerClient, RestError, StoragePipelineOptions } from "@azure/storage-blob";
 import { BackendError } from "../stack/driver";
-import type { ObjectStore, StoredObject } from "./store";
+import type { ObjectStore, StoredObject } from "./object-store";
 
 type Env = Record<string, string | undefined>;
 

@@ -18,7 +18,7 @@ import {
 } from "node:fs";
 import { join, relative, sep } from "node:path";
 import { BackendError } from "../stack/driver";
-import type { ObjectStore, StoredObject } from "./store";
+import type { ObjectStore, StoredObject } from "./object-store";
 
 const SUFFIX = ".versions";
 const VERSION = /^\d{10}$/;

@@ -13,7 +13,7 @@ import {
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
 import { BackendError } from "../stack/driver";
-import type { ObjectStore, StoredObject } from "./store";
+import type { ObjectStore, StoredObject } from "./object-store";
 
 /** The URL parameters the engine's S3 driver reads (gocloud.dev/blob/s3blob) that matter here. */
 export interface S3Location {

@@ -2,12 +2,12 @@
 // status tables, adoption's checks.
 import { loadStackConfig } from "../config";
 import type { RolloutEvent } from "../events";
-import type { WaitKey } from "../model";
+import type { WaitKey } from "../core/model";
 import { type Inspection } from "../inspect";
 import { hexMemberId } from "../etcd-id";
 import { type PlannedReplacement } from "../rollout";
 import { repoRoot } from "../stack/engine";
-import { waitDeadlineSeconds } from "../plan";
+import { waitDeadlineSeconds } from "../core/plan";
 import { type AdoptEvent } from "../adopt";
 import { renderPromotionEvent } from "./promotion";
 

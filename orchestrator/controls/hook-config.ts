@@ -1,7 +1,7 @@
 // molt:hooks: commands run on the machine running molt around each replacement
 // (orchestrator/act/hooks.ts runs them; plan/control-steps.ts decides when).
 import { z } from "zod";
-import type { HookName } from "../model";
+import type { HookName } from "../core/model";
 
 export const HOOK_NAMES: readonly HookName[] = ["postJoin", "preRetire", "postRetire"];
 

@@ -6,8 +6,8 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { HookName } from "../model";
-import type { SshAccessSettings } from "../../infra/remote/access";
+import type { HookName } from "../core/model";
+import type { SshAccessSettings } from "../core/nodes";
 
 /** What a library hook callback receives (the command gets the same as MOLT_* variables). */
 export interface HookContext {

@@ -1,7 +1,7 @@
 // The run's own controls on top of the stack's intent: --max-replacements and the library's
 // hook callbacks (a callback without a molt:hooks command still makes the planner ask for it).
 import { InvalidConfigError } from "../config";
-import type { HookName, Intent } from "../model";
+import type { HookName, Intent } from "../core/model";
 import { DEFAULT_HOOK_TIMEOUT_SECONDS } from "./hook-config";
 import type { HookCallbacks } from "./hooks";
 

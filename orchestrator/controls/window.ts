@@ -2,21 +2,9 @@
 // replace nodes, in an IANA time zone (luxon: wall-clock times across DST changes). Outside
 // it a rollout does not start; when it closes mid-run the run stops at the next boundary
 // between replacements (plan/control-steps.ts replacementBoundary).
+import { WEEKDAYS, type MaintenanceWindow } from "../core/model";
 import { DateTime, IANAZone } from "luxon";
 import { z } from "zod";
-
-export const WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"] as const;
-export type Weekday = (typeof WEEKDAYS)[number];
-
-export interface MaintenanceWindow {
-  /** The days a window opens on (a window past midnight closes the next day). */
-  days: Weekday[];
-  /** "HH:MM", local time in `timeZone`. */
-  start: string;
-  /** "HH:MM" (or "24:00"); earlier than `start`: the window runs past midnight. */
-  end: string;
-  timeZone: string;
-}
 
 const hhmm = /^([01]\d|2[0-3]):[0-5]\d$/;
 

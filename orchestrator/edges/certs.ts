@@ -2,8 +2,8 @@
 // the nodes' SSH sessions: kubeadm's API server, etcd and kubelet certificates, whichever a
 // node has (an etcd-only lab node: the etcd ones). Read once per node and run: a node's
 // certificates do not change while molt runs; a failed read is tried again next pass.
-import type { NodeAccess } from "./types";
-import type { CertificateObservation, NodeEntry } from "../model";
+import type { NodeAccess } from "../core/edges";
+import type { CertificateObservation, NodeEntry } from "../core/model";
 
 /** kubeadm's paths (Cluster API checks the same kinds before certificatesExpiryDays). */
 export const CERTIFICATE_PATHS = [

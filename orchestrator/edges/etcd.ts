@@ -3,37 +3,13 @@
 // SSH and held in memory only). One client per endpoint for per-member calls (status,
 // moveLeader); membership calls go to voters only (learners reject them) and are made
 // idempotent, because the etcd3 client retries them on another host.
+import type { Alarm, EndpointStatus, Member } from "../core/observations";
 import { Etcd3, type IMember, type IStatusResponse } from "etcd3";
-import type { NodeEndpoint } from "../../infra/node";
+import type { NodeEndpoint } from "../core/nodes";
 import type { SshSession } from "../../infra/remote/ssh";
 import { SessionPool, type SshCredentials } from "./sessions";
-import { etcdLeaseKv, type LeaseKv } from "../cluster-lock";
-
-export interface Member {
-  /** Decimal string, as etcd3 gives it; never passed through Number. */
-  id: string;
-  name: string;
-  peerURLs: string[];
-  clientURLs: string[];
-  isLearner: boolean;
-}
-
-export interface EndpointStatus {
-  memberId: string;
-  leader: string;
-  raftIndex: bigint;
-  raftAppliedIndex: bigint;
-  raftTerm: bigint;
-  dbSize: number;
-  isLearner: boolean;
-  version: string;
-  errors: string[];
-}
-
-export interface Alarm {
-  memberId: string;
-  alarm: "NOSPACE" | "CORRUPT" | string;
-}
+import { etcdLeaseKv } from "../cluster-lock";
+import { type LeaseKv } from "../core/edges";
 
 const CALL_DEADLINE_MS = 5_000;
 const PKI = "/etc/kubernetes/pki/etcd";

@@ -7,6 +7,7 @@
 //   - cluster-wide calls (@kubernetes/client-node) go to one node's API server, preferring
 //     the newest ready one, as cluster-admin with the credentials of /etc/kubernetes/admin.conf
 //     read over SSH once and held in memory only.
+import type { ComponentHealth, KubeNode, KubeObservation } from "../core/observations";
 import { clusterConfigurationAt } from "../../infra/kubeadm/cluster-config";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import type { SshSession } from "../../infra/remote/ssh";
@@ -30,36 +31,6 @@ import {
 export { credentialsOf, isEvictable, stripV, tagVersion };
 
 export const CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane";
-
-export interface ComponentHealth {
-  apiserver: { ok: boolean; version?: string; error?: string };
-  controllerManager: { ok: boolean; error?: string };
-  scheduler: { ok: boolean; error?: string };
-}
-
-export interface KubeNode {
-  name: string;
-  ready: boolean;
-  unschedulable: boolean;
-  controlPlane: boolean;
-  kubeletVersion: string;
-  /** Seconds since the node's Lease was renewed (undefined: no lease). */
-  leaseAgeSeconds?: number;
-}
-
-export interface KubeObservation {
-  /** The node whose API server served the cluster-wide reads (and serves this pass's changes). */
-  via: string;
-  nodes: KubeNode[];
-  /** Per stack node: its control-plane components, through its own tunnels. */
-  components: Record<string, ComponentHealth>;
-  /** Per Node name: pods a drain must evict (not DaemonSet pods, mirror pods or finished pods). */
-  evictable: Record<string, number>;
-  /** kubeadm-config's ClusterConfiguration.kubernetesVersion (without a leading v). */
-  clusterConfigVersion?: string;
-  /** kube-proxy's image tag (without v) and whether its DaemonSet has rolled out. */
-  kubeProxy?: { version: string; rolledOut: boolean };
-}
 
 interface Ports {
   apiserver: number;

@@ -1,12 +1,13 @@
 // The real NodeAccess: one SSH session pool, the etcd edge and (opened when first needed)
 // the Kubernetes edge over it.
-import type { StoredState } from "../stack/state";
+import type { StoredState } from "../core/nodes";
 import { EtcdAccess } from "./etcd";
 import { KubeAccess } from "./kube";
 import { SessionPool } from "./sessions";
-import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "./types";
+import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "../core/edges";
 import { SshVip } from "./vip";
-import { accessFields, type SshAccessSettings } from "../../infra/remote/access";
+import { accessFields } from "../../infra/remote/access";
+import { type SshAccessSettings } from "../core/nodes";
 import { sudoFor } from "./etcd";
 
 export class SshNodeAccess implements NodeAccess {

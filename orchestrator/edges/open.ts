@@ -2,7 +2,7 @@
 import { EngineStack, type EngineStackOptions } from "../stack/edge";
 import { checkProviderPlugins } from "../stack/plugins";
 import { SshNodeAccess } from "./nodes";
-import type { Edges } from "./types";
+import type { Edges } from "../core/edges";
 
 export type EdgeOptions = EngineStackOptions;
 

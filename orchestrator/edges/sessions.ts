@@ -1,7 +1,7 @@
 // One pool of SSH sessions to the stack's nodes, shared by the etcd and Kubernetes edges
 // (their tunnels ride on these sessions). Kept warm across passes: a pass reconnects only
 // nodes that are new, were unreachable, or whose connection dropped.
-import type { NodeEndpoint } from "../../infra/node";
+import type { NodeEndpoint } from "../core/nodes";
 import { SshSession, type BastionTarget, type SshTarget } from "../../infra/remote/ssh";
 
 export interface SshCredentials {

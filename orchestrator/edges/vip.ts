@@ -1,22 +1,10 @@
 // The API endpoint VIP seen from molt (molt:apiEndpoint mode vip): which nodes hold the
 // address, read over each node's own SSH session, and the release of a retiring node's
 // keepalived. The VRRP election itself is keepalived's (infra/vip/keepalived.ts).
+import type { VipObservation } from "../core/observations";
 import { shellQuote, type SshSession } from "../../infra/remote/ssh";
 import { renderKeepalivedReleaseScript, STATE_FILE } from "../../infra/vip/keepalived";
-import type { VipEdge } from "./types";
-
-export interface VipObservation {
-  address: string;
-  /** Nodes that have the VIP on an interface (one, normally). */
-  holders: string[];
-  /** Nodes that could not be asked (no SSH session, or the command failed). */
-  unobserved: string[];
-  /**
-   * Each asked node's VRRP state as keepalived's notify script last recorded it (MASTER,
-   * BACKUP: eligible; FAULT: its endpoint check fails; STOP), absent when none is recorded.
-   */
-  states: Record<string, string>;
-}
+import type { VipEdge } from "../core/edges";
 
 /** The node's addresses as `ip -o -4 addr show` lists them. */
 export function addressesIn(ipOutput: string): string[] {

@@ -1,7 +1,7 @@
 // Where a run's time goes: each change and each observation is timed into its phase, and
 // every timed change is reported as a `phase` event.
 import type { Phase, RolloutEvent } from "../events";
-import type { OperationKind } from "../model";
+import type { OperationKind } from "../core/model";
 
 export type Phases = Record<Phase | "molt", number>;
 

@@ -5,7 +5,7 @@
 // or after `fullEveryMs` in any case, so the rest of the world is still seen regularly. No
 // change is ever decided here: every change follows a full observation.
 import { pause } from "../../lib/poll";
-import type { Operation, WaitKey, World } from "../model";
+import type { Operation, WaitKey, World } from "../core/model";
 
 type Wait = Extract<Operation, { kind: "wait" }>;
 

@@ -7,9 +7,9 @@
 import type { StackConfig } from "../config";
 import { InvalidConfigError } from "../config";
 import { openStore, redactUrl, STORE_SCHEMES } from "../backend/store";
-import type { Edges } from "../edges/types";
+import type { Edges } from "../core/edges";
 import type { RolloutEvent } from "../events";
-import type { Stop } from "../loop/memory";
+import type { Stop } from "../core/memory";
 import { PromotionRefusedError } from "./errors";
 import { readRecord, UnreadableRecordError, writeRecord, type StoredRecord } from "./record";
 import { releaseDigest } from "./release";

@@ -6,7 +6,7 @@
 // (orchestrator/backend/store.ts): a record is never overwritten on a version that was not read.
 import { hostname } from "node:os";
 import { z } from "zod";
-import type { ObjectStore } from "../backend/store";
+import type { ObjectStore } from "../backend/object-store";
 import { releaseSchema, type Release } from "./release";
 
 export interface VerificationRecord {

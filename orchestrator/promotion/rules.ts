@@ -1,8 +1,8 @@
 // The promotion rules, as plain functions over plain data (records, releases, one observed
 // world): what makes a record a valid verification, how a soak advances or resumes, what a
 // release must agree with. The edges (stores, observation, files) are in the other modules.
-import type { Intent, World } from "../model";
-import { decide } from "../plan";
+import type { Intent, World } from "../core/model";
+import { decide } from "../core/plan";
 import { isHealthyNode, nodeViews } from "../views";
 import type { VerificationRecord } from "./record";
 import { releaseDigest, type Release } from "./release";

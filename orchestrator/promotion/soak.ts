@@ -5,9 +5,9 @@
 // One unhealthy observation ends the soak: the record is removed, and only a new converged
 // rollout writes another.
 import { pause } from "../../lib/poll";
-import type { ObjectStore } from "../backend/store";
-import type { Edges } from "../edges/types";
-import type { Intent } from "../model";
+import type { ObjectStore } from "../backend/object-store";
+import type { Edges } from "../core/edges";
+import type { Intent } from "../core/model";
 import { observe } from "../observe";
 import type { PromotionEvent } from "./events";
 import { deleteRecord, writeRecord, type StoredRecord, type VerificationRecord } from "./record";

@@ -5,7 +5,7 @@ import type { RolloutEvent } from "../events";
 import { loadStackConfig, resolveLabImage } from "../config";
 import { requireStore } from "../backend/store";
 import { openEdges, type EdgeFactory } from "../edges/open";
-import type { Edges } from "../edges/types";
+import type { Edges } from "../core/edges";
 import { holdStack } from "../lock-scope";
 import { backendUrl, repoRoot } from "../stack/engine";
 import { PromotionRefusedError } from "./errors";

@@ -3,7 +3,8 @@
 // a file). Made with prom-client, the Prometheus client library for Node.js.
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { Gauge, Registry } from "prom-client";
-import type { RolloutEvent, RolloutResultKind } from "../events";
+import type { RolloutEvent } from "../events";
+import type { RolloutResultKind } from "../core/model";
 
 type Summary = Extract<RolloutEvent, { type: "summary" }>;
 

@@ -1,24 +1,25 @@
 // The stack edge: molt's node list lives in the stack's outputs, and every change to it is
 // one targeted `up` of the engine (orchestrator/stack/targets.ts). Before each `up` the
 // stored list is re-read under molt's lock and must be the one the change was decided on.
+import type { NodeListChange, StackEdge, StackState } from "../core/edges";
 import { randomUUID } from "node:crypto";
 import { GUARD_NAME, GUARD_TARGET } from "../../infra/guard";
 import { CommandError, type Deployment, type EngineEvent, type Stack } from "@pulumi/pulumi/automation";
 import { resourceStep } from "./resource-steps";
 import { detach } from "../../infra/lab/lb-impl";
 import { labLbInputs } from "../../infra/lab/lb";
-import type { NodeEntry } from "../../infra/node";
+import type { NodeEntry } from "../core/nodes";
 import { buildProgram } from "../../infra/program";
 import type { StackConfig } from "../config";
 import type { RolloutEvent } from "../events";
 import type { StackLock } from "../lock-scope";
-import type { Operation } from "../model";
-import { isNodeName } from "../plan";
+import type { Operation } from "../core/model";
+import { isNodeName } from "../core/plan";
 import { programInputFor } from "../program-input";
 import { openStackReading, repairMessage } from "./driver";
 import { teardownWarning } from "../teardown";
 import { clearEngineLeftovers } from "./leftovers";
-import type { ClearedOperation } from "./pending";
+import type { ClearedOperation } from "../core/edges";
 import {
   clearPendingOperations,
   exportState,
@@ -28,8 +29,8 @@ import {
   storedStateOfExport,
   type StateView,
   viewOf,
-  type StoredState,
 } from "./state";
+import { type StoredState } from "../core/nodes";
 import { crossNodeResources, orphanedNodes, targetsFor, urnName } from "./targets";
 import { upWithoutReadback } from "./lean-up";
 import { createdNodeEndpoint, notShownDeleted, UpFailedError, UpRecorder, type UpRecord } from "./up-events";
@@ -37,56 +38,6 @@ import { EngineCancelledError } from "./cancelled";
 import { AnotherUpdateInProgressError, isUpdateInProgress, StateChangedByAnotherRunError } from "./state-changed";
 
 export { AnotherUpdateInProgressError, StateChangedByAnotherRunError };
-
-/** The stack's node list and what its state holds besides (resources of unlisted nodes). */
-export interface StackState extends StoredState {
-  /** Nodes whose resources are in the state but not in the list (a failed or killed surge). */
-  orphans: string[];
-}
-
-/** One change of the node list: append one new node, drop one node, or both (`prune-and-surge`). */
-export interface NodeListChange {
-  op: Extract<
-    Operation,
-    { kind: "create-first" | "surge" | "prune" | "rollback" | "retire-adopted" | "prune-and-surge" }
-  >;
-  prev: NodeEntry[];
-  next: NodeEntry[];
-  /** The node the change is about (`prune-and-surge`: the node it destroys; `op.entry` is the one it adds). */
-  node: string;
-  /**
-   * Engine environment for this change's `up` (orchestrator/teardown.ts): a node the planner
-   * saw dead is torn down without its reset.
-   */
-  teardownEnv?: Record<string, string>;
-}
-
-/** What the loop needs of the engine (a fake implements it in the loop's unit tests). */
-export interface StackEdge {
-  readonly name: string;
-  /** Clears what a killed run left (the engine's lock, pending operations); returns what was cleared. */
-  prepare(): Promise<ClearedOperation[]>;
-  /** The stored state (read again only when this run's own knowledge of it may be stale). */
-  state(): Promise<StackState>;
-  /** Applies one change with a targeted `up`; every resource of a removed node must be gone after it. */
-  apply(change: NodeListChange): Promise<void>;
-  /** Destroys what the state holds of nodes the list does not, with a targeted `up` over the unchanged list. */
-  destroyOrphans(nodes: string[]): Promise<void>;
-  /**
-   * Releases an adopted node's machine from what the provider attached it to outside the
-   * state (the lab: the cluster's own HAProxy, molt:lab.loadBalancer); returns what was done.
-   */
-  releaseAdopted(entry: NodeEntry): Promise<string[]>;
-  /** Waits for the edge's own background reads (the export after the last change) to end. */
-  quiesce?(): Promise<void>;
-  /**
-   * Whether the backend records an update of the stack under way (a service such as Pulumi
-   * Cloud lists it in the stack's history; a DIY backend's lock is read by the lease instead).
-   */
-  updateInProgress?(): Promise<boolean>;
-  /** Cancels the update under way the engine's way (`pulumi cancel`). */
-  cancelUpdate?(): Promise<void>;
-}
 
 export interface EngineStackOptions {
   stackName: string;

@@ -11,7 +11,7 @@
 import { hostname } from "node:os";
 import { alive } from "../../lib/process";
 import { pollUntil } from "../../lib/poll";
-import type { ObjectStore } from "../backend/store";
+import type { ObjectStore } from "../backend/object-store";
 import type { HeldLock } from "../lock";
 
 export interface EngineLock {

@@ -11,17 +11,12 @@
 //    names the resource so it can be checked (molt cannot look for it without its id);
 //  - a pending delete: the resource is still in the state (deleted again by the next prune
 //    of its node, deletes are idempotent) or already gone; the record is obsolete.
+import type { ClearedOperation } from "../core/edges";
 import { ownerOf, urnName, type StateResource } from "./targets";
 
 export interface PendingOperation {
   resource: { urn: string; type: string; id?: string };
   type: string;
-}
-
-export interface ClearedOperation {
-  urn: string;
-  operation: string;
-  reason: string;
 }
 
 export function explainPending(

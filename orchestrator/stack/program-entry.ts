@@ -9,7 +9,7 @@
 // `refresh` do not run the program and stay the user's own tools.
 import { execFileSync } from "node:child_process";
 import * as pulumi from "@pulumi/pulumi";
-import type { NodeEntry } from "../../infra/node";
+import type { NodeEntry } from "../core/nodes";
 import { buildProgram, NODE_LIST_SCHEMA } from "../../infra/program";
 import { loadStackConfig, resolveLabImage } from "../config";
 import { programInputFor } from "../program-input";

@@ -4,11 +4,11 @@
 import { GUARD_NAME } from "../../infra/guard";
 import type { Deployment, LocalWorkspace, OutputMap, Stack } from "@pulumi/pulumi/automation";
 import { z } from "zod";
-import type { NodeEntry } from "../../infra/node";
+import type { NodeEntry, StoredState } from "../core/nodes";
 import { NODE_LIST_SCHEMA, type MoltOutputs } from "../../infra/program";
-import type { NodeEndpoint } from "../model";
 import { classifyEngineError } from "./driver";
-import { explainPending, type ClearedOperation, type PendingOperation } from "./pending";
+import { explainPending, type PendingOperation } from "./pending";
+import type { ClearedOperation } from "../core/edges";
 import type { StateResource } from "./targets";
 import { userBackendUrl } from "../backend/file-sidecars";
 
@@ -67,14 +67,6 @@ const outputsSchema = z.object({
   sshUser: z.string(),
   apiEndpoint: z.string(),
 });
-
-export interface StoredState {
-  nodes: NodeEntry[];
-  endpoints: NodeEndpoint[];
-  sshUser: string;
-  sshPrivateKey?: string;
-  apiEndpoint?: string;
-}
 
 /** The node list as the stack state holds it (empty for a new stack). */
 export async function readStoredState(stack: Stack): Promise<StoredState> {

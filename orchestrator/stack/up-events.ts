@@ -6,7 +6,7 @@
 // `up` throws before its record is read, a failed one throws UpFailedError with it; the
 // engine ends every stream with a `cancelEvent`, which is the end of the stream, not a cancel.)
 import type { EngineEvent, OpType } from "@pulumi/pulumi/automation";
-import type { NodeEndpoint } from "../../infra/node";
+import type { NodeEndpoint } from "../core/nodes";
 
 export interface UpRecord {
   /** URNs a finished step made: create, create-replacement, import. */

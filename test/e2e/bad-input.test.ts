@@ -24,7 +24,7 @@ import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { stringify } from "yaml";
 import { ifaceName, netnsName } from "../../infra/lab/host";
-import type { NodeEndpoint } from "../../infra/node";
+import type { NodeEndpoint } from "../../orchestrator/core/nodes";
 import { HostKeyMismatchError, SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { FileStore } from "../../orchestrator/backend/file";

@@ -8,9 +8,9 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
-import type { KubeObservation } from "../../orchestrator/edges/kube";
+import type { KubeObservation } from "../../orchestrator/core/observations";
 import { observeKube, openKube } from "../../orchestrator/observe";
-import type { StoredState } from "../../orchestrator/stack/state";
+import type { StoredState } from "../../orchestrator/core/nodes";
 import { runCli, summaryOf, type CliRun } from "../support/cli";
 import {
   deployWorkload,

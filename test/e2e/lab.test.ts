@@ -4,7 +4,7 @@ import * as assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import type { Stack } from "@pulumi/pulumi/automation";
 import { buildProgram, type MoltOutputs } from "../../infra/program";
-import type { NodeEntry } from "../../infra/node";
+import type { NodeEntry } from "../../orchestrator/core/nodes";
 import { generateSshKeyPair, HostKeyMismatchError, SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { openStack } from "../../orchestrator/stack/driver";

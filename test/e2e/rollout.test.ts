@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { inspect } from "../../orchestrator/inspect";
-import type { StoredState } from "../../orchestrator/stack/state";
+import type { StoredState } from "../../orchestrator/core/nodes";
 import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
 import { labLeftovers, labStackYaml, testLab } from "../support/lab";
 import { longRun } from "../support/long";

@@ -6,7 +6,8 @@
 // scenario on its own lab (chaos/results/).
 import * as assert from "node:assert/strict";
 import { Chaos, formatTable, runnerWrap, type ScenarioResult } from "../../chaos/harness";
-import { openStore, type ObjectStore } from "../../orchestrator/backend/store";
+import { openStore } from "../../orchestrator/backend/store";
+import { type ObjectStore } from "../../orchestrator/backend/object-store";
 import { readLease } from "../../orchestrator/lock";
 import { startCli, type CliRun } from "../support/cli";
 import { labEndpoints } from "../support/probe";

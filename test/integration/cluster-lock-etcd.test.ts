@@ -10,13 +10,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Etcd3 } from "etcd3";
-import {
-  acquireClusterLock,
-  clusterLockKeys,
-  etcdLeaseKv,
-  readClusterLease,
-  type LeaseKv,
-} from "../../orchestrator/cluster-lock";
+import { acquireClusterLock, clusterLockKeys, etcdLeaseKv, readClusterLease } from "../../orchestrator/cluster-lock";
+import { type LeaseKv } from "../../orchestrator/core/edges";
 import { ConcurrentRolloutError, type HeldLock } from "../../orchestrator/lock";
 import { distDir } from "../../orchestrator/stack/engine";
 import { freePort } from "../support/s3";

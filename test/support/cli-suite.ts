@@ -2,9 +2,10 @@
 // its own molt home, the stored state of its stack, and a destroy that never fails the suite.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { LabSettings } from "../../infra/lab/node";
+import type { LabSettings } from "../../infra/lab/settings";
 import { buildProgram } from "../../infra/program";
-import { readStoredState, type StoredState } from "../../orchestrator/stack/state";
+import { readStoredState } from "../../orchestrator/stack/state";
+import { type StoredState } from "../../orchestrator/core/nodes";
 import { openStack } from "../../orchestrator/stack/driver";
 import { makeWorkDir, type TestWorkDir } from "./workdir";
 

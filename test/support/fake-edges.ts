@@ -2,13 +2,13 @@
 // machines whose join adds an etcd member, and an etcd cluster with members, a leader,
 // alarms and per-member health. Faults are switches on the world.
 import { StateChangedByAnotherRunError } from "../../orchestrator/stack/state-changed";
-import type { LeaseKv } from "../../orchestrator/cluster-lock";
+import type { LeaseKv } from "../../orchestrator/core/edges";
 import { MemoryLeaseKv } from "./memory-lease-kv";
 import type { EdgeFactory } from "../../orchestrator/edges/open";
-import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "../../orchestrator/edges/types";
-import type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry } from "../../orchestrator/model";
-import type { ClearedOperation } from "../../orchestrator/stack/pending";
-import type { NodeListChange, StackEdge, StackState } from "../../orchestrator/stack/edge";
+import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "../../orchestrator/core/edges";
+import type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry } from "../../orchestrator/core/model";
+import type { ClearedOperation } from "../../orchestrator/core/edges";
+import type { NodeListChange, StackEdge, StackState } from "../../orchestrator/core/edges";
 import { UpFailedError } from "../../orchestrator/stack/up-events";
 
 /** A failed `up` as the engine edge reports it: the step of `node`'s `<resource>` failed. */

@@ -4,8 +4,8 @@
 // list with IDs. Two equal fingerprints around a run prove it changed none of these.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { LabSettings } from "../../infra/lab/node";
-import type { NodeEndpoint } from "../../infra/node";
+import type { LabSettings } from "../../infra/lab/settings";
+import type { NodeEndpoint } from "../../orchestrator/core/nodes";
 import { FileStore } from "../../orchestrator/backend/file";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { labLeftovers } from "./lab";

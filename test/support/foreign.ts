@@ -21,7 +21,7 @@ import { attach, createLb, detach, removeLb } from "../../infra/lab/lb-impl";
 import type { LabLbInputs } from "../../infra/lab/lb";
 import { addInterface, create as createMachine, remove as removeMachine } from "../../infra/lab/machine-impl";
 import type { LabMachineInputs } from "../../infra/lab/machine";
-import type { LabSettings } from "../../infra/lab/node";
+import type { LabSettings } from "../../infra/lab/settings";
 import { generateSshKeyPair } from "../../infra/remote/ssh";
 import { startAgent, type TestAgent } from "./sshd";
 

@@ -5,7 +5,7 @@ import { netnsName } from "../../infra/lab/host";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import type { LabSettings } from "../../infra/lab/node";
+import type { LabSettings } from "../../infra/lab/settings";
 
 export const LAB_ROOT = process.env.MOLT_LAB_ROOT ?? "/var/lib/molt-lab";
 

@@ -3,8 +3,8 @@
 // across a whole rollout, recording every result. Its tunnels are its own.
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import type { LabSettings } from "../../infra/lab/node";
-import type { NodeEndpoint } from "../../infra/node";
+import type { LabSettings } from "../../infra/lab/settings";
+import type { NodeEndpoint } from "../../orchestrator/core/nodes";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import type { BastionTarget } from "../../infra/remote/ssh";
 import { RoundTrips, type TripCounts } from "./round-trips";

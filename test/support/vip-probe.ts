@@ -5,7 +5,7 @@
 // with its time. (Debian's etcd 3.4 has no JSON gateway.)
 import { Etcd3 } from "etcd3";
 import { SshSession } from "../../infra/remote/ssh";
-import type { NodeEndpoint } from "../../infra/node";
+import type { NodeEndpoint } from "../../orchestrator/core/nodes";
 import { RoundTrips, type TripCounts } from "./round-trips";
 
 export interface VipProbeReport extends TripCounts {

@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { InvalidConfigError, loadStackConfig, stackConfigPath, type StackConfig } from "../../orchestrator/config";
 import { placeNewNode, programInputFor } from "../../orchestrator/program-input";
-import { assignStaticAddress, expandAddressPool } from "../../infra/addresses";
-import type { NodeEntry } from "../../infra/node";
+import { assignStaticAddress, expandAddressPool } from "../../orchestrator/core/addresses";
+import type { NodeEntry } from "../../orchestrator/core/nodes";
 import type { VsphereNodeSettings } from "../../infra/providers/vsphere/config";
 
 const repo = [process.cwd(), join(__dirname, "..", "..", "..")].find((r) =>
@@ -236,7 +236,7 @@ describe("API endpoint and static addresses (orchestrator/config-endpoint.ts)", 
       });
   });
 
-  describe("static address assignment (infra/addresses.ts)", () => {
+  describe("static address assignment (orchestrator/core/addresses.ts)", () => {
     const addrs = expandAddressPool(["10.20.0.11-10.20.0.13", "10.20.0.20"]);
 
     it("expands ranges and single addresses, refusing duplicates", () => {

@@ -10,12 +10,8 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { InvalidConfigError, loadStackConfig } from "../../orchestrator/config";
-import {
-  checkWindowAtStart,
-  controlsClock,
-  windowState,
-  type MaintenanceWindow,
-} from "../../orchestrator/controls/window";
+import { checkWindowAtStart, controlsClock, windowState } from "../../orchestrator/controls/window";
+import { type MaintenanceWindow } from "../../orchestrator/core/model";
 import { hookEnv, runHookCommand } from "../../orchestrator/controls/hooks";
 import { parseCertificateExpiry } from "../../orchestrator/edges/certs";
 import type { RolloutEvent } from "../../orchestrator/events";

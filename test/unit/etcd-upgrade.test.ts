@@ -1,6 +1,6 @@
-// etcd's patch floors before a member of the next minor joins (orchestrator/plan/etcd-upgrade.ts).
+// etcd's patch floors before a member of the next minor joins (orchestrator/core/plan/etcd-upgrade.ts).
 import * as assert from "node:assert/strict";
-import { ETCD_UPGRADE_FLOORS, etcdUpgradePatchProblem } from "../../orchestrator/plan/etcd-upgrade";
+import { ETCD_UPGRADE_FLOORS, etcdUpgradePatchProblem } from "../../orchestrator/core/plan/etcd-upgrade";
 
 const members = (...versions: string[]) => versions.map((version, i) => ({ name: `n${i + 1}`, version }));
 

@@ -3,7 +3,7 @@
 import * as assert from "node:assert/strict";
 import { humanRenderer } from "../../orchestrator/cli/render";
 import type { RolloutEvent } from "../../orchestrator/events";
-import type { WaitKey } from "../../orchestrator/model";
+import type { WaitKey } from "../../orchestrator/core/model";
 
 function run(events: [number, RolloutEvent][], tty: boolean): string[] {
   let t = 0;

@@ -5,7 +5,7 @@
 // step come from stack/targets.ts, as in a rollout.
 import * as assert from "node:assert/strict";
 import { buildProgram } from "../../infra/program";
-import type { NodeEntry } from "../../infra/node";
+import type { NodeEntry } from "../../orchestrator/core/nodes";
 import { crossNodeResources, ownerOf, targetsFor, urnName, type StateResource } from "../../orchestrator/stack/targets";
 import { LAB_SETTINGS, setLabMocks } from "./program-tree";
 

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { FileStore } from "../../orchestrator/backend/file";
-import type { ObjectStore } from "../../orchestrator/backend/store";
+import type { ObjectStore } from "../../orchestrator/backend/object-store";
 import {
   acquireLock,
   ConcurrentRolloutError,

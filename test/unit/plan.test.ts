@@ -15,7 +15,7 @@ import type {
   StatusResult,
   HookName,
   RunControls,
-} from "../../orchestrator/model";
+} from "../../orchestrator/core/model";
 import {
   agreedLeader,
   canSafelyRemoveMember,
@@ -28,8 +28,8 @@ import {
   quorum,
   selectNodeForRetirement,
   waitDeadlineSeconds,
-} from "../../orchestrator/plan";
-import { afterAct, afterDecision, afterObservation, initialMemory } from "../../orchestrator/loop/memory";
+} from "../../orchestrator/core/plan";
+import { afterAct, afterDecision, afterObservation, initialMemory } from "../../orchestrator/core/memory";
 import { isHealthyNode, nodeViews } from "../../orchestrator/views";
 
 const STACK = "lab";
@@ -338,7 +338,7 @@ function expectOp<K extends Operation["kind"]>(
   assert.ok(op.reason.length > 0, "every operation says why");
 }
 
-describe("planner (orchestrator/plan.ts)", () => {
+describe("planner (orchestrator/core/plan/)", () => {
   describe("decide: table", () => {
     it("creates the first node of an empty stack", () => {
       const op = plan([], { intent: { kubernetesVersion: undefined } });
@@ -712,7 +712,7 @@ describe("planner (orchestrator/plan.ts)", () => {
     });
   });
 
-  describe("decide: API endpoint VIP (orchestrator/plan-vip.ts)", () => {
+  describe("decide: API endpoint VIP (orchestrator/core/plan/vip.ts)", () => {
     const VIPADDR = "10.77.0.5";
     /** The decision with molt:apiEndpoint mode vip and the VIP on `held`. */
     const withVip = (
@@ -1962,7 +1962,7 @@ describe("planner (orchestrator/plan.ts)", () => {
                     else if (n.health === "ok" && !(fault.kind === "lagging" && n.member?.id === w.leader))
                       n.health = fault.kind;
                   }
-                  // Observe, decide and record exactly as the loop does (orchestrator/loop/memory.ts),
+                  // Observe, decide and record exactly as the loop does (orchestrator/core/memory.ts),
                   // on a clock that advances half the join deadline per pass (a wait expires within 3 passes).
                   w.expired = memory.expired;
                   w.joining = memory.joining;
@@ -2005,7 +2005,7 @@ describe("planner (orchestrator/plan.ts)", () => {
               examples: [
                 // Found by this property: a join deadline that passed in the pass before the new node was
                 // seen healthy rolled it back on a later blip, after the old node's API server was stopped
-                // (one replica: no API server left). Seen healthy, its join deadline is met (loop/memory.ts).
+                // (one replica: no API server left). Seen healthy, its join deadline is met (core/memory.ts).
                 [
                   {
                     replicas: 1,

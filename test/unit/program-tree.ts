@@ -4,8 +4,8 @@
 // from the code before the clouds were wired in.
 import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
-import type { NodeEntry } from "../../infra/node";
-import type { LabSettings } from "../../infra/lab/node";
+import type { NodeEntry } from "../../orchestrator/core/nodes";
+import type { LabSettings } from "../../infra/lab/settings";
 
 export const LAB_NODES: NodeEntry[] = [1, 2, 3].map((g) => ({
   name: `lab-cp-${g}`,

@@ -3,7 +3,7 @@
 // and how a release is written into a stack's config file.
 import * as assert from "node:assert/strict";
 import { parse } from "yaml";
-import type { Intent, World } from "../../orchestrator/model";
+import type { Intent, World } from "../../orchestrator/core/model";
 import { lineDiff, withRelease } from "../../orchestrator/promotion/config-edit";
 import type { VerificationRecord } from "../../orchestrator/promotion/record";
 import { releaseDigest, type Release } from "../../orchestrator/promotion/release";

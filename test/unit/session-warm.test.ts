@@ -3,7 +3,7 @@
 // It must never cost that observation anything: a warm-up that hangs (a machine not up yet)
 // races a fresh connect, a finished one is reused, and none outlives the pool.
 import * as assert from "node:assert/strict";
-import type { NodeEndpoint } from "../../infra/node";
+import type { NodeEndpoint } from "../../orchestrator/core/nodes";
 import type { SshSession, SshTarget } from "../../infra/remote/ssh";
 import { SessionPool } from "../../orchestrator/edges/sessions";
 

@@ -1,8 +1,8 @@
 // The only changes molt may apply to the stored node list: append the one node a surge
 // adds, or drop the one node being pruned. Anything else would let a wrong list destroy nodes.
 import * as assert from "node:assert/strict";
-import type { NodeEntry } from "../../infra/node";
-import type { Operation } from "../../orchestrator/model";
+import type { NodeEntry } from "../../orchestrator/core/nodes";
+import type { Operation } from "../../orchestrator/core/model";
 import { assertListTransition } from "../../orchestrator/stack/edge";
 
 const n = (g: number, image = "lab-v1"): NodeEntry => ({

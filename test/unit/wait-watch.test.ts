@@ -3,9 +3,9 @@
 import assert from "node:assert/strict";
 import { watchOf, watchWait, type WatchOptions } from "../../orchestrator/loop/wait-watch";
 import { reobserveAddons, reobserveNode, withNode } from "../../orchestrator/observe";
-import type { Edges } from "../../orchestrator/edges/types";
-import type { ComponentHealth, KubeObservation } from "../../orchestrator/edges/kube";
-import type { Operation, World } from "../../orchestrator/model";
+import type { Edges } from "../../orchestrator/core/edges";
+import type { ComponentHealth, KubeObservation } from "../../orchestrator/core/observations";
+import type { Operation, World } from "../../orchestrator/core/model";
 
 const wait: Extract<Operation, { kind: "wait" }> = {
   kind: "wait",

@@ -13,7 +13,7 @@
 import type * as azure from "@pulumi/azure-native";
 import { azureSdk } from "../sdk";
 import * as pulumi from "@pulumi/pulumi";
-import type { NodeEntry } from "../../node";
+import type { NodeEntry } from "../../../orchestrator/core/nodes";
 import { cloudInitUserData, keepFirstBootData, nodeTags, type CloudControlPlaneNodeArgs } from "../cloud-common";
 import { CloudControlPlaneNode } from "../cloud-node";
 import { imageReference, type AzureNodeSettings } from "./config";

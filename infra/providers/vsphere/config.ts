@@ -2,7 +2,7 @@
 // as typed settings and as the schema that checks them in stacks/Pulumi.<stack>.yaml.
 import { z } from "zod";
 import { count, required, text } from "../cloud-config";
-import { staticAddressesSchema } from "../../../orchestrator/config-endpoint";
+import { staticAddressesSchema } from "./static-addresses";
 import type { VipSettings } from "../../vip/keepalived";
 import type { VsphereStaticAddresses } from "./network";
 

@@ -4,8 +4,8 @@
 // address is fixed before the clone, so kubeadm, etcd's peer URL and keepalived know it
 // from the start and it never changes under the member.
 import { stringify } from "yaml";
-import { inSubnet } from "../../addresses";
-import { isIPv4 } from "../../vip/keepalived";
+import { inSubnet } from "../../../orchestrator/core/addresses";
+import { isIPv4 } from "../../../orchestrator/core/addresses";
 
 export interface VsphereStaticAddresses {
   /** Node addresses: single addresses and inclusive ranges ("10.0.0.11-10.0.0.19"). */

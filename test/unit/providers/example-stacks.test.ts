@@ -6,9 +6,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { parse } from "yaml";
-import type { NodeEntry } from "../../../infra/node";
+import type { NodeEntry } from "../../../orchestrator/core/nodes";
 import type { KubeadmBootstrapSettings } from "../../../infra/kubeadm/settings";
-import { selectFailureDomainForNewNode } from "../../../infra/placement";
+import { selectFailureDomainForNewNode } from "../../../orchestrator/core/placement";
 import { AwsControlPlaneNode, type AwsNodeSettings } from "../../../infra/providers/aws";
 import { AzureControlPlaneNode, type AzureNodeSettings } from "../../../infra/providers/azure";
 import {

@@ -3,7 +3,8 @@
 // a transformation, to check secretness and replacement options).
 import * as pulumi from "@pulumi/pulumi";
 import { generateSshKeyPair } from "../../../infra/remote/ssh";
-import type { HostKeyPair, NodeEntry, SshSettings } from "../../../infra/node";
+import type { HostKeyPair, SshSettings } from "../../../infra/node";
+import type { NodeEntry } from "../../../orchestrator/core/nodes";
 import type { KubeadmBootstrapSettings } from "../../../infra/kubeadm/settings";
 
 export interface Registered {

@@ -5,7 +5,7 @@ import {
   selectFailureDomainForRetirement,
   selectNodeForRetirement,
   type PlacedNode,
-} from "../../../infra/placement";
+} from "../../../orchestrator/core/placement";
 
 const zones = ["a", "b", "c"];
 let gen = 0;

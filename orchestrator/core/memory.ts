@@ -1,9 +1,9 @@
 // The loop's own memory across passes (waits and their deadlines, the node being joined,
 // a rollback in progress, the count of changes) as one value, advanced by pure functions.
 // The loop and the planner simulator in the tests use the same functions.
-import type { RolloutResultKind } from "../events";
-import type { Intent, Operation, RunControls, WaitKey, WorldMemory } from "../model";
-import { waitDeadlineSeconds } from "../plan";
+import type { RolloutResultKind } from "./model";
+import type { Intent, Operation, RunControls, WaitKey, WorldMemory } from "./model";
+import { waitDeadlineSeconds } from "./plan";
 
 export interface LoopMemory {
   /** When each wait began (ms since the epoch). */

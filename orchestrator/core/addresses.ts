@@ -1,8 +1,7 @@
 // Static node addresses from a configured pool (vSphere without DHCP reservations): each
 // node gets one address when its entry is made, stored in the entry, and keeps it for its
 // life, so its etcd member's peer URL never changes under it.
-import { isIPv4 } from "./vip/keepalived";
-import type { NodeEntry } from "./node";
+import type { NodeEntry } from "./nodes";
 
 function toNumber(ip: string): number {
   return ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
@@ -55,4 +54,10 @@ export function assignStaticAddress(entry: NodeEntry, nodes: readonly NodeEntry[
       `(${[...used].join(", ")}); ` +
       "the pool needs at least replicas + 1 addresses (one for the surge)",
   );
+}
+
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+
+export function isIPv4(s: string): boolean {
+  return IPV4.test(s);
 }

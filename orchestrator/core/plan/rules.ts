@@ -1,7 +1,7 @@
 // The planner's safety rules and queries over one observed world: pure functions, tested
 // with tables and properties (test/unit/plan.test.ts).
-import { assignFailureDomain, selectNodeForRetirement as selectByFailureDomain } from "../../infra/placement";
-import { assignStaticAddress } from "../../infra/addresses";
+import { assignFailureDomain, selectNodeForRetirement as selectByFailureDomain } from "../placement";
+import { assignStaticAddress } from "../addresses";
 import type { EndpointStatus, Intent, Member, NodeEntry, World } from "../model";
 
 export function quorum(voters: number): number {
@@ -87,7 +87,7 @@ export function canSafelyRemoveMember(voters: Member[], healthyIds: Set<string>,
 
 /**
  * The node to retire: with failure domains, the oldest candidate in the domain with the
- * most nodes (infra/placement.ts, as Cluster API picks); otherwise the oldest outdated
+ * most nodes (orchestrator/core/placement.ts, as Cluster API picks); otherwise the oldest outdated
  * node; when none is outdated (scale-in), the oldest node.
  */
 export function selectNodeForRetirement(
@@ -121,7 +121,7 @@ export function hasNodeNamePrefix(stack: string, name: string): boolean {
 
 /**
  * The entry of the next node: the intent's image and version, the next generation, and
- * its failure domain (the one with the fewest up-to-date nodes: infra/placement.ts),
+ * its failure domain (the one with the fewest up-to-date nodes: orchestrator/core/placement.ts),
  * decided here once and stored with the entry, so a node's domain never moves.
  */
 export function newEntry(s: World, stack: string, init: boolean): NodeEntry {
@@ -134,7 +134,7 @@ export function newEntry(s: World, stack: string, init: boolean): NodeEntry {
     generation,
     init,
   };
-  // vSphere static addresses: one from the pool, kept for the node's life (infra/addresses.ts).
+  // vSphere static addresses: one from the pool, kept for the node's life (orchestrator/core/addresses.ts).
   return assignStaticAddress(
     assignFailureDomain(entry, s.nodes, s.intent.failureDomains ?? []),
     s.nodes,

@@ -1,18 +1,14 @@
 // The plain data the planner decides over: the world as observed once per pass, and the
 // operation it decides.
-import type { NodeEndpoint, NodeEntry } from "../infra/node";
-import type { ProviderKind } from "../infra/providers/registry";
-import type { Alarm, EndpointStatus, Member } from "./edges/etcd";
-import type { KubeObservation } from "./edges/kube";
-import type { VipObservation } from "./edges/vip";
-import type { MaintenanceWindow } from "./controls/window";
+import type { NodeEndpoint, NodeEntry } from "./nodes";
+import type { Alarm, EndpointStatus, KubeObservation, Member, VipObservation } from "./observations";
 
 export type { Alarm, EndpointStatus, KubeObservation, Member, NodeEndpoint, NodeEntry, VipObservation };
 
 /** What the user asked for (stacks/Pulumi.<stack>.yaml), validated. */
 export interface Intent {
-  /** A provider of infra/providers/registry.ts. */
-  provider: ProviderKind;
+  /** The kind of a provider of infra/providers/registry.ts (checked when the config is loaded). */
+  provider: string;
   replicas: number;
   image: string;
   /**
@@ -211,3 +207,20 @@ export type Operation =
   | { kind: "update-addons"; version: string; via: string; kubeadmNode: string; reason: string };
 
 export type OperationKind = Operation["kind"];
+
+export type RolloutResultKind = "succeeded" | "noop" | "failed" | "paused" | "refused" | "rolled-back" | "cancelled";
+
+/** molt:rollout.window (orchestrator/controls/window.ts reads it against a clock). */
+export const WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"] as const;
+
+export type Weekday = (typeof WEEKDAYS)[number];
+
+export interface MaintenanceWindow {
+  /** The days a window opens on (a window past midnight closes the next day). */
+  days: Weekday[];
+  /** "HH:MM", local time in `timeZone`. */
+  start: string;
+  /** "HH:MM" (or "24:00"); earlier than `start`: the window runs past midnight. */
+  end: string;
+  timeZone: string;
+}

@@ -1,0 +1,20 @@
+// The lab settings every lab resource reads (molt:lab.*): which lab, its bridge and subnet,
+// how the API endpoint is served.
+import type { VipSettings } from "../vip/keepalived";
+
+export interface LabSettings {
+  lab: string;
+  labRoot: string;
+  bridge: string;
+  subnet: string;
+  lbPort: number;
+  /** molt:apiEndpoint mode vip: keepalived in the machines instead of the lab's HAProxy. */
+  vip?: VipSettings;
+  /** The host takes no address on the bridge: machines are reached through a bastion only. */
+  isolated?: true;
+  /**
+   * An existing HAProxy of the lab (an adopted cluster's, run by lb-impl in a machine's
+   * network namespace) that new nodes are attached to, instead of molt's own.
+   */
+  loadBalancer?: { lab: string; address: string; netns?: string; bind?: string };
+}

@@ -1,0 +1,71 @@
+// What one pass observes of etcd, Kubernetes and the API endpoint VIP: plain data the
+// edges (orchestrator/edges/) produce and the planner reads.
+
+export interface Member {
+  /** Decimal string, as etcd3 gives it; never passed through Number. */
+  id: string;
+  name: string;
+  peerURLs: string[];
+  clientURLs: string[];
+  isLearner: boolean;
+}
+
+export interface EndpointStatus {
+  memberId: string;
+  leader: string;
+  raftIndex: bigint;
+  raftAppliedIndex: bigint;
+  raftTerm: bigint;
+  dbSize: number;
+  isLearner: boolean;
+  version: string;
+  errors: string[];
+}
+
+export interface Alarm {
+  memberId: string;
+  alarm: "NOSPACE" | "CORRUPT" | string;
+}
+
+export interface ComponentHealth {
+  apiserver: { ok: boolean; version?: string; error?: string };
+  controllerManager: { ok: boolean; error?: string };
+  scheduler: { ok: boolean; error?: string };
+}
+
+export interface KubeNode {
+  name: string;
+  ready: boolean;
+  unschedulable: boolean;
+  controlPlane: boolean;
+  kubeletVersion: string;
+  /** Seconds since the node's Lease was renewed (undefined: no lease). */
+  leaseAgeSeconds?: number;
+}
+
+export interface KubeObservation {
+  /** The node whose API server served the cluster-wide reads (and serves this pass's changes). */
+  via: string;
+  nodes: KubeNode[];
+  /** Per stack node: its control-plane components, through its own tunnels. */
+  components: Record<string, ComponentHealth>;
+  /** Per Node name: pods a drain must evict (not DaemonSet pods, mirror pods or finished pods). */
+  evictable: Record<string, number>;
+  /** kubeadm-config's ClusterConfiguration.kubernetesVersion (without a leading v). */
+  clusterConfigVersion?: string;
+  /** kube-proxy's image tag (without v) and whether its DaemonSet has rolled out. */
+  kubeProxy?: { version: string; rolledOut: boolean };
+}
+
+export interface VipObservation {
+  address: string;
+  /** Nodes that have the VIP on an interface (one, normally). */
+  holders: string[];
+  /** Nodes that could not be asked (no SSH session, or the command failed). */
+  unobserved: string[];
+  /**
+   * Each asked node's VRRP state as keepalived's notify script last recorded it (MASTER,
+   * BACKUP: eligible; FAULT: its endpoint check fails; STOP), absent when none is recorded.
+   */
+  states: Record<string, string>;
+}
