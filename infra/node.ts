@@ -1,6 +1,10 @@
 // The contract every provider's control-plane node fulfils (lab, aws, azure, vsphere).
 // The orchestrator and the bootstrap/teardown commands only ever see these shapes, so
 // the same rollout runs unchanged on every provider.
+import type { HostFileCarry } from "../orchestrator/core/model";
+import type { NodeEntry } from "../orchestrator/core/nodes";
+import type { ConnectionArgs } from "./remote/command";
+import type { HostFilesFrom } from "./kubeadm/host-files-resource";
 import type * as pulumi from "@pulumi/pulumi";
 import type { SshAccessSettings } from "../orchestrator/core/nodes";
 
@@ -41,4 +45,20 @@ export interface ControlPlaneNodeOutputs {
   sshPort: pulumi.Output<number>;
   hostPublicKey: pulumi.Output<string>;
   providerId: pulumi.Output<string>;
+}
+
+/**
+ * The host files a joining node gets (orchestrator/core/host-files.ts) with the connection of
+ * the node the planner chose to copy them from; `built[i]` is `input.nodes[i]`'s component.
+ */
+export function hostFilesFor(
+  input: { nodes: NodeEntry[]; hostFiles?: HostFileCarry },
+  built: readonly { connection: pulumi.Output<ConnectionArgs> }[],
+): { hostFiles?: HostFilesFrom } {
+  const h = input.hostFiles;
+  if (!h) return {};
+  const i = input.nodes.findIndex((n) => n.name === h.from);
+  if (i < 0 || i >= built.length)
+    throw new Error(`internal: the host files' source ${h.from} is not a node listed before the joining one`);
+  return { hostFiles: { from: built[i].connection, files: h.files } };
 }

@@ -4,8 +4,19 @@ import type { EtcdAccess } from "./edges/etcd";
 import { observeCertificates } from "./edges/certs";
 import { KubeAccess } from "./edges/kube";
 import { type ComponentHealth, type KubeNode, type KubeObservation } from "./core/observations";
-import type { Edges, EtcdEdge, KubeEdge, VipEdge } from "./core/edges";
-import type { EtcdObservation, Intent, Member, NodeEntry, StatusResult, World, WorldMemory } from "./core/model";
+import type { Edges, EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "./core/edges";
+import type { HostFile } from "./core/host-files";
+import { shellQuote } from "../infra/remote/ssh";
+import type {
+  EtcdObservation,
+  HostFilesObservation,
+  Intent,
+  Member,
+  NodeEntry,
+  StatusResult,
+  World,
+  WorldMemory,
+} from "./core/model";
 
 /** Reads the stack state, etcd and (when the intent runs Kubernetes) the Kubernetes control plane. */
 export async function observe(edges: Edges, intent: Intent, memory: WorldMemory): Promise<World> {
@@ -46,7 +57,10 @@ export async function observe(edges: Edges, intent: Intent, memory: WorldMemory)
         .kube()
         .then((k) => observeKube(k, state.nodes))
         .then(
-          (k) => void (world.kube = k),
+          async (k) => {
+            world.kube = k;
+            if (k.hostFiles) world.hostFiles = await observeHostFiles(edges.nodes, state.nodes, k.hostFiles);
+          },
           async (e: unknown) => {
             world.kubeError = (e as Error).message.split("\n")[0];
             await edges.nodes.resetKube();
@@ -129,6 +143,30 @@ export async function observeKube(kube: KubeEdge, nodes: NodeEntry[]): Promise<K
 }
 
 export type { Intent };
+
+/** Which of the carried host files each node lacks (`test -e` as root, one command per node). */
+export async function observeHostFiles(
+  access: Pick<NodeAccess, "run" | "unreachable">,
+  nodes: NodeEntry[],
+  files: HostFile[],
+): Promise<HostFilesObservation> {
+  const carried = files.filter((f) => f.action === "copy").map((f) => f.path);
+  const lacking: HostFilesObservation["lacking"] = {};
+  const script = `for p in ${carried.map(shellQuote).join(" ")}; do [ -e "$p" ] || printf '%s\\n' "$p"; done`;
+  await Promise.all(
+    nodes.map(async (n) => {
+      const why = access.unreachable.get(n.name);
+      if (why !== undefined) return void (lacking[n.name] = { error: `unreachable over SSH: ${why}` });
+      try {
+        const out = await access.run(n.name, `SUDO sh -c ${shellQuote(script)}`, "checking the cluster's host files");
+        lacking[n.name] = out.split("\n").filter((l) => l !== "");
+      } catch (e) {
+        lacking[n.name] = { error: (e as Error).message.split("\n")[0] };
+      }
+    }),
+  );
+  return { files, lacking };
+}
 
 /**
  * Between two full passes of a wait on one node (its join, its health): etcd again (every

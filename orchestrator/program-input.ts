@@ -1,4 +1,5 @@
 // From the validated stack config and a node list to the stack program's input.
+import type { HostFileCarry } from "./core/model";
 import type { NodeEntry } from "./core/nodes";
 import { assignStaticAddress } from "./core/addresses";
 import { assignFailureDomain } from "./core/placement";
@@ -8,11 +9,17 @@ import type { StackConfig } from "./config";
 /**
  * `joining`: the nodes of `nodes` the stored list does not hold yet, the only ones this
  * update may create (infra/node.ts joinsInThisUpdate); absent, any node may be new.
+ * `hostFiles`: what they get from a healthy node before they join (core/host-files.ts).
  */
-export function programInputFor(cfg: StackConfig, nodes: NodeEntry[], joining?: string[]): ProgramInput {
+export function programInputFor(
+  cfg: StackConfig,
+  nodes: NodeEntry[],
+  joining?: string[],
+  hostFiles?: HostFileCarry,
+): ProgramInput {
   // Only when set: a stack without them keeps the program input it always had.
   const access = cfg.sshAccess.agent || cfg.sshAccess.bastion ? cfg.sshAccess : undefined;
-  const joins = joining ? { joining } : {};
+  const joins = { ...(joining ? { joining } : {}), ...(hostFiles ? { hostFiles } : {}) };
   if (cfg.intent.provider === "lab") {
     if (!cfg.lab) throw new Error(`internal: ${cfg.file} was loaded without lab settings`);
     return {

@@ -10,6 +10,7 @@ import type { NodeEntry } from "../../orchestrator/core/nodes";
 import { renderInitScript } from "./init";
 import { joinMaterialStdin, type JoinMaterial } from "./join-material";
 import { KubeadmJoinMaterial } from "./join-material-resource";
+import { ClusterHostFiles, type HostFilesFrom } from "./host-files-resource";
 import { renderJoinScript } from "./join";
 import { renderResetScript } from "./reset";
 import type { EndpointRouting } from "./endpoint";
@@ -38,6 +39,8 @@ export interface KubeadmBootstrapArgs {
    * a 1-replica roll): its bootstrap exists and is never re-run, so it needs no join input.
    */
   joinedAlready?: boolean;
+  /** The cluster's host files, copied from a healthy node before the join (infra/kubeadm/host-files.ts). */
+  hostFiles?: HostFilesFrom;
   /** Token lifetime for material obtained from the seed (default 15m). */
   joinTokenTtl?: string;
   /**
@@ -69,24 +72,34 @@ export function kubeadmBootstrapCommand(
     node.init || args.joinedAlready
       ? undefined
       : pulumi.secret(pulumi.output(joinMaterial(name, args, opts)).apply((m) => joinMaterialStdin(m)));
+  const connection = {
+    host: args.sshHost,
+    port: args.ssh.port ?? 22,
+    user: args.ssh.user,
+    privateKey: pulumi.secret(args.ssh.privateKey),
+    hostKey: args.hostKey.publicKey,
+    ...accessInputs(args.ssh.access, args.ssh.privateKey),
+  };
+  // Before the join, over the machine's first host key (the bootstrap rotates it after).
+  const hostFiles =
+    !node.init && !args.joinedAlready && args.hostFiles
+      ? new ClusterHostFiles(
+          `${name}-host-files`,
+          { from: args.hostFiles.from, to: connection, node: node.name, files: args.hostFiles.files },
+          opts,
+        )
+      : undefined;
   return new RemoteCommand(
     name,
     {
-      connection: {
-        host: args.sshHost,
-        port: args.ssh.port ?? 22,
-        user: args.ssh.user,
-        privateKey: pulumi.secret(args.ssh.privateKey),
-        hostKey: args.hostKey.publicKey,
-        ...accessInputs(args.ssh.access, args.ssh.privateKey),
-      },
+      connection,
       create,
       delete: renderResetScript(node.name, settings),
       ...(stdin ? { stdin } : {}),
       ...(args.rotateHostKey ? { rotateHostKey: true } : {}),
       triggers: [args.machineId, node.image, version],
     },
-    opts,
+    hostFiles ? pulumi.mergeOptions(opts, { dependsOn: [hostFiles] }) : opts,
   );
 }
 

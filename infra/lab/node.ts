@@ -1,5 +1,6 @@
 // One lab control-plane node: host key (made first, so it can be pinned), the machine,
 // its etcd bootstrap/teardown over SSH, and its load-balancer attachment.
+import { ClusterHostFiles, type HostFilesFrom } from "../kubeadm/host-files-resource";
 import type { LabSettings } from "./settings";
 import * as pulumi from "@pulumi/pulumi";
 import { readFileSync } from "node:fs";
@@ -49,6 +50,8 @@ export interface LabNodeArgs {
    * adopted one has no bootstrap.
    */
   seed?: { connection: pulumi.Output<ConnectionArgs>; bootstrap?: RemoteCommand };
+  /** The cluster's host files, copied from a healthy node before the join (infra/kubeadm/host-files.ts). */
+  hostFiles?: HostFilesFrom;
   /** The node created just before this one: joins happen one at a time. */
   after?: { bootstrap?: RemoteCommand };
   /** Client URLs of the existing members, for the join. */
@@ -153,6 +156,14 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
         { parent: this, dependsOn: args.seed.bootstrap ? [machine, args.seed.bootstrap] : [machine] },
       ).material;
     }
+    const hostFiles =
+      !e.init && args.hostFiles
+        ? new ClusterHostFiles(
+            `${name}-host-files`,
+            { from: args.hostFiles.from, to: this.connection, node: e.name, files: args.hostFiles.files },
+            { parent: this, dependsOn: [machine] },
+          )
+        : undefined;
     this.bootstrap = new RemoteCommand(
       `${name}-etcd`,
       {
@@ -164,7 +175,12 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       },
       {
         parent: this,
-        dependsOn: args.after?.bootstrap ? [machine, endpoint, args.after.bootstrap] : [machine, endpoint],
+        dependsOn: [
+          machine,
+          endpoint,
+          ...(args.after?.bootstrap ? [args.after.bootstrap] : []),
+          ...(hostFiles ? [hostFiles] : []),
+        ],
         customTimeouts: { create: `${args.deadlineSeconds + 60}s` },
       },
     );

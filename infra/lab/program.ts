@@ -1,8 +1,9 @@
 // The lab's stack program: a generated client key, the lab load balancer (or an adopted
 // cluster's own), and one lab node per entry of the node list, each joining through the
 // oldest other node; adopted entries get only a record (infra/adopted.ts).
+import type { HostFileCarry } from "../../orchestrator/core/model";
 import * as pulumi from "@pulumi/pulumi";
-import { joinsInThisUpdate } from "../node";
+import { hostFilesFor, joinsInThisUpdate } from "../node";
 import { type NodeEntry } from "../../orchestrator/core/nodes";
 import { moltOutput } from "../outputs";
 import { SshKeyPair } from "../remote/keypair";
@@ -24,6 +25,8 @@ export interface LabProgramInput {
   joinDeadlineSeconds: number;
   /** The nodes this update may create (infra/node.ts joinsInThisUpdate); absent: any. */
   joining?: string[];
+  /** The cluster's host files for the nodes that join, and the node they are copied from. */
+  hostFiles?: HostFileCarry;
 }
 
 export function labProgram(input: LabProgramInput): Record<string, unknown> {
@@ -71,6 +74,7 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
         sshPrivateKey: clientKey.privateKey,
         sshPublicKey: clientKey.publicKey,
         seed,
+        ...(joins ? hostFilesFor(input, built) : {}),
         after: joins ? built[built.length - 1] : undefined,
         joinEndpoints: others.map((o) => pulumi.interpolate`https://${o.privateAddress}:2379`),
         deadlineSeconds: input.joinDeadlineSeconds,

@@ -8,6 +8,7 @@ import { stringify } from "yaml";
 import type { ControlPlaneNodeOutputs, HostKeyPair, SshSettings } from "../node";
 import type { NodeEntry } from "../../orchestrator/core/nodes";
 import type { JoinMaterial } from "../kubeadm/join-material";
+import type { HostFilesFrom } from "../kubeadm/host-files-resource";
 import type { ConnectionArgs } from "../remote/command";
 import type { KubeadmBootstrapSettings } from "../kubeadm/settings";
 
@@ -23,6 +24,8 @@ export interface CloudControlPlaneNodeArgs<Settings> {
   seed?: pulumi.Input<ConnectionArgs>;
   /** See KubeadmBootstrapArgs.joinedAlready (infra/kubeadm/bootstrap.ts). */
   joinedAlready?: boolean;
+  /** The cluster's host files, copied from a healthy node before the join (infra/kubeadm/host-files.ts). */
+  hostFiles?: HostFilesFrom;
   /** Bootstrapped only after this (the previous node's bootstrap): joins happen one at a time. */
   after?: pulumi.Resource;
   settings: Settings;

@@ -59,6 +59,7 @@ export abstract class CloudControlPlaneNode extends pulumi.ComponentResource imp
         joinMaterial: args.joinMaterial,
         seed: args.seed,
         joinedAlready: args.joinedAlready,
+        ...(args.hostFiles ? { hostFiles: args.hostFiles } : {}),
         ...(m.endpointRouting ? { endpointRouting: m.endpointRouting } : {}),
       },
       { parent: this, dependsOn: [...m.dependsOn, ...(args.after ? [args.after] : [])] },

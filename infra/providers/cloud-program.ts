@@ -2,7 +2,7 @@
 // entry of the node list, the provider's cluster-wide resources, and the `molt` output.
 // The provider supplies only what differs (infra/providers/provider.ts).
 import * as pulumi from "@pulumi/pulumi";
-import { joinsInThisUpdate, type SshSettings } from "../node";
+import { hostFilesFor, joinsInThisUpdate, type SshSettings } from "../node";
 import { moltOutput } from "../outputs";
 import { SshKeyPair } from "../remote/keypair";
 import { adoptedNode, type AdoptedNodeOutputs } from "../adopted";
@@ -73,6 +73,7 @@ function cloudProgram<C extends CloudConfigBase & { provider: string }, S>(
       hostKey: { privateKey: hostKey.privateKey, publicKey: hostKey.publicKey },
       bootstrap: cloud.bootstrap,
       ...(entry.init ? {} : seed ? { seed: seed.connection } : { joinedAlready: true }),
+      ...(joins ? hostFilesFor(input, built) : {}),
       ...(before ? { after: before } : {}),
     };
     built.push(def.node(entry, args, cloud, shared));

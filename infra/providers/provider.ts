@@ -4,6 +4,7 @@
 // orchestrator/stack/plugins.ts checks its engine plugins, and orchestrator/stack/targets.ts
 // targets its cluster-wide components. Adding a provider is a new definition, its
 // component, its tests and docs, and one line in the registry.
+import type { HostFileCarry } from "../../orchestrator/core/model";
 import type * as pulumi from "@pulumi/pulumi";
 import type { SshAccessSettings } from "../../orchestrator/core/nodes";
 import type { z } from "zod";
@@ -82,6 +83,8 @@ export interface CloudProgramInput<
   sshAccess?: SshAccessSettings;
   /** The nodes this update may create (infra/node.ts joinsInThisUpdate); absent: any. */
   joining?: string[];
+  /** The cluster's host files for the nodes that join, and the node they are copied from. */
+  hostFiles?: HostFileCarry;
 }
 
 /**

@@ -1,5 +1,6 @@
 // The plain data the planner decides over: the world as observed once per pass, and the
 // operation it decides.
+import type { HostFile } from "./host-files";
 import type { NodeEndpoint, NodeEntry } from "./nodes";
 import type { Alarm, EndpointStatus, KubeObservation, Member, VipObservation } from "./observations";
 
@@ -67,6 +68,13 @@ export interface Intent {
   };
 }
 
+/** Which nodes hold the host files kubeadm-config references (core/host-files.ts). */
+export interface HostFilesObservation {
+  files: HostFile[];
+  /** Per node: the carried files it lacks (empty: it holds them all), or why it could not be asked. */
+  lacking: Record<string, string[] | { error: string }>;
+}
+
 export type StatusResult =
   | { ok: true; status: EndpointStatus }
   /** `unreachable`: the node's SSH did not answer at all (not only its etcd). */
@@ -129,6 +137,8 @@ export interface World {
    * expire (observed over SSH), or why none could be read.
    */
   certificates?: Record<string, CertificateObservation>;
+  /** The host files kubeadm-config references and who holds them (Kubernetes, when it names any). */
+  hostFiles?: HostFilesObservation;
 }
 
 /** The part of the World the loop's memory supplies. */
@@ -161,7 +171,8 @@ export type CertificateObservation =
 export type Operation =
   | { kind: "done"; reason: string }
   | { kind: "create-first"; entry: NodeEntry; reason: string }
-  | { kind: "surge"; entry: NodeEntry; reason: string }
+  /** `hostFiles`: the cluster's host files, copied to the new node from `from` before it joins. */
+  | { kind: "surge"; entry: NodeEntry; reason: string; hostFiles?: HostFileCarry }
   | { kind: "promote"; node: string; memberId: string; via: string; reason: string }
   | { kind: "move-leader"; from: string; to: string; toId: string; reason: string }
   | { kind: "remove-member"; node: string; memberId: string; via: string; reason: string }
@@ -181,6 +192,7 @@ export type Operation =
       unreachable?: boolean;
       entry: NodeEntry;
       reason: string;
+      hostFiles?: HostFileCarry;
     }
   /**
    * An adopted node without a member (`molt adopt`): reset over SSH, released from what molt
@@ -207,6 +219,12 @@ export type Operation =
   | { kind: "update-addons"; version: string; via: string; kubeadmNode: string; reason: string };
 
 export type OperationKind = Operation["kind"];
+
+/** The host files a joining node gets, and the healthy node they are copied from. */
+export interface HostFileCarry {
+  from: string;
+  files: HostFile[];
+}
 
 export type RolloutResultKind = "succeeded" | "noop" | "failed" | "paused" | "refused" | "rolled-back" | "cancelled";
 

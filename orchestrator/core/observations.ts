@@ -1,5 +1,6 @@
 // What one pass observes of etcd, Kubernetes and the API endpoint VIP: plain data the
 // edges (orchestrator/edges/) produce and the planner reads.
+import type { HostFile } from "./host-files";
 
 export interface Member {
   /** Decimal string, as etcd3 gives it; never passed through Number. */
@@ -53,6 +54,11 @@ export interface KubeObservation {
   evictable: Record<string, number>;
   /** kubeadm-config's ClusterConfiguration.kubernetesVersion (without a leading v). */
   clusterConfigVersion?: string;
+  /**
+   * The host files kubeadm-config's ClusterConfiguration references (core/host-files.ts):
+   * what a new node gets from the node it joins through before `kubeadm join`.
+   */
+  hostFiles?: HostFile[];
   /** kube-proxy's image tag (without v) and whether its DaemonSet has rolled out. */
   kubeProxy?: { version: string; rolledOut: boolean };
 }

@@ -8,7 +8,8 @@
 //     the newest ready one, as cluster-admin with the credentials of /etc/kubernetes/admin.conf
 //     read over SSH once and held in memory only.
 import type { ComponentHealth, KubeNode, KubeObservation } from "../core/observations";
-import { clusterConfigurationAt } from "../../infra/kubeadm/cluster-config";
+import { clusterConfigRefs, clusterConfigurationAt } from "../../infra/kubeadm/cluster-config";
+import { hostFilesOf, type HostFile } from "../core/host-files";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import type { SshSession } from "../../infra/remote/ssh";
 import { sudoFor, type TlsClientCredentials } from "./etcd";
@@ -235,10 +236,12 @@ export class KubeAccess {
       evictable[node] = (evictable[node] ?? 0) + 1;
     }
     let clusterConfigVersion: string | undefined;
+    let hostFiles: HostFile[] | undefined;
     const cc = cm?.data?.ClusterConfiguration;
     if (cc) {
-      const v = (parseYaml(cc) as { kubernetesVersion?: string } | null)?.kubernetesVersion;
-      if (v) clusterConfigVersion = stripV(v);
+      const parsed = parseYaml(cc) as { kubernetesVersion?: string } | null;
+      if (parsed?.kubernetesVersion) clusterConfigVersion = stripV(parsed.kubernetesVersion);
+      hostFiles = hostFilesOf(clusterConfigRefs(parsed));
     }
     const kubeProxy = proxy ? kubeProxyOf(proxy) : undefined;
     return {
@@ -248,6 +251,7 @@ export class KubeAccess {
       }),
       evictable,
       ...(clusterConfigVersion ? { clusterConfigVersion } : {}),
+      ...(hostFiles?.length ? { hostFiles } : {}),
       ...(kubeProxy ? { kubeProxy } : {}),
     };
   }

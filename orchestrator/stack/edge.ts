@@ -13,7 +13,7 @@ import { buildProgram } from "../../infra/program";
 import type { StackConfig } from "../config";
 import type { RolloutEvent } from "../events";
 import type { StackLock } from "../lock-scope";
-import type { Operation } from "../core/model";
+import type { HostFileCarry, Operation } from "../core/model";
 import { isNodeName } from "../core/plan";
 import { programInputFor } from "../program-input";
 import { openStackReading, repairMessage } from "./driver";
@@ -181,7 +181,10 @@ export class EngineStack implements StackEdge {
     const targets = plan ? [...new Set([...plan.targets, ...(added?.targets ?? []), ...cross])] : undefined;
     // Only the node this change adds may join; every other one registers without its join.
     const joining = next.filter((n) => !prev.some((p) => p.name === n.name)).map((n) => n.name);
-    let record = await this.up(next, targets, teardownEnv, guardToken, joining);
+    // The cluster's host files (core/host-files.ts) go to the node that joins, from a node holding them.
+    const hostFiles = op.kind === "surge" || op.kind === "prune-and-surge" ? op.hostFiles : undefined;
+    const joins = { joining, ...(hostFiles ? { hostFiles } : {}) };
+    let record = await this.up(next, targets, teardownEnv, guardToken, joins);
     if (plan && removesNode(op)) {
       // Never a silent skip: the engine leaves a targeted delete undone when an untargeted
       // resource still depends on it. Every resource of the node must be gone: the update's
@@ -198,7 +201,7 @@ export class EngineStack implements StackEdge {
           ok: false,
           detail: `a targeted update left ${left.length} resource(s) of ${node} in place; updating the whole stack`,
         });
-        record = await this.up(next, undefined, teardownEnv, this.guardToken, joining);
+        record = await this.up(next, undefined, teardownEnv, this.guardToken, joins);
       }
     }
     await this.remember(record, next);
@@ -231,7 +234,7 @@ export class EngineStack implements StackEdge {
     // without it the engine refused every rerun after a SIGKILL inside a prune-and-surge with
     // "Duplicate resource URN"). Never the other nodes' machines: a targeted `up` leaves them be.
     crossNodeResources(resources, names).forEach((u) => targets.add(u));
-    const record = await this.up(current, [...targets], {}, guardToken, []);
+    const record = await this.up(current, [...targets], {}, guardToken, { joining: [] });
     await this.remember(record, current);
     const unseen = notShownDeleted(record, [...owned]);
     const left = await this.stillStored(unseen);
@@ -283,19 +286,23 @@ export class EngineStack implements StackEdge {
    * `env` is set on the workspace for this `up` only (the engine hands it to the dynamic
    * providers); what a node's teardown skipped or tolerated comes back as `warning` events.
    * What the update did comes from its own events (stack/up-events.ts), not a read-back.
-   * `joining`: the nodes of `nodes` this `up` may create (the rest have joined).
+   * `joins.joining`: the nodes of `nodes` this `up` may create (the rest have joined), and the
+   * host files they get before joining.
    */
   private async up(
     nodes: NodeEntry[],
     targeted: string[] | undefined,
     env: Record<string, string> = {},
     guardExpect = "",
-    joining: string[] = [],
+    joins: { joining: string[]; hostFiles?: HostFileCarry } = { joining: [] },
   ): Promise<UpRecord> {
     // Guarded: the state must still hold the token this run read (a fresh one per `up`).
     const guard = this.o.guarded ? { expect: guardExpect, token: randomUUID() } : undefined;
     const target = targeted && guard ? [...targeted, GUARD_TARGET] : targeted;
-    this.stack.workspace.program = buildProgram(programInputFor(this.o.config, nodes, joining), guard);
+    this.stack.workspace.program = buildProgram(
+      programInputFor(this.o.config, nodes, joins.joining, joins.hostFiles),
+      guard,
+    );
     const clientKey = this.known?.sshPrivateKey;
     const before = this.known;
     this.known = undefined;

@@ -16,6 +16,7 @@ import type {
   HookName,
   RunControls,
 } from "../../orchestrator/core/model";
+import type { HostFile } from "../../orchestrator/core/host-files";
 import {
   agreedLeader,
   canSafelyRemoveMember,
@@ -788,6 +789,54 @@ describe("planner (orchestrator/core/plan/)", () => {
       image: `k8s-v${v}`,
       kubernetesVersion: v,
       ...o,
+    });
+
+    describe("the cluster's host files (KubeOne's encryption key, audit policy, admission configuration)", () => {
+      const files: HostFile[] = [
+        { path: "/etc/kubernetes/encryption-providers", action: "copy", why: "apiServer.extraVolumes encryption" },
+        { path: "/var/log/kubernetes", action: "create", why: "apiServer.extraVolumes audit-log" },
+      ];
+      const outdated = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")];
+      const observed = (lacking: Record<string, string[] | { error: string }>) => {
+        const s = snapshotOf(world(outdated(), { intent: up("1.36.3", { image: "k8s-v1.36.3-new" }) }));
+        s.hostFiles = { files, lacking };
+        return s;
+      };
+
+      it("a surge carries them from the oldest healthy node that holds them all", () => {
+        const op = decide(observed({ "lab-cp-1": [], "lab-cp-2": [], "lab-cp-3": [] }), STACK);
+        expectOp(op, "surge", { hostFiles: { from: "lab-cp-1", files } });
+      });
+
+      it("skips a node that lacks one, or could not be asked", () => {
+        const lacking = {
+          "lab-cp-1": ["/etc/kubernetes/encryption-providers"],
+          "lab-cp-2": { error: "sudo: a password is required" },
+          "lab-cp-3": [],
+        };
+        expectOp(decide(observed(lacking), STACK), "surge", { hostFiles: { from: "lab-cp-3", files } });
+      });
+
+      it("refuses before any change when no healthy node holds them all, naming what each lacks", () => {
+        const lacking = {
+          "lab-cp-1": ["/etc/kubernetes/encryption-providers"],
+          "lab-cp-2": ["/etc/kubernetes/encryption-providers"],
+          "lab-cp-3": { error: "unreachable over SSH: timeout" },
+        };
+        const op = decide(observed(lacking), STACK);
+        expectOp(op, "refuse", { condition: "ClusterHostFiles" });
+        assert.match(op.reason, /\/etc\/kubernetes\/encryption-providers from apiServer\.extraVolumes encryption/);
+        assert.match(op.reason, /lab-cp-1 lacks \/etc\/kubernetes\/encryption-providers/);
+        assert.match(op.reason, /lab-cp-3: unreachable over SSH/);
+        assert.match(op.reason, /nothing was changed/);
+      });
+
+      it("a cluster whose kubeadm-config references none surges as before", () => {
+        const s = snapshotOf(world(outdated(), { intent: up("1.36.3", { image: "k8s-v1.36.3-new" }) }));
+        const op = decide(s, STACK);
+        expectOp(op, "surge");
+        assert.equal((op as { hostFiles?: unknown }).hostFiles, undefined);
+      });
     });
 
     it("refuses to skip a minor version, before looking at anything else", () => {

@@ -1,6 +1,6 @@
 // The planner's changes once everything is healthy: retire one node (drain, stop its API
 // server, move leadership, remove its member), or grow (kubeadm-config first, then a surge).
-import type { Operation } from "../model";
+import type { HostFileCarry, Operation } from "../model";
 import { canSafelyRemoveMember, isOutdated, newEntry } from "./rules";
 import type { Scope } from "./scope";
 import { etcdVersionProblem } from "./versions";
@@ -123,10 +123,46 @@ export function grow(c: Scope): Operation | undefined {
         `nodes join`,
     };
   }
+  const carry = hostFileCarry(c);
+  if (carry && "refuse" in carry) return carry.refuse;
   const entry = newEntry(s, c.stack, false);
   const reason =
     s.nodes.length < intent.replicas
       ? `${s.nodes.length}/${intent.replicas} nodes: add ${entry.name}`
       : `${c.outdated.length} outdated node(s) (${c.outdated.map((n) => n.name).join(", ")}): add ${entry.name} first`;
-  return { kind: "surge", entry, reason };
+  return { kind: "surge", entry, reason, ...(carry ? { hostFiles: carry } : {}) };
+}
+
+/**
+ * The host files kubeadm-config references (KubeOne's encryption key, audit policy,
+ * admission configuration...) come to a new node from a healthy voter that holds them all,
+ * the oldest first (the node it joins through, when it can). None holds them all: refused
+ * before any change, with what each node lacks.
+ */
+export function hostFileCarry(c: Scope): HostFileCarry | { refuse: Operation } | undefined {
+  const h = c.s.hostFiles;
+  if (!h?.files.length) return undefined;
+  const healthy = c.s.nodes.filter((n) => c.healthyIds.has(c.memberOf(n)?.id ?? ""));
+  const from = healthy.find((n) => {
+    const l = h.lacking[n.name];
+    return Array.isArray(l) && l.length === 0;
+  });
+  if (from) return { from: from.name, files: h.files };
+  const told = c.s.nodes.map((n) => {
+    const l = h.lacking[n.name];
+    if (l === undefined) return `${n.name}: not asked`;
+    if (!Array.isArray(l)) return `${n.name}: ${l.error}`;
+    return l.length ? `${n.name} lacks ${l.join(", ")}` : `${n.name} is not a healthy voter`;
+  });
+  return {
+    refuse: {
+      kind: "refuse",
+      condition: "ClusterHostFiles",
+      reason:
+        `kubeadm-config references host files that a new node must get before it joins ` +
+        `(${h.files.map((f) => `${f.path} from ${f.why}`).join("; ")}), and no healthy control-plane node holds ` +
+        `them all (${told.join("; ")}): restore them on the nodes (every control-plane node needs them) or ` +
+        `remove the reference from kubeadm-config; nothing was changed`,
+    },
+  };
 }

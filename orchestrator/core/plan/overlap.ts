@@ -81,6 +81,7 @@ export function withNextSurge(
     ...(op.deleteNodeVia ? { deleteNodeVia: op.deleteNodeVia } : {}),
     ...(op.unreachable ? { unreachable: true } : {}),
     entry: next.entry,
+    ...(next.hostFiles ? { hostFiles: next.hostFiles } : {}),
     reason: `${op.reason}; then ${next.reason} (one engine run: molt:rollout.pruneWithNextSurge)`,
   };
 }
