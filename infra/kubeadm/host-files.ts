@@ -48,7 +48,7 @@ export function renderPackScript(files: HostFile[]): string {
     'if [ ${#missing[@]} -gt 0 ]; then echo "$(hostname) lacks ${missing[*]}" >&2; exit 3; fi',
     'size=$(du -sbc "${paths[@]}" | tail -n 1 | cut -f1)',
     `if [ "$size" -gt ${HOST_FILES_LIMIT_BYTES} ]; then`,
-    `  echo "the host files on $(hostname) take $size bytes, more than ${HOST_FILES_LIMIT_BYTES}: not configuration" >&2`,
+    `  echo "the host files on $(hostname) take $size bytes, more than ${HOST_FILES_LIMIT_BYTES}" >&2`,
     "  exit 4",
     "fi",
     `tar -C / --numeric-owner -czf - ${copy.map((p) => shellQuote(rel(p))).join(" ")} | base64 -w0`,
