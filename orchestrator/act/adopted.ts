@@ -24,6 +24,11 @@ const RESET = [
   "  SUDO rm -rf /var/lib/etcd/member",
   "  echo etcd-wiped",
   "fi",
+  // The machine stays with its owner: the cluster's CA keys and host files (an encryption key)
+  // do not. Checked after: a path still there fails the retirement (it is retried).
+  "SUDO rm -rf -- WIPE",
+  'for p in WIPE; do if SUDO test -e "$p"; then echo "$p is still on the machine" >&2; exit 1; fi; done',
+  "echo wiped-secrets",
 ].join("\n");
 
 export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
@@ -31,12 +36,24 @@ export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
   if (!entry?.adopted) throw new Error(`internal: ${op.node} is not an adopted node of the stack`);
   const a = entry.adopted;
   const done: string[] = [];
-  // A bounded poll inside the script: the member stops within the settle deadline.
-  const script = RESET.replace(/DEADLINE/g, String(ctx.intent.timeouts.settleSeconds));
-  const out = await ctx.timed("provision", op.kind, op.node, () =>
-    ctx.edges.nodes.run(op.node, `sh -c ${shellQuote(script)}`, `resetting ${op.node}`),
-  );
-  done.push(out.includes("kubeadm-reset") ? "kubeadm reset" : "etcd data wiped");
+  if (op.unreachable && ctx.edges.nodes.unreachable.has(op.node)) {
+    done.push(
+      `not reset: unreachable over SSH; it still holds the cluster's keys (${op.wipe.join(", ")}): ` +
+        "wipe or destroy the machine before it runs again",
+    );
+  } else {
+    // A bounded poll inside the script: the member stops within the settle deadline.
+    const script = RESET.replace(/DEADLINE/g, String(ctx.intent.timeouts.settleSeconds)).replace(
+      /WIPE/g,
+      op.wipe.map(shellQuote).join(" "),
+    );
+    const out = await ctx.timed("provision", op.kind, op.node, () =>
+      ctx.edges.nodes.run(op.node, `sh -c ${shellQuote(script)}`, `resetting ${op.node}`),
+    );
+    done.push(out.includes("kubeadm-reset") ? "kubeadm reset" : "etcd data wiped");
+    if (!out.includes("wiped-secrets")) throw new Error(`internal: the reset of ${op.node} did not wipe its secrets`);
+    done.push(`cluster secrets removed (${op.wipe.join(", ")})`);
+  }
   done.push(...(await ctx.edges.stack.releaseAdopted(entry)));
   if (op.deleteNodeVia) {
     const kube = await ctx.edges.nodes.kube();

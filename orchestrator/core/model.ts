@@ -199,7 +199,16 @@ export type Operation =
    * attached it to (the lab's HAProxy), its Node deleted, its entry dropped. Its machine is
    * not molt's: it stays, and the summary lists it for its owner.
    */
-  | { kind: "retire-adopted"; node: string; deleteNodeVia?: string; reason: string }
+  | {
+      kind: "retire-adopted";
+      node: string;
+      deleteNodeVia?: string;
+      /** What of the cluster's is removed from the machine after its reset (keys, certificates, host files). */
+      wipe: string[];
+      /** Its SSH did not answer: not reset or wiped; the owner is told. */
+      unreachable?: boolean;
+      reason: string;
+    }
   | { kind: "prune-orphans"; nodes: string[]; reason: string }
   | { kind: "wait"; key: WaitKey; node?: string; reason: string }
   /** Removes the new node's member (through `via`, when it has one) and destroys it. */

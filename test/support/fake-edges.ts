@@ -381,6 +381,8 @@ class FakeNodes implements NodeAccess {
         `notAfter=${this.w.certificates[node] ?? "Dec  1 00:00:00 2036 GMT"}\n`
       );
     this.w.log.push(`run ${node}: ${command}`);
+    // An adopted node's reset (orchestrator/act/adopted.ts) says what it did.
+    if (command.includes("echo wiped-secrets")) return "kubeadm-reset\nwiped-secrets\n";
     return "";
   }
   async resetKube(): Promise<void> {}

@@ -202,6 +202,35 @@ describe("the rollout loop (fake edges)", function () {
     },
   );
 
+  it("retires a dead adopted node without SSH and tells its owner it still holds the cluster's keys", async () => {
+    stack("lab-v2");
+    const w = FakeWorld.cluster(3, "adopted");
+    for (const n of w.list) {
+      const a = w.machines.get(n.name)!.address;
+      n.adopted = {
+        address: a,
+        ssh: { host: a, port: 22, user: "root" },
+        hostKey: "ssh-ed25519 AAAA",
+        etcdVersion: "3.6.16",
+        source: "kubeone",
+      };
+    }
+    w.machines.get("lab-cp-2")!.up = false;
+    const { summary } = await run(w, { replaceDead: ["lab-cp-2"] });
+    assert.equal(summary.result, "succeeded", summary.reason);
+    assert.ok(!w.log.some((l) => l.startsWith("run lab-cp-2:")), "no command was sent to the dead machine");
+    const left = summary.leftForOwner?.find((m) => m.node === "lab-cp-2");
+    assert.ok(left, "the dead machine is listed for its owner");
+    assert.ok(
+      left.done.some((d) => /not reset: unreachable over SSH.*\/etc\/kubernetes\/pki/.test(d)),
+      left.done.join("; "),
+    );
+    for (const n of ["lab-cp-1", "lab-cp-3"]) {
+      const reset = w.log.find((l) => l.startsWith(`run ${n}: sh -c`));
+      assert.match(reset ?? "", /rm -rf -- \S*\/etc\/kubernetes\/pki/, `${n}'s CA keys are wiped`);
+    }
+  });
+
   it("rolls a new node back when its member never starts, leaving the old nodes untouched", async () => {
     stack("lab-v2", { joinSeconds: 10 });
     const w = FakeWorld.cluster(3, "lab-v1");

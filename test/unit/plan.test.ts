@@ -1117,6 +1117,27 @@ describe("planner (orchestrator/core/plan/)", () => {
       });
     });
 
+    it("a retired adopted machine keeps none of the cluster's keys: the CA keys and the host files are wiped", () => {
+      const s = snapshotOf(world([A(1, { noMember: true }), A(2), A(3), N(4, NEW)], { leader: 3 }));
+      expectOp(decide(s, STACK), "retire-adopted", { wipe: ["/etc/kubernetes/pki"] });
+      s.hostFiles = {
+        files: [
+          { path: "/etc/kubernetes/encryption-providers", action: "copy", why: "apiServer.extraVolumes enc" },
+          { path: "/var/log/kubernetes", action: "create", why: "apiServer.extraVolumes log" },
+        ],
+        lacking: {},
+      };
+      expectOp(decide(s, STACK), "retire-adopted", {
+        wipe: ["/etc/kubernetes/pki", "/etc/kubernetes/encryption-providers"],
+      });
+    });
+
+    it("a dead adopted node is retired without SSH, and says so (its owner must wipe it)", () => {
+      const op = plan([A(1, { noMember: true, health: "dead" }), A(2), A(3), N(4, NEW)], { leader: 3 });
+      expectOp(op, "retire-adopted", { node: "lab-cp-1", unreachable: true });
+      assert.match(op.reason, /does not answer over SSH.*without its reset.*owner, who must wipe it/);
+    });
+
     it("etcd's patch floor holds for adopted members too (3.5.11 -> 3.6 refused before any change)", () => {
       const op = plan([A(1), A(2), A(3)], { intent: { etcdVersion: "3.6.16" } });
       // Simulated members report 3.5.21 by default: below 3.5.32.

@@ -62,15 +62,27 @@ export function memberlessNode(c: Scope): Operation | undefined {
   // Its machine goes; with Kubernetes its Node object goes right after (Cluster API deletes
   // the Node after the machine), through an API server that is not its own.
   const via = c.s.kube?.via;
-  if (memberless.adopted)
+  if (memberless.adopted) {
+    // The machine stays: nothing of the cluster's may stay on it (the CA keys, the host files
+    // such as KubeOne's encryption key). A dead one cannot be wiped: its owner is told.
+    const unreachable = isUnreachable(c.s, memberless.name);
+    const wipe = [
+      "/etc/kubernetes/pki",
+      ...(c.s.hostFiles?.files ?? []).filter((f) => f.action === "copy").map((f) => f.path),
+    ];
     return {
       kind: "retire-adopted",
       node: memberless.name,
       ...(via && via !== memberless.name ? { deleteNodeVia: via } : {}),
-      reason:
-        `adopted node ${memberless.name} is no longer an etcd member: reset it, release it, delete its Node; ` +
-        "its machine is left to its owner",
+      wipe,
+      ...(unreachable ? { unreachable: true } : {}),
+      reason: unreachable
+        ? `adopted node ${memberless.name} is no longer an etcd member and does not answer over SSH: release it ` +
+          "and delete its Node without its reset; its machine is left to its owner, who must wipe it"
+        : `adopted node ${memberless.name} is no longer an etcd member: reset it, wipe the cluster's secrets from ` +
+          "it, release it, delete its Node; its machine is left to its owner",
     };
+  }
   // Known dead: no member, and its SSH did not answer. Its teardown (kubeadm reset) is
   // skipped if it still does not answer; a node that answers is always reset.
   const dead = isUnreachable(c.s, memberless.name);
