@@ -55,6 +55,13 @@ export const baseSections = {
     .string()
     .refine((v) => semver.valid(v.replace(/^v/, "")) !== null, "a full version such as 1.34.2")
     .optional(),
+  "molt:encryptionAtRest": z
+    .boolean({
+      message:
+        "true: a new cluster's Secrets are encrypted in etcd (aescbc, a key made on the first node, carried to " +
+        "each new node); false or absent: not",
+    })
+    .optional(),
   "molt:rollout": z
     .object({
       maxSurge: z.union([z.literal(0), z.literal(1)], { message: "0 or 1" }).optional(),

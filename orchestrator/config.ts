@@ -155,6 +155,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
       ...(cloud?.failureDomains.length ? { failureDomains: cloud.failureDomains } : {}),
       ...(staticAddressPool.length ? { staticAddressPool } : {}),
       ...(apiEndpoint ? { vip: { address: apiEndpoint.address } } : {}),
+      ...(c["molt:encryptionAtRest"] ? { encryptionAtRest: true } : {}),
       rollout: {
         maxSurge: c["molt:rollout"]?.maxSurge ?? 1,
         onFailure: c["molt:rollout"]?.onFailure ?? "rollback",
@@ -222,6 +223,12 @@ export function resolveLabImage(cfg: StackConfig): StackConfig {
     throw new InvalidConfigError(cfg.file, [
       `molt:kubernetesVersion: ${asked} does not match lab image "${meta.name}", which carries Kubernetes ` +
         `${carried}; remove the key (the image decides) or pick the image of ${asked}`,
+    ]);
+  }
+  if (cfg.intent.encryptionAtRest && carried === undefined) {
+    throw new InvalidConfigError(cfg.file, [
+      `molt:encryptionAtRest: lab image "${meta.name}" runs etcd only: there is no API server to encrypt Secrets; ` +
+        "remove the key or use a k8s-* image",
     ]);
   }
   const { kubernetesVersion: _k, etcdVersion: _e, ...rest } = cfg.intent;

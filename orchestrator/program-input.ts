@@ -29,13 +29,24 @@ export function programInputFor(
       ...(access ? { sshAccess: access } : {}),
       lab: cfg.lab,
       joinDeadlineSeconds: cfg.intent.timeouts.joinSeconds,
+      ...(cfg.intent.encryptionAtRest ? { encryptionAtRest: true } : {}),
       ...joins,
     };
   }
   const cloud = cfg.cloud;
   if (!cloud || cloud.provider !== cfg.intent.provider)
     throw new Error(`internal: ${cfg.file} was loaded without ${cfg.intent.provider} settings`);
-  return { provider: cloud.provider, nodes, cloud, ...(access ? { sshAccess: access } : {}), ...joins };
+  // molt:encryptionAtRest reaches the kubeadm init of a new cluster's first node.
+  const withEncryption = cfg.intent.encryptionAtRest
+    ? { ...cloud, bootstrap: { ...cloud.bootstrap, encryptionAtRest: true } }
+    : cloud;
+  return {
+    provider: cloud.provider,
+    nodes,
+    cloud: withEncryption,
+    ...(access ? { sshAccess: access } : {}),
+    ...joins,
+  };
 }
 
 /**

@@ -30,6 +30,21 @@ function nodeRegistration(node: KubeadmNode, s: KubeadmBootstrapSettings) {
   return { name: node.name, criSocket: s.criSocket ?? DEFAULT_CRI_SOCKET };
 }
 
+/** Where molt's init writes the encryption configuration (the path KubeOne uses too). */
+export const ENCRYPTION_DIR = "/etc/kubernetes/encryption-providers";
+export const ENCRYPTION_CONFIG = `${ENCRYPTION_DIR}/encryption-providers.yaml`;
+
+function encryptionAtRestArgs(apiVersion: string) {
+  const arg = { name: "encryption-provider-config", value: ENCRYPTION_CONFIG };
+  return {
+    // v1beta4 lists the flags, v1beta3 maps them.
+    extraArgs: apiVersion.endsWith("v1beta4") ? [arg] : { [arg.name]: arg.value },
+    extraVolumes: [
+      { name: "encryption-providers", hostPath: ENCRYPTION_DIR, mountPath: ENCRYPTION_DIR, readOnly: true },
+    ],
+  };
+}
+
 export function renderInitConfiguration(node: KubeadmNode, version: SemVer, s: KubeadmBootstrapSettings): string {
   const apiVersion = kubeadmApiVersion(version);
   const cluster: Record<string, unknown> = {
@@ -44,7 +59,14 @@ export function renderInitConfiguration(node: KubeadmNode, version: SemVer, s: K
       ...(s.dnsDomain ? { dnsDomain: s.dnsDomain } : {}),
     },
     ...(s.imageRepository ? { imageRepository: s.imageRepository } : {}),
-    ...(s.apiServerCertSANs?.length ? { apiServer: { certSANs: s.apiServerCertSANs } } : {}),
+    ...(s.apiServerCertSANs?.length || s.encryptionAtRest
+      ? {
+          apiServer: {
+            ...(s.apiServerCertSANs?.length ? { certSANs: s.apiServerCertSANs } : {}),
+            ...(s.encryptionAtRest ? encryptionAtRestArgs(apiVersion) : {}),
+          },
+        }
+      : {}),
     ...(needsEtcdLearnerGate(version) ? { featureGates: { EtcdLearnerMode: true } } : {}),
   };
   return docs(

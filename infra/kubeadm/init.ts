@@ -1,7 +1,7 @@
 // `kubeadm init` for the first node of a brand-new cluster (bootstrap and disaster-
 // recovery clusters). Certificates are uploaded (--upload-certs) so later nodes can join
 // with a certificate key; the token and key kubeadm generates are never printed.
-import { renderInitConfiguration } from "./config";
+import { ENCRYPTION_CONFIG, renderInitConfiguration } from "./config";
 import { endpointConstants, LOCAL_ENDPOINT_FUNCTION, type EndpointRouting } from "./endpoint";
 import { INSTALL_FUNCTIONS, installConstants } from "./install";
 import { renderScript } from "./script";
@@ -14,6 +14,24 @@ import {
   type KubeadmNode,
 } from "./settings";
 import { NODE_STATE_FUNCTION, RESET_KEEPING_FOREIGN_MANIFESTS, TEMP_FILE_FUNCTIONS } from "./state";
+
+// The key is made on the node and stays there (root-only); molt never sees it here.
+const WRITE_ENCRYPTION_CONFIG = `write_encryption_config() {
+  [ -f "$ENCRYPTION_CONFIG" ] && return 0
+  local key
+  mkdir -p "$(dirname "$ENCRYPTION_CONFIG")"
+  chmod 0700 "$(dirname "$ENCRYPTION_CONFIG")"
+  key=$(head -c 32 /dev/urandom | base64)
+  (
+    umask 077
+    printf '%s\\n' "apiVersion: apiserver.config.k8s.io/v1" "kind: EncryptionConfiguration" "resources:" \\
+      "- resources: [secrets]" "  providers:" "  - aescbc:" "      keys:" "      - name: key1" \\
+      "        secret: $key" "  - identity: {}" >"$ENCRYPTION_CONFIG.tmp"
+  )
+  mv "$ENCRYPTION_CONFIG.tmp" "$ENCRYPTION_CONFIG"
+  log "made the encryption-at-rest key in $ENCRYPTION_CONFIG"
+}
+`;
 
 export function renderInitScript(
   node: KubeadmNode,
@@ -31,10 +49,12 @@ export function renderInitScript(
       // "none": the cluster gets its network add-on another way.
       CNI_MANIFEST: settings.cniManifest === "none" ? "" : (settings.cniManifest ?? ""),
       KUBEADM_CONFIG: renderInitConfiguration(node, version, settings),
+      ENCRYPTION_CONFIG: settings.encryptionAtRest ? ENCRYPTION_CONFIG : "",
       ...endpointConstants(settings.controlPlaneEndpoint, endpointRouting),
       ...installConstants(settings, version),
     },
     functions: [
+      WRITE_ENCRYPTION_CONFIG,
       ...INSTALL_FUNCTIONS,
       NODE_STATE_FUNCTION,
       RESET_KEEPING_FOREIGN_MANIFESTS,
@@ -56,6 +76,7 @@ case "$(node_state)" in
     reset_partial_state
     ;&
   clean)
+    if [ -n "$ENCRYPTION_CONFIG" ]; then write_encryption_config; fi
     new_private_file
     printf '%s\\n' "$KUBEADM_CONFIG" >"$MOLT_TMP"
     log "kubeadm init of $NODE_NAME"

@@ -44,6 +44,11 @@ export interface KubeadmBootstrapSettings {
    * unconditional removal must not race it. Set true only when nodes are deleted outside molt.
    */
   removeEtcdMemberOnReset?: boolean;
+  /**
+   * molt:encryptionAtRest: `kubeadm init` makes a cluster whose Secrets are encrypted in etcd
+   * (aescbc, a key made on the first node); joining nodes get the file carried (host-files.ts).
+   */
+  encryptionAtRest?: boolean;
 }
 
 /** Values of one node, as scripts need them. */

@@ -52,6 +52,8 @@ export interface LabNodeArgs {
   seed?: { connection: pulumi.Output<ConnectionArgs>; bootstrap?: RemoteCommand };
   /** The cluster's host files, copied from a healthy node before the join (infra/kubeadm/host-files.ts). */
   hostFiles?: HostFilesFrom;
+  /** molt:encryptionAtRest, for the node that initialises the cluster. */
+  encryptionAtRest?: boolean;
   /** The node created just before this one: joins happen one at a time. */
   after?: { bootstrap?: RemoteCommand };
   /** Client URLs of the existing members, for the join. */
@@ -110,6 +112,8 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       JOIN_ENDPOINTS: pulumi.all(args.joinEndpoints).apply((eps) => eps.join(",")),
       LB_ENDPOINT: args.lbEndpoint,
       CLUSTER_NAME: args.lab.lab,
+      // molt:encryptionAtRest: the first node makes the key (k8s-init.sh); joins get it carried.
+      ...(e.init && args.encryptionAtRest ? { ENCRYPTION_AT_REST: "1" } : {}),
       // etcd-only images: the VIP is the cluster's etcd client endpoint (etcd-common.sh).
       ...(vip ? { CLIENT_VIP: vip.address } : {}),
     };

@@ -27,6 +27,8 @@ export interface LabProgramInput {
   joining?: string[];
   /** The cluster's host files for the nodes that join, and the node they are copied from. */
   hostFiles?: HostFileCarry;
+  /** molt:encryptionAtRest: a new cluster encrypts Secrets in etcd. */
+  encryptionAtRest?: boolean;
 }
 
 export function labProgram(input: LabProgramInput): Record<string, unknown> {
@@ -75,6 +77,7 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
         sshPublicKey: clientKey.publicKey,
         seed,
         ...(joins ? hostFilesFor(input, built) : {}),
+        ...(input.encryptionAtRest ? { encryptionAtRest: true } : {}),
         after: joins ? built[built.length - 1] : undefined,
         joinEndpoints: others.map((o) => pulumi.interpolate`https://${o.privateAddress}:2379`),
         deadlineSeconds: input.joinDeadlineSeconds,

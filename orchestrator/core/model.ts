@@ -32,6 +32,12 @@ export interface Intent {
   staticAddressPool?: string[];
   /** molt:apiEndpoint mode vip: the VIP keepalived moves between the nodes (observed and released by molt). */
   vip?: { address: string };
+  /**
+   * molt:encryptionAtRest: a new cluster encrypts Secrets in etcd (its first node makes the key);
+   * an existing cluster without it is refused, not changed (kube-apiserver's flag and every
+   * Secret rewritten is a migration of its own).
+   */
+  encryptionAtRest?: boolean;
   rollout: {
     /** 1: add first (default). 0: retire first, allowed only with >= 3 replicas. */
     maxSurge: 0 | 1;

@@ -59,6 +59,8 @@ export interface KubeObservation {
    * what a new node gets from the node it joins through before `kubeadm join`.
    */
   hostFiles?: HostFile[];
+  /** kube-apiserver's --encryption-provider-config in kubeadm-config: Secrets are encrypted at rest. */
+  encryptionProviderConfig?: string;
   /** kube-proxy's image tag (without v) and whether its DaemonSet has rolled out. */
   kubeProxy?: { version: string; rolledOut: boolean };
 }

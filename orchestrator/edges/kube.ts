@@ -237,11 +237,14 @@ export class KubeAccess {
     }
     let clusterConfigVersion: string | undefined;
     let hostFiles: HostFile[] | undefined;
+    let encryptionProviderConfig: string | undefined;
     const cc = cm?.data?.ClusterConfiguration;
     if (cc) {
       const parsed = parseYaml(cc) as { kubernetesVersion?: string } | null;
       if (parsed?.kubernetesVersion) clusterConfigVersion = stripV(parsed.kubernetesVersion);
-      hostFiles = hostFilesOf(clusterConfigRefs(parsed));
+      const refs = clusterConfigRefs(parsed);
+      hostFiles = hostFilesOf(refs);
+      encryptionProviderConfig = refs.apiServer.extraArgs["encryption-provider-config"];
     }
     const kubeProxy = proxy ? kubeProxyOf(proxy) : undefined;
     return {
@@ -252,6 +255,7 @@ export class KubeAccess {
       evictable,
       ...(clusterConfigVersion ? { clusterConfigVersion } : {}),
       ...(hostFiles?.length ? { hostFiles } : {}),
+      ...(encryptionProviderConfig ? { encryptionProviderConfig } : {}),
       ...(kubeProxy ? { kubeProxy } : {}),
     };
   }

@@ -613,6 +613,21 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         /runs etcd only/,
       );
     });
+
+    it("molt:encryptionAtRest: true on a Kubernetes image; refused on an etcd-only one, or when not a boolean", () => {
+      const base = ["molt:provider: lab", "molt:replicas: 3"];
+      const c = resolve([...base, "molt:image: k8s-v1.36.3", "molt:encryptionAtRest: true"]);
+      assert.equal(c.intent.encryptionAtRest, true);
+      assert.equal(resolve([...base, "molt:image: k8s-v1.36.3"]).intent.encryptionAtRest, undefined);
+      assert.match(
+        refusal([...base, "molt:image: lab-v1", "molt:encryptionAtRest: true"]),
+        /molt:encryptionAtRest: lab image "lab-v1" runs etcd only: there is no API server to encrypt Secrets/,
+      );
+      assert.match(
+        refusal([...base, "molt:image: k8s-v1.36.3", 'molt:encryptionAtRest: "yes"']),
+        /molt:encryptionAtRest: true: a new cluster's Secrets are encrypted/,
+      );
+    });
   });
 
   describe("several problems at once", () => {

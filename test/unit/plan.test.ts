@@ -831,6 +831,16 @@ describe("planner (orchestrator/core/plan/)", () => {
         assert.match(op.reason, /nothing was changed/);
       });
 
+      it("molt:encryptionAtRest on a cluster made without it is refused, not migrated", () => {
+        const s = snapshotOf(world(outdated(), { intent: up("1.36.3", { image: "k8s-v1.36.3-new" }) }));
+        s.intent = { ...s.intent, encryptionAtRest: true };
+        const op = decide(s, STACK);
+        expectOp(op, "refuse", { condition: "EncryptionAtRest" });
+        assert.match(op.reason, /does not migrate a running one.*nothing was changed/);
+        s.kube = { ...s.kube!, encryptionProviderConfig: "/etc/kubernetes/encryption-providers/enc.yaml" };
+        expectOp(decide(s, STACK), "surge");
+      });
+
       it("a cluster whose kubeadm-config references none surges as before", () => {
         const s = snapshotOf(world(outdated(), { intent: up("1.36.3", { image: "k8s-v1.36.3-new" }) }));
         const op = decide(s, STACK);

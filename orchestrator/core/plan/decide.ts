@@ -107,6 +107,17 @@ function preflight(s: World): Operation | undefined {
       reason: `etcd cannot be observed: ${s.etcdError ?? "unknown"}`,
     };
   }
+  if (s.intent.encryptionAtRest && s.kube && s.kube.encryptionProviderConfig === undefined) {
+    return {
+      kind: "refuse",
+      condition: "EncryptionAtRest",
+      reason:
+        "molt:encryptionAtRest is set but this cluster's kubeadm-config has no --encryption-provider-config: molt " +
+        "turns encryption on when it creates a cluster, and does not migrate a running one (a key on every node, " +
+        "the API servers restarted with it, every Secret rewritten). Remove the key, or encrypt the cluster first; " +
+        "nothing was changed",
+    };
+  }
   if (s.etcd.alarms.length > 0) {
     const alarms = s.etcd.alarms.map((a) => `${a.alarm} on member ${a.memberId}`).join(", ");
     return {

@@ -114,6 +114,28 @@ describe("rendered kubeadm scripts", () => {
       assert.match(script, /podSubnet: 10\.244\.0\.0\/16/);
     });
 
+    it("molt:encryptionAtRest: a key made on the node, root-only, and the API server pointed at it", () => {
+      const enc = renderInitScript(node, { ...settings, encryptionAtRest: true });
+      assert.match(
+        enc,
+        /- name: encryption-provider-config\n\s+value: \/etc\/kubernetes\/encryption-providers\/encryption/,
+      );
+      assert.match(
+        enc,
+        /hostPath: \/etc\/kubernetes\/encryption-providers\n\s+mountPath: \/etc\/kubernetes\/encryption/,
+      );
+      assert.match(enc, /head -c 32 \/dev\/urandom \| base64/);
+      assert.match(enc, /umask 077/);
+      assert.match(enc, /if \[ -n "\$ENCRYPTION_CONFIG" \]; then write_encryption_config; fi/);
+      // v1beta3 (before 1.31) maps its flags.
+      assert.match(
+        renderInitScript({ ...node, kubernetesVersion: "1.30.5" }, { ...settings, encryptionAtRest: true }),
+        /encryption-provider-config: \/etc\/kubernetes\/encryption-providers\/encryption-providers\.yaml/,
+      );
+      assert.doesNotMatch(script, /encryption-provider-config/);
+      assert.match(script, /ENCRYPTION_CONFIG=''|ENCRYPTION_CONFIG=""/);
+    });
+
     it("sets the EtcdLearnerMode gate only where it is still a gate (before 1.32)", () => {
       assert.match(renderInitScript({ ...node, kubernetesVersion: "1.31.4" }, settings), /EtcdLearnerMode: true/);
       assert.match(renderInitScript({ ...node, kubernetesVersion: "1.29.10" }, settings), /EtcdLearnerMode: true/);
