@@ -15,10 +15,12 @@ import { runCli, summaryOf, type CliRun } from "../support/cli";
 import {
   deployWorkload,
   labKubeConfig,
+  readSecret,
   setPdb,
   startApiProbe,
   waitForReadyPods,
   workloadPods,
+  writeSecret,
   type ApiProbeStats,
 } from "../support/kube-workload";
 import { labLeftovers, labStackYaml, testLab } from "../support/lab";
@@ -37,7 +39,22 @@ const stackYaml = (image: string, o: { drainSeconds?: number; pruneWithNextSurge
     settleSeconds: 60,
     drainSeconds: o.drainSeconds ?? 120,
     ...(o.pruneWithNextSurge ? { pruneWithNextSurge: true } : {}),
+    // Secrets encrypted in etcd: the key is made on the first node and carried to every new one.
+    encryptionAtRest: true,
   });
+
+/** The first bytes of a key's raw value in etcd, read with etcdctl on the node (never the value itself). */
+async function rawPrefix(ssh: SshSession, key: string): Promise<string> {
+  const out = await ssh.run(
+    "ETCDCTL_API=3 etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt " +
+      "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key " +
+      `--command-timeout=5s get ${key} --print-value-only | head -c 24 | base64 -w0`,
+    `reading ${key} raw`,
+  );
+  return Buffer.from(out.trim(), "base64").toString("latin1");
+}
+
+const SECRET = { name: "molt-encrypted", value: "only-the-api-server-may-read-this" };
 
 interface ClusterView {
   stored: StoredState;
@@ -195,8 +212,11 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
       hostKey: node.hostPublicKey,
     });
     writeFileSync(adminConf(), await ssh.run("cat /etc/kubernetes/admin.conf", "admin.conf"), { mode: 0o600 });
-    ssh.close();
     const kc = await labKubeConfig(adminConf());
+    // molt:encryptionAtRest: a Secret is stored encrypted with the key the first node made.
+    await writeSecret(kc, SECRET.name, SECRET.value);
+    assert.equal(await rawPrefix(ssh, `/registry/secrets/default/${SECRET.name}`), "k8s:enc:aescbc:v1:key1:");
+    ssh.close();
     await deployWorkload(kc, { replicas: 3, minAvailable: 2 });
     await waitForReadyPods(kc, 3, 120_000);
   });
@@ -226,8 +246,31 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
         "addons after the last retirement",
       );
       assertRetirementOrder(run, before);
-      await assertAt(`k8s-v${V2}`, V2, "3.7");
+      const after = await assertAt(`k8s-v${V2}`, V2, "3.7");
       const kc = await labKubeConfig(adminConf());
+      // Every node is new: each got the encryption key carried from an older one before its join.
+      // The Secret written before reads back, is still encrypted, and a new one is encrypted too.
+      assert.equal(await readSecret(kc, SECRET.name), SECRET.value);
+      await writeSecret(kc, `${SECRET.name}-after`, SECRET.value);
+      const node = after.stored.endpoints[after.stored.endpoints.length - 1];
+      const ssh = await SshSession.connect({
+        host: node.sshHost,
+        port: node.sshPort,
+        user: after.stored.sshUser,
+        privateKey: after.stored.sshPrivateKey!,
+        hostKey: node.hostPublicKey,
+      });
+      try {
+        for (const name of [SECRET.name, `${SECRET.name}-after`])
+          assert.equal(await rawPrefix(ssh, `/registry/secrets/default/${name}`), "k8s:enc:aescbc:v1:key1:", name);
+        const mode = await ssh.run(
+          "stat -c '%a %U' /etc/kubernetes/encryption-providers/encryption-providers.yaml",
+          "the key file",
+        );
+        assert.equal(mode.trim(), "600 root", "the carried key keeps its owner and mode");
+      } finally {
+        ssh.close();
+      }
       const pods = await workloadPods(kc);
       assert.equal(pods.filter((p) => p.ready).length, 3, `3 workload pods ready: ${JSON.stringify(pods)}`);
       assert.ok(
@@ -318,6 +361,15 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
       "service-account key": keyBody(await read("sa.key")),
       "front-proxy CA key": keyBody(await read("front-proxy-ca.key")),
       "etcd CA key": keyBody(await read("etcd/ca.key")),
+      // molt:encryptionAtRest: the key went from node to node over SSH, never through the state.
+      "encryption-at-rest key": (
+        await ssh.run("cat /etc/kubernetes/encryption-providers/encryption-providers.yaml", "encryption key")
+      )
+        .split("\n")
+        .find((l) => l.trim().startsWith("secret:"))!
+        .trim()
+        .slice("secret:".length)
+        .trim(),
     };
     // Bootstrap tokens molt created for joins (30 min TTL: still there).
     const tokens = (

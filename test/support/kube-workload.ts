@@ -185,3 +185,22 @@ export async function startApiProbe(kc: Kc, intervalMs = 100): Promise<{ stop: (
     },
   };
 }
+
+/** Writes a Secret in `default` (replaced when there), through the load balancer. */
+export async function writeSecret(kc: Kc, name: string, value: string): Promise<void> {
+  const m = await k8s();
+  const core = kc.makeApiClient(m.CoreV1Api);
+  await core.deleteNamespacedSecret({ name, namespace: "default" }).catch(() => undefined);
+  await core.createNamespacedSecret({
+    namespace: "default",
+    body: { metadata: { name }, stringData: { value } },
+  });
+}
+
+/** A Secret's `value`, as the API serves it (decrypted by whichever API server answers). */
+export async function readSecret(kc: Kc, name: string): Promise<string> {
+  const m = await k8s();
+  const core = kc.makeApiClient(m.CoreV1Api);
+  const s = await core.readNamespacedSecret({ name, namespace: "default" });
+  return Buffer.from(s.data?.value ?? "", "base64").toString();
+}

@@ -56,6 +56,8 @@ export interface LabStackOptions {
   apiEndpoint?: Record<string, unknown>;
   /** molt:lock.in. */
   lockIn?: "backend" | "cluster";
+  /** molt:encryptionAtRest. */
+  encryptionAtRest?: boolean;
 }
 
 /** stacks/Pulumi.<stack>.yaml of a lab stack (what a user writes; unset values keep molt's defaults). */
@@ -85,6 +87,7 @@ export function labStackYaml(lab: LabSettings, o: LabStackOptions): string {
       "molt:lab": { name: lab.lab, bridge: lab.bridge, subnet: lab.subnet },
       ...(o.apiEndpoint ? { "molt:apiEndpoint": o.apiEndpoint } : {}),
       ...(o.lockIn ? { "molt:lock": { in: o.lockIn } } : {}),
+      ...(o.encryptionAtRest ? { "molt:encryptionAtRest": true } : {}),
     },
   });
 }
