@@ -71,6 +71,8 @@ export function humanRenderer(o: {
     }
     // The wait's own poll intervals are not news; every other event ends a wait.
     if (e.type === "phase" && e.phase === "wait" && e.ok) return;
+    // A hook's result has a line of its own (its `hook` event), with its time and how it failed.
+    if (e.type === "phase" && e.phase === "hook") return;
     if (e.type === "observed" && wait) return void (lastObserved = e);
     endWait();
     flushObserved();
@@ -189,6 +191,20 @@ export function humanRenderer(o: {
         );
       }
     }
+  }
+}
+
+/** One event as a line of --json output. */
+export function printJson(e: RolloutEvent): void {
+  process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n");
+}
+
+/** The stack's molt:notify (defaults if the file does not load: the run then refuses before any event). */
+export function notifySettings(stack: string): { includeHookOutput: boolean } {
+  try {
+    return loadStackConfig(process.env.MOLT_PROJECT_DIR ?? repoRoot, stack).notify;
+  } catch {
+    return { includeHookOutput: false };
   }
 }
 
