@@ -10,7 +10,7 @@
 import { Command, Option } from "commander";
 import { writeMetricsFile } from "../report/metrics";
 import { WebhookNotifier } from "../report/notify";
-import { redactText } from "../report/redact";
+import { redactDeep, redactText } from "../report/redact";
 import type { RolloutEvent } from "../events";
 import { LiveProgress } from "./progress";
 import { inspect } from "../inspect";
@@ -217,8 +217,10 @@ export async function main(argv: string[]): Promise<number> {
         json?: boolean;
       }) => {
         const json = !!opts.json;
-        const print = (e: AdoptEvent | Record<string, unknown>) =>
-          json ? process.stdout.write(JSON.stringify(e) + "\n") : humanAdopt(e as AdoptEvent);
+        const print = (raw: AdoptEvent | Record<string, unknown>) => {
+          const e = redactDeep(raw);
+          return json ? process.stdout.write(JSON.stringify(e) + "\n") : humanAdopt(e as AdoptEvent);
+        };
         try {
           if (!!opts.terraformOutput === opts.host.length > 0)
             throw new InvalidAdoptionInputError("the command line", [
@@ -266,7 +268,7 @@ export async function main(argv: string[]): Promise<number> {
       .option("--json", "print one JSON document")
       .action(async (opts: { stack: string; json?: boolean }) => {
         try {
-          const i = await inspect({ stack: opts.stack });
+          const i = redactDeep(await inspect({ stack: opts.stack }));
           if (opts.json)
             process.stdout.write(JSON.stringify(i, (_k, v) => (typeof v === "bigint" ? v.toString() : v), 2) + "\n");
           else printInspection(i, what);
