@@ -156,6 +156,9 @@ export function humanRenderer(o: {
       case "hook-output":
         return out(`  | ${e.hook} ${e.node}: ${e.line}`);
       case "hook":
+        // A command's lines were shown as they came; a callback's rejection only says so here.
+        if (e.source === "callback")
+          for (const l of e.output ? e.output.split("\n") : []) out(`  | ${e.hook} ${e.node}: ${l}`);
         return out(
           `  ${e.ok ? "✓" : "✗"} ${e.hook} hook (${e.source}) for ${e.node} ${(e.ms / 1000).toFixed(1)}s` +
             (e.error ? `: ${e.error}` : ""),
