@@ -99,6 +99,21 @@ export const baseSections = {
     )
     .strict()
     .optional(),
+  "molt:notify": z
+    .object(
+      {
+        includeHookOutput: z
+          .boolean({
+            message:
+              "true or false: whether a failed hook's output (redacted) goes to --notify webhooks and into the " +
+              "run's reasons",
+          })
+          .optional(),
+      },
+      { message: "{ includeHookOutput? }: what --notify webhooks hear (the URL itself is given with --notify)" },
+    )
+    .strict()
+    .optional(),
   "molt:timeouts": z
     .object({
       joinSeconds: z.number().int().min(10).max(7200).optional(),

@@ -57,6 +57,8 @@ export interface StackConfig {
   release?: Release;
   /** molt:promotion: the soak and the stacks a release must have been verified on first. */
   promotion: PromotionSettings;
+  /** molt:notify: a failed hook's output goes to webhooks and into reasons only when asked. */
+  notify: { includeHookOutput: boolean };
   file: string;
 }
 
@@ -146,6 +148,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
     },
     backups: { keep: c["molt:backups"]?.keep ?? DEFAULT_BACKUPS_KEPT },
     lockSeconds: c["molt:timeouts"]?.lockSeconds ?? 30,
+    notify: { includeHookOutput: c["molt:notify"]?.includeHookOutput ?? false },
     ...(c["molt:lock"]?.in ? { lockIn: c["molt:lock"].in } : {}),
     intent: {
       provider: c["molt:provider"],

@@ -75,9 +75,15 @@ export type RolloutEvent =
   | { type: "resource"; op: string; resource: string; kind: string; status: "started" | "done" | "failed" }
   /** Something that did not stop the run but must not pass silently (a teardown skipped or tolerated). */
   | { type: "warning"; node?: string; message: string }
-  /** A line a hook printed (stdout or stderr), as it comes. */
+  /**
+   * A line a hook printed (stdout or stderr), as it comes: redacted, cut at 2 KiB, the first
+   * 1000 lines of a run (controls/hooks.ts HOOK_OUTPUT_LIMITS).
+   */
   | { type: "hook-output"; hook: HookName; node: string; line: string }
-  /** A hook finished: its result and its output (the last 64 KiB). */
+  /**
+   * A hook finished: its result, how it failed (`error`, molt's words: "exited 3", "timed out
+   * after 15s") and its output (redacted, the last 8 KiB; a callback's: its rejection's message).
+   */
   | {
       type: "hook";
       hook: HookName;

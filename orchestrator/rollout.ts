@@ -21,7 +21,8 @@ import { k8s } from "./edges/kube-support";
 import { watchOf, watchWait } from "./loop/wait-watch";
 import { decide, plannedReplacements, waitDeadlineSeconds, type PlannedReplacement } from "./core/plan";
 import { EngineCancelledError } from "./stack/driver";
-import { backendUrl, repoRoot } from "./stack/engine";
+import { backendUrl, moltHome, repoRoot } from "./stack/engine";
+import { redactDeep, redactText, rememberEnvSecrets } from "./report/redact";
 import type { StackState } from "./core/edges";
 import { isHealthyNode, nodeViews } from "./views";
 import { checkWindowAtStart, controlsClock, windowClosedReason } from "./controls/window";
@@ -81,12 +82,30 @@ export type Summary = Extract<RolloutEvent, { type: "summary" }>;
 export class RefusedError extends Error {}
 
 export async function rollout(o: RolloutOptions): Promise<Summary> {
+  // Nothing this run reports holds a secret it knows of (report/redact.ts): its events are redacted here.
+  rememberEnvSecrets(process.env, moltHome());
+  if (o.env) rememberEnvSecrets(o.env);
   const leftForOwner: NonNullable<Summary["leftForOwner"]> = [];
-  const emit = (e: RolloutEvent) => {
+  const emit = <E extends RolloutEvent>(raw: E): E => {
+    const e = redactDeep(raw);
     // Adopted machines retired by this run are listed again in the summary.
     if (e.type === "left-for-owner") leftForOwner.push((({ type: _, ...rest }) => rest)(e));
     o.onEvent?.(e);
+    return e;
   };
+  try {
+    return await run(o, emit, leftForOwner);
+  } catch (e) {
+    if (e instanceof Error) e.message = redactText(e.message);
+    throw e;
+  }
+}
+
+async function run(
+  o: RolloutOptions,
+  emit: <E extends RolloutEvent>(e: E) => E,
+  leftForOwner: NonNullable<Summary["leftForOwner"]>,
+): Promise<Summary> {
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
   const intent = controlsIntent(intentOf(cfg, o), o);
@@ -129,8 +148,7 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
       replaced: [...memory.controls.retired],
       ...(leftForOwner.length ? { leftForOwner } : {}),
     };
-    emit(s);
-    return s;
+    return emit(s);
   };
 
   let edges: Edges | undefined;
@@ -155,7 +173,16 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
     const cleared = await edges.stack.prepare();
     if (cleared.length) emit({ type: "pending-cleared", operations: cleared });
     checkReplaceDead(intent, await edges.stack.state(), o.stack);
-    const ctx = { edges, intent, signal, pollMs, timed: clock.timed, report: emit, hookCallbacks: o.hooks };
+    const ctx = {
+      edges,
+      intent,
+      signal,
+      pollMs,
+      timed: clock.timed,
+      report: emit,
+      hookCallbacks: o.hooks,
+      hookOutputInReports: cfg.notify.includeHookOutput,
+    };
 
     for (let pass = 1; ; pass++) {
       if (lock.signal.aborted) return finish({ result: "failed", reason: lock.lostReason() });

@@ -18,6 +18,8 @@ export interface ActContext {
   report(e: RolloutEvent): void;
   /** The library's hook callbacks (RolloutOptions.hooks), run after molt:hooks commands. */
   hookCallbacks?: HookCallbacks;
+  /** molt:notify.includeHookOutput: a failed hook's last lines go into the reasons (and webhooks) too. */
+  hookOutputInReports?: boolean;
 }
 
 export type Act<K extends Operation["kind"]> = (

@@ -46,7 +46,7 @@ export const hook: Act<"hook"> = async (op, ctx) => {
     if (callback) runs.push(["callback", () => runHookCallback(callback, hc, timeoutSeconds, ctx.signal)]);
     for (const [source, run] of runs) {
       const t = Date.now();
-      const r = await ctx.timed("hook", "hook", op.node, run);
+      const r = await ctx.timed("hook", "hook", op.node, run, (x) => x.ok);
       ctx.report({
         type: "hook",
         hook: op.hook,
@@ -57,21 +57,30 @@ export const hook: Act<"hook"> = async (op, ctx) => {
         output: r.output,
         ...(r.error ? { error: r.error } : {}),
       });
-      if (!r.ok) {
-        const last = r.output.trim().split("\n").slice(-3).join(" | ");
-        return failed(
-          op,
-          ctx,
-          `${source === "command" ? spec?.command : "the library callback"}: ${r.error}` +
-            (last ? `; last output: ${last}` : ""),
-        );
-      }
+      if (!r.ok) return failed(op, ctx, failure(source, r, ctx.hookOutputInReports === true));
     }
     return { kind: "done" };
   } finally {
     files.remove();
   }
 };
+
+/**
+ * Why a hook failed, for the planner's reasons (and from them the summary and webhooks): how
+ * (an exit code, a timeout), and its last lines only when molt:notify.includeHookOutput allows.
+ */
+function failure(source: "command" | "callback", r: HookRun, withOutput: boolean): string {
+  const how = `${source === "command" ? "its command" : "the library callback"} ${r.error ?? "failed"}`;
+  const last = withOutput
+    ? r.output
+        .trim()
+        .split("\n")
+        .filter((l) => l.trim())
+        .slice(-3)
+        .join(" | ")
+    : "";
+  return last ? `${how}; last output: ${last}` : how;
+}
 
 function failed(op: HookOp, ctx: ActContext, why: string): ActOutcome {
   // A cancelled run stops at this boundary; the hook did not fail on its own.

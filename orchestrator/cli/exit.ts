@@ -19,6 +19,7 @@ import {
   InvalidHostKeyInputError,
 } from "../adopt";
 import { PromotionNotConfirmedError, PromotionRefusedError } from "../promotion/errors";
+import { redactText } from "../report/redact";
 
 export const EXIT = {
   ok: 0,
@@ -97,7 +98,7 @@ export function errorExit(e: unknown, json: boolean, stack?: string): number {
     [InvalidOptionError, EXIT.invalid],
   ];
   const code = known.find(([cls]) => e instanceof cls)?.[1] ?? EXIT.unexpected;
-  const message = e instanceof Error ? e.message : String(e);
+  const message = redactText(e instanceof Error ? e.message : String(e));
   if (json)
     process.stdout.write(
       JSON.stringify({ type: "error", error: (e as Error)?.name ?? "Error", message, exitCode: code }) + "\n",

@@ -10,6 +10,8 @@
 import { Command, Option } from "commander";
 import { writeMetricsFile } from "../report/metrics";
 import { WebhookNotifier } from "../report/notify";
+import { redactDeep, redactText } from "../report/redact";
+import type { RolloutEvent } from "../events";
 import { LiveProgress } from "./progress";
 import { inspect } from "../inspect";
 import { rollout, type PlannedReplacement } from "../rollout";
@@ -25,7 +27,7 @@ import {
 import { registerPromotionCommands } from "./promotion";
 import { EXIT, NotConfirmedError, exitFor, errorExit } from "./exit";
 import { cancelOnSignals } from "./signals";
-import { ts, humanRenderer, waitDeadlines, printInspection, humanAdopt } from "./render";
+import { ts, humanRenderer, waitDeadlines, notifySettings, printInspection, humanAdopt, printJson } from "./render";
 import { positiveInteger, checkReportOptions, collect, readInput, confirmKeysOnTty, confirmOnTty } from "./options";
 
 // The AWS SDK (the s3:// lock store) warns on every run that its future releases will need a
@@ -115,11 +117,19 @@ export async function main(argv: string[]): Promise<number> {
               live: !!live,
               deadlineOf: waitDeadlines(opts.stack),
             });
+        // Warnings of the run's own reporting (a webhook, the metrics file): on stderr, or with
+        // --json as `warning` events; the JSON stream still ends with the summary (held until then).
         const say = (s: string) =>
           json
-            ? process.stderr.write(`molt: ${s}\n`)
-            : (live?.write ?? ((x: string) => process.stdout.write(x)))(`${ts()}  ! ${s}\n`);
-        const notifier = opts.notify ? new WebhookNotifier(opts.notify, { onProblem: say }) : undefined;
+            ? printJson({ type: "warning", message: redactText(s) })
+            : (live?.writeErr ?? ((x: string) => process.stderr.write(x)))(`${ts()}  ! ${redactText(s)}\n`);
+        let held: RolloutEvent | undefined;
+        const notifier = opts.notify
+          ? new WebhookNotifier(opts.notify, {
+              onProblem: say,
+              includeHookOutput: notifySettings(opts.stack).includeHookOutput,
+            })
+          : undefined;
         try {
           const summary = await rollout({
             stack: opts.stack,
@@ -131,9 +141,10 @@ export async function main(argv: string[]): Promise<number> {
             verify: !!opts.verify,
             onEvent: (e) => {
               notifier?.handle(e);
-              if (json)
-                process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n");
-              else {
+              if (json) {
+                if (e.type === "summary") held = e;
+                else printJson(e);
+              } else {
                 human!(e);
                 live?.onEvent(e);
               }
@@ -156,12 +167,14 @@ export async function main(argv: string[]): Promise<number> {
             await writeMetricsFile(opts.metricsFile, summary).catch((e: Error) =>
               say(`--metrics-file ${opts.metricsFile} could not be written: ${e.message}`),
             );
+          await notifier?.flush();
+          if (held) printJson(held);
         } catch (e) {
           live?.stop();
+          await notifier?.flush();
           code = errorExit(e, json, opts.stack);
         } finally {
           live?.stop();
-          await notifier?.flush();
           stop();
         }
       },
@@ -204,8 +217,10 @@ export async function main(argv: string[]): Promise<number> {
         json?: boolean;
       }) => {
         const json = !!opts.json;
-        const print = (e: AdoptEvent | Record<string, unknown>) =>
-          json ? process.stdout.write(JSON.stringify(e) + "\n") : humanAdopt(e as AdoptEvent);
+        const print = (raw: AdoptEvent | Record<string, unknown>) => {
+          const e = redactDeep(raw);
+          return json ? process.stdout.write(JSON.stringify(e) + "\n") : humanAdopt(e as AdoptEvent);
+        };
         try {
           if (!!opts.terraformOutput === opts.host.length > 0)
             throw new InvalidAdoptionInputError("the command line", [
@@ -253,7 +268,7 @@ export async function main(argv: string[]): Promise<number> {
       .option("--json", "print one JSON document")
       .action(async (opts: { stack: string; json?: boolean }) => {
         try {
-          const i = await inspect({ stack: opts.stack });
+          const i = redactDeep(await inspect({ stack: opts.stack }));
           if (opts.json)
             process.stdout.write(JSON.stringify(i, (_k, v) => (typeof v === "bigint" ? v.toString() : v), 2) + "\n");
           else printInspection(i, what);

@@ -37,6 +37,13 @@ export class LiveProgress {
     this.draw();
   };
 
+  /** Writes lines to stderr (warnings), the live line cleared meanwhile (one terminal shows both). */
+  readonly writeErr = (s: string): void => {
+    this.update.clear();
+    process.stderr.write(s);
+    this.draw();
+  };
+
   readonly onEvent = (e: RolloutEvent): void => {
     switch (e.type) {
       case "decision": {

@@ -9,6 +9,7 @@ import type { PromotionEvent, PromoteEvent, VerifyEvent } from "../promotion/eve
 import { promote } from "../promotion/promote";
 import { verify } from "../promotion/verify";
 import { PromotionNotConfirmedError } from "../promotion/errors";
+import { redactDeep } from "../report/redact";
 
 export interface CliContext {
   setCode(code: number): void;
@@ -58,8 +59,10 @@ function renderPromote(e: PromoteEvent): void {
   }
 }
 
-const print = (json: boolean, human: (e: never) => void) => (e: object) =>
-  json ? process.stdout.write(JSON.stringify(e) + "\n") : human(e as never);
+const print = (json: boolean, human: (e: never) => void) => (raw: object) => {
+  const e = redactDeep(raw);
+  return json ? process.stdout.write(JSON.stringify(e) + "\n") : human(e as never);
+};
 
 async function confirmOnTty(question: string): Promise<boolean> {
   const rl = createInterface({ input: process.stdin, output: process.stdout });

@@ -71,6 +71,8 @@ export function humanRenderer(o: {
     }
     // The wait's own poll intervals are not news; every other event ends a wait.
     if (e.type === "phase" && e.phase === "wait" && e.ok) return;
+    // A hook's result has a line of its own (its `hook` event), with its time and how it failed.
+    if (e.type === "phase" && e.phase === "hook") return;
     if (e.type === "observed" && wait) return void (lastObserved = e);
     endWait();
     flushObserved();
@@ -154,6 +156,9 @@ export function humanRenderer(o: {
       case "hook-output":
         return out(`  | ${e.hook} ${e.node}: ${e.line}`);
       case "hook":
+        // A command's lines were shown as they came; a callback's rejection only says so here.
+        if (e.source === "callback")
+          for (const l of e.output ? e.output.split("\n") : []) out(`  | ${e.hook} ${e.node}: ${l}`);
         return out(
           `  ${e.ok ? "✓" : "✗"} ${e.hook} hook (${e.source}) for ${e.node} ${(e.ms / 1000).toFixed(1)}s` +
             (e.error ? `: ${e.error}` : ""),
@@ -189,6 +194,20 @@ export function humanRenderer(o: {
         );
       }
     }
+  }
+}
+
+/** One event as a line of --json output. */
+export function printJson(e: RolloutEvent): void {
+  process.stdout.write(JSON.stringify(e, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n");
+}
+
+/** The stack's molt:notify (defaults if the file does not load: the run then refuses before any event). */
+export function notifySettings(stack: string): { includeHookOutput: boolean } {
+  try {
+    return loadStackConfig(process.env.MOLT_PROJECT_DIR ?? repoRoot, stack).notify;
+  } catch {
+    return { includeHookOutput: false };
   }
 }
 

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { HookName } from "../core/model";
 import type { SshAccessSettings } from "../core/nodes";
+import { LineRedactor } from "../report/redact";
 
 /** What a library hook callback receives (the command gets the same as MOLT_* variables). */
 export interface HookContext {
@@ -123,17 +124,98 @@ export function writeSshConfig(
   );
 }
 
-const KEEP_OUTPUT = 64 * 1024;
+/** What a hook's output may take of a run's reports (events, the CLI's lines). */
+export const HOOK_OUTPUT_LIMITS = {
+  /** A longer line is cut (and says so). */
+  lineChars: 2048,
+  /** Lines reported as they come (`hook-output`) per hook run; then one line says the rest is not shown. */
+  liveLines: 1000,
+  /** The `hook` event keeps the last lines of the output up to this size, and says how many it left out. */
+  keptChars: 8192,
+  /** Of a longer line only this much is read (and redacted); the rest of it is dropped. */
+  pendingChars: 65536,
+} as const;
 
 export interface HookRun {
   ok: boolean;
+  /** The output (a callback's: its error's message), redacted, its last lines (HOOK_OUTPUT_LIMITS.keptChars). */
   output: string;
+  /** How it failed, in molt's words ("exited 3", "timed out after 15s"): never the hook's own text. */
   error?: string;
 }
 
 /**
+ * A hook's output on its way to the reports: split into lines per stream, each line
+ * redacted (a private key printed over several lines is kept out whole) and cut to
+ * HOOK_OUTPUT_LIMITS, reported as it comes, and its last lines kept for the `hook` event.
+ */
+export class HookOutput {
+  private readonly streams = {
+    out: { pending: "", dropping: false, redactor: new LineRedactor() },
+    err: { pending: "", dropping: false, redactor: new LineRedactor() },
+  };
+  private readonly kept: string[] = [];
+  private keptChars = 0;
+  private notKept = 0;
+  private live = 0;
+
+  constructor(private readonly onLine: (line: string) => void) {}
+
+  take(which: "out" | "err", chunk: string): void {
+    const st = this.streams[which];
+    const parts = (st.pending + chunk).split("\n");
+    st.pending = parts.pop() ?? "";
+    for (const raw of parts) {
+      if (st.dropping) st.dropping = false;
+      else this.line(which, raw.slice(0, HOOK_OUTPUT_LIMITS.pendingChars));
+    }
+    if (st.pending.length > HOOK_OUTPUT_LIMITS.pendingChars) {
+      if (!st.dropping) this.line(which, st.pending.slice(0, HOOK_OUTPUT_LIMITS.pendingChars));
+      st.pending = "";
+      st.dropping = true;
+    }
+  }
+
+  /** The hook ended: a last line without its newline is reported too. */
+  end(): void {
+    for (const which of ["out", "err"] as const) {
+      const st = this.streams[which];
+      if (st.pending && !st.dropping) this.line(which, st.pending);
+      st.pending = "";
+    }
+  }
+
+  /** The output kept for the `hook` event, saying how many earlier lines it left out. */
+  text(): string {
+    const lines = this.kept.join("\n");
+    return this.notKept ? `[${this.notKept} earlier line(s) not kept]\n${lines}` : lines;
+  }
+
+  private line(which: "out" | "err", raw: string): void {
+    const redacted = this.streams[which].redactor.line(raw.endsWith("\r") ? raw.slice(0, -1) : raw);
+    if (redacted === undefined) return;
+    const max = HOOK_OUTPUT_LIMITS.lineChars;
+    const l = redacted.length > max ? `${redacted.slice(0, max)} … [line cut at ${max} characters]` : redacted;
+    if (this.live < HOOK_OUTPUT_LIMITS.liveLines) this.onLine(l);
+    else if (this.live === HOOK_OUTPUT_LIMITS.liveLines)
+      this.onLine(
+        `[more than ${HOOK_OUTPUT_LIMITS.liveLines} lines: the rest is not shown as it comes; ` +
+          `the hook's result keeps its last ${HOOK_OUTPUT_LIMITS.keptChars / 1024} KiB]`,
+      );
+    this.live++;
+    this.kept.push(l);
+    this.keptChars += l.length + 1;
+    while (this.keptChars > HOOK_OUTPUT_LIMITS.keptChars && this.kept.length > 1) {
+      this.keptChars -= this.kept.shift()!.length + 1;
+      this.notKept++;
+    }
+  }
+}
+
+/**
  * Runs `sh -c command` in a process group of its own; at the deadline (or on `signal`) the
- * group gets SIGTERM, then SIGKILL 5 s later. Each output line goes to `onLine` as it comes.
+ * group gets SIGTERM, then SIGKILL 5 s later. Each output line goes to `onLine` as it comes,
+ * redacted and cut (HookOutput).
  */
 export function runHookCommand(o: {
   command: string;
@@ -143,18 +225,11 @@ export function runHookCommand(o: {
   onLine: (line: string) => void;
 }): Promise<HookRun> {
   return new Promise((resolve) => {
-    let output = "";
+    const output = new HookOutput(o.onLine);
     let why: string | undefined;
     const child = spawn("sh", ["-c", o.command], { env: o.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
-    const pending: Record<"out" | "err", string> = { out: "", err: "" };
-    const take = (which: "out" | "err") => (chunk: Buffer) => {
-      output = (output + chunk.toString()).slice(-KEEP_OUTPUT);
-      const lines = (pending[which] + chunk.toString()).split("\n");
-      pending[which] = lines.pop() ?? "";
-      for (const l of lines) o.onLine(l);
-    };
-    child.stdout.on("data", take("out"));
-    child.stderr.on("data", take("err"));
+    child.stdout.setEncoding("utf8").on("data", (c: string) => output.take("out", c));
+    child.stderr.setEncoding("utf8").on("data", (c: string) => output.take("err", c));
     let killTimer: NodeJS.Timeout | undefined;
     const stop = (reason: string) => {
       if (why !== undefined || child.exitCode !== null) return;
@@ -174,25 +249,28 @@ export function runHookCommand(o: {
     };
     // The hook's deadline: a timer that ends the hook, not a sleep.
     const deadline = setTimeout(() => stop(`timed out after ${o.timeoutSeconds}s`), o.timeoutSeconds * 1000);
-    const onAbort = () => stop("cancelled");
+    const onAbort = () => stop("was cancelled");
     o.signal?.addEventListener("abort", onAbort, { once: true });
-    const done = (r: HookRun) => {
+    const done = (r: Omit<HookRun, "output">) => {
       clearTimeout(deadline);
       if (killTimer) clearTimeout(killTimer);
       o.signal?.removeEventListener("abort", onAbort);
-      for (const w of ["out", "err"] as const) if (pending[w]) o.onLine(pending[w]);
-      resolve(r);
+      output.end();
+      resolve({ ...r, output: output.text() });
     };
-    child.on("error", (e) => done({ ok: false, output, error: `could not start: ${e.message}` }));
+    child.on("error", (e) => done({ ok: false, error: `could not start: ${e.message}` }));
     child.on("close", (code, sig) => {
-      if (why !== undefined) return done({ ok: false, output, error: why });
-      if (code === 0) return done({ ok: true, output });
-      done({ ok: false, output, error: code !== null ? `exited ${code}` : `killed by ${sig}` });
+      if (why !== undefined) return done({ ok: false, error: why });
+      if (code === 0) return done({ ok: true });
+      done({ ok: false, error: code !== null ? `exited ${code}` : `was killed by ${sig}` });
     });
   });
 }
 
-/** Runs a library callback with the hook's deadline: its signal aborts then, and the hook fails. */
+/**
+ * Runs a library callback with the hook's deadline: its signal aborts then, and the hook
+ * fails. A rejection's message is the callback's own text: its output, not its error.
+ */
 export async function runHookCallback(
   fn: HookCallback,
   ctx: Omit<HookContext, "signal">,
@@ -203,17 +281,27 @@ export async function runHookCallback(
   const onAbort = () => ac.abort(new Error("cancelled"));
   signal?.addEventListener("abort", onAbort, { once: true });
   let timer: NodeJS.Timeout | undefined;
+  const late = `timed out after ${timeoutSeconds}s`;
+  let timedOut = false;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      ac.abort(new Error(`timed out after ${timeoutSeconds}s`));
-      reject(new Error(`timed out after ${timeoutSeconds}s`));
+      // Failed first: a callback that returns once aborted has not passed.
+      timedOut = true;
+      reject(new Error(late));
+      ac.abort(new Error(late));
     }, timeoutSeconds * 1000);
   });
   try {
     await Promise.race([fn({ ...ctx, signal: ac.signal }), deadline]);
+    if (timedOut) return { ok: false, output: "", error: late };
     return { ok: true, output: "" };
   } catch (e) {
-    return { ok: false, output: "", error: (e as Error).message };
+    if (timedOut) return { ok: false, output: "", error: late };
+    if (signal?.aborted) return { ok: false, output: "", error: "was cancelled" };
+    const output = new HookOutput(() => undefined);
+    output.take("err", e instanceof Error ? e.message : String(e));
+    output.end();
+    return { ok: false, output: output.text(), error: "threw an error" };
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener("abort", onAbort);

@@ -211,7 +211,12 @@ export function endOf(m: LoopMemory, op: Operation): Stop | undefined {
   switch (op.kind) {
     case "done":
       if (m.operations === 0) return { result: "noop", reason: `nothing to do: ${op.reason}` };
-      if (m.rollingBack) return { result: "rolled-back", reason: m.rollingBack.reason ?? op.reason };
+      // Why the new node was rolled back, and what the rollback left (plan/decide.ts cleanUpFailedSurge).
+      if (m.rollingBack)
+        return {
+          result: "rolled-back",
+          reason: m.rollingBack.reason ? `${m.rollingBack.reason}; ${op.reason}` : op.reason,
+        };
       return { result: "succeeded", reason: op.reason };
     case "refuse":
       return { result: m.operations === 0 ? "refused" : "failed", reason: `${op.condition}: ${op.reason}` };

@@ -5,7 +5,14 @@ import type { OperationKind } from "../core/model";
 
 export type Phases = Record<Phase | "molt", number>;
 
-export type Timed = <T>(phase: Phase, op: OperationKind, node: string | undefined, fn: () => Promise<T>) => Promise<T>;
+/** Times `fn` into `phase`; the phase failed if `fn` throws, or if `okOf` says its result is a failure. */
+export type Timed = <T>(
+  phase: Phase,
+  op: OperationKind,
+  node: string | undefined,
+  fn: () => Promise<T>,
+  okOf?: (result: T) => boolean,
+) => Promise<T>;
 
 export class RunClock {
   readonly started = Date.now();
@@ -23,12 +30,12 @@ export class RunClock {
 
   constructor(private readonly emit: (e: RolloutEvent) => void) {}
 
-  readonly timed: Timed = async (phase, op, node, fn) => {
+  readonly timed: Timed = async (phase, op, node, fn, okOf) => {
     const t = Date.now();
     let ok = false;
     try {
       const r = await fn();
-      ok = true;
+      ok = okOf ? okOf(r) : true;
       return r;
     } finally {
       const ms = Date.now() - t;

@@ -11,6 +11,7 @@ import { explainPending, type PendingOperation } from "./pending";
 import type { ClearedOperation } from "../core/edges";
 import type { StateResource } from "./targets";
 import { userBackendUrl } from "../backend/file-sidecars";
+import { rememberSecret } from "../report/redact";
 
 export class CorruptStateError extends Error {
   constructor(stack: string, detail: string) {
@@ -137,6 +138,7 @@ export async function parseStoredState(stack: Stack, out: OutputMap): Promise<St
       parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "),
     );
   const m: MoltOutputs = parsed.data;
+  rememberSecret(out.sshPrivateKey?.value);
   const names = new Set(m.nodes.map((n) => n.name));
   if (names.size !== m.nodes.length) throw new CorruptStateError(stack.name, "duplicate node names");
   if (m.endpoints.length !== m.nodes.length || m.endpoints.some((e) => !names.has(e.name)))
@@ -164,6 +166,35 @@ export async function exportState(stack: Stack, o: { graphOnly?: boolean; signal
   return stateOfExport(graphOnly ? await exportGraph(stack, o.signal) : await stack.exportStack(), graphOnly);
 }
 
+/** Outputs whose secret value molt must never report (join material, keys), at any depth. */
+const SECRET_OUTPUTS = new Set(["token", "certificateKey", "privateKey", "hostPrivateKey", "password", "passphrase"]);
+
+/** The secrets an export with --show-secrets holds: from now on never reported (report/redact.ts). */
+export function rememberStateSecrets(resources: { outputs?: Record<string, unknown> }[]): void {
+  const walk = (v: unknown, key: string | undefined, inSecret: boolean): void => {
+    if (typeof v === "string") {
+      if (inSecret && key && SECRET_OUTPUTS.has(key)) rememberSecret(v);
+    } else if (Array.isArray(v)) v.forEach((x) => walk(x, key, inSecret));
+    else if (v && typeof v === "object") {
+      const secret = unwrapSecretIfAny(v);
+      if (secret !== undefined) return walk(secret, key, true);
+      for (const [k, x] of Object.entries(v)) walk(x, k, inSecret);
+    }
+  };
+  for (const r of resources) walk(r.outputs ?? {}, undefined, false);
+}
+
+function unwrapSecretIfAny(v: object): unknown {
+  if ((v as Record<string, unknown>)[SECRET_SIG] !== SECRET) return undefined;
+  const plaintext = (v as { plaintext?: unknown }).plaintext;
+  if (typeof plaintext !== "string") return undefined;
+  try {
+    return JSON.parse(plaintext) as unknown;
+  } catch {
+    return plaintext;
+  }
+}
+
 /** What exportState makes of an export (`graphOnly`: one taken without `--show-secrets`). */
 export function stateOfExport(exported: Deployment, graphOnly = false) {
   const deployment = exported.deployment as {
@@ -171,6 +202,7 @@ export function stateOfExport(exported: Deployment, graphOnly = false) {
     pending_operations?: PendingOperation[];
   };
   const resources = deployment.resources ?? [];
+  if (!graphOnly) rememberStateSecrets(resources);
   const nodes = resources.find((r) => r.type === "pulumi:pulumi:Stack")?.outputs?.molt?.nodes;
   return {
     exported,

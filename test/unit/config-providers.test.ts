@@ -106,6 +106,7 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
         "intent",
         "lab",
         "lockSeconds",
+        "notify",
         "promotion",
         "sshAccess",
         "sshUser",

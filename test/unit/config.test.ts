@@ -83,6 +83,7 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         lab: { lab: "lab", labRoot: "/var/lib/molt-lab", bridge: "moltbr0", subnet: "10.77.0.0/24", lbPort: 6443 },
         backups: { keep: 3 },
         promotion: { soakMinutes: 30, requireVerifiedOn: [] },
+        notify: { includeHookOutput: false },
       });
     });
 

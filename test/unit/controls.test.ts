@@ -12,13 +12,14 @@ import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { InvalidConfigError, loadStackConfig } from "../../orchestrator/config";
 import { checkWindowAtStart, controlsClock, windowState } from "../../orchestrator/controls/window";
 import { type MaintenanceWindow } from "../../orchestrator/core/model";
-import { hookEnv, runHookCommand } from "../../orchestrator/controls/hooks";
+import { HOOK_OUTPUT_LIMITS, hookEnv, runHookCallback, runHookCommand } from "../../orchestrator/controls/hooks";
 import { parseCertificateExpiry } from "../../orchestrator/edges/certs";
 import type { RolloutEvent } from "../../orchestrator/events";
 import { metricsText, writeMetricsFile } from "../../orchestrator/report/metrics";
 import { notifyUrlProblem, redact, WebhookNotifier } from "../../orchestrator/report/notify";
 import { LiveProgress } from "../../orchestrator/cli/progress";
 import { hook } from "../../orchestrator/act/hooks";
+import { runCli } from "../support/cli";
 
 type Summary = Extract<RolloutEvent, { type: "summary" }>;
 
@@ -73,6 +74,11 @@ describe("operator controls", () => {
         postJoin: { command: "./check-node.sh", timeoutSeconds: 60 },
         preRetire: { command: "./drain-traffic.sh", timeoutSeconds: 300 },
       });
+    });
+
+    it("takes molt:notify.includeHookOutput (off unless set)", () => {
+      assert.deepEqual(load("  molt:notify: { includeHookOutput: true }\n").notify, { includeHookOutput: true });
+      assert.deepEqual(load("").notify, { includeHookOutput: false });
     });
 
     it("leaves them all unset by default", () => {
@@ -147,6 +153,19 @@ describe("operator controls", () => {
         /shell command/,
       ],
       ["a hook as a plain string", "  molt:hooks: { postJoin: ./x.sh }", "molt:hooks.postJoin", /command/],
+      [
+        "includeHookOutput as a word",
+        "  molt:notify: { includeHookOutput: 'yes' }",
+        "molt:notify.includeHookOutput",
+        /true or false: whether a failed hook's output/,
+      ],
+      ["a webhook URL in molt:notify", "  molt:notify: { url: 'https://hooks.example.com/x' }", "molt:notify", /url/],
+      [
+        "molt:notify as a URL",
+        "  molt:notify: https://hooks.example.com/x",
+        "molt:notify",
+        /the URL itself is given with --notify/,
+      ],
       [
         "a hook timeout of 0",
         "  molt:hooks: { postJoin: { command: x, timeoutSeconds: 0 } }",
@@ -236,6 +255,46 @@ describe("operator controls", () => {
       assert.equal(r.ok, false);
       assert.equal(r.error, "exited 4");
       assert.deepEqual(lines.sort(), ["one", "two"]);
+    });
+
+    it("keeps a flood of output to its limits, and says what it left out", async () => {
+      const lines: string[] = [];
+      const r = await runHookCommand({
+        // 3000 numbered lines, then one line of 100 000 characters, then a last line without its newline.
+        command:
+          'i=0; while [ $i -lt 3000 ]; do echo "line $i"; i=$((i+1)); done; ' +
+          "head -c 100000 /dev/zero | tr '\\0' x; echo; printf 'the end'; exit 1",
+        timeoutSeconds: 20,
+        env: process.env,
+        onLine: (l) => lines.push(l),
+      });
+      assert.equal(r.error, "exited 1");
+      const { liveLines, keptChars, lineChars } = HOOK_OUTPUT_LIMITS;
+      assert.equal(lines.length, liveLines + 1);
+      assert.equal(lines[liveLines - 1], `line ${liveLines - 1}`);
+      assert.match(lines[liveLines], /more than 1000 lines: the rest is not shown as it comes; .* last 8 KiB/);
+      assert.ok(r.output.length <= keptChars + 100, `${r.output.length} characters kept`);
+      assert.match(r.output, /^\[\d+ earlier line\(s\) not kept\]\n/);
+      assert.match(r.output, /\nthe end$/);
+      const long = r.output.split("\n").find((l) => l.startsWith("xxx"))!;
+      assert.equal(long, `${"x".repeat(lineChars)} … [line cut at ${lineChars} characters]`);
+    });
+
+    it("reports a callback's rejection as its output, and its failure as molt's words", async () => {
+      const r = await runHookCallback(
+        async () => {
+          throw new Error("backend says no; password=hunter2");
+        },
+        { hook: "preRetire", stack: "s", node: "n", nodes: [] },
+        5,
+      );
+      assert.deepEqual(r, { ok: false, error: "threw an error", output: "backend says no; password=[redacted]" });
+      const late = await runHookCallback(
+        (c) => new Promise<void>((resolve) => c.signal.addEventListener("abort", () => resolve())),
+        { hook: "preRetire", stack: "s", node: "n", nodes: [] },
+        1,
+      );
+      assert.deepEqual(late, { ok: false, error: "timed out after 1s", output: "" });
     });
 
     it("kills the hook's whole process group at its deadline", async () => {
@@ -349,7 +408,12 @@ describe("operator controls", () => {
   describe("webhook (report/notify.ts)", () => {
     let server: Server;
     let url: string;
-    const received: { body: { event: RolloutEvent; stack?: string }; status: number }[] = [];
+    const received: {
+      body: { event: RolloutEvent; stack?: string };
+      status: number;
+      path?: string;
+      authorization?: string;
+    }[] = [];
     let answer: (n: number) => number = () => 200;
     let n = 0;
     before(async () => {
@@ -358,7 +422,7 @@ describe("operator controls", () => {
         req.on("data", (c) => (body += c));
         req.on("end", () => {
           const status = answer(n++);
-          received.push({ body: JSON.parse(body), status });
+          received.push({ body: JSON.parse(body), status, path: req.url, authorization: req.headers.authorization });
           res.writeHead(status).end();
         });
       });
@@ -443,11 +507,145 @@ describe("operator controls", () => {
       assert.match(problems[0] ?? "", /no answer within 200 ms/);
     });
 
+    it("sends a URL's user info as Basic authorization, fetches the URL without it, and never prints it", async () => {
+      const withUser = url.replace("http://", "http://molt%40ci:s3cr%3At@");
+      const problems: string[] = [];
+      const wh = new WebhookNotifier(withUser, { attempts: 1, onProblem: (m) => problems.push(m) });
+      wh.handle(start);
+      await wh.flush();
+      assert.equal(received[0].authorization, `Basic ${Buffer.from("molt@ci:s3cr:t").toString("base64")}`);
+      assert.equal(received[0].path, "/hooks/molt?token=abc");
+      answer = () => 500;
+      wh.handle(summary());
+      await wh.flush();
+      assert.equal(problems.length, 1);
+      assert.match(problems[0], /^webhook http:\/\/127\.0\.0\.1:\d+\/hooks\/molt: the summary event was not delivered/);
+      for (const secret of ["s3cr", "token=abc", "molt%40ci", "molt@ci"]) assert.ok(!problems[0].includes(secret));
+    });
+
+    it("a failed hook reaches the webhook without its output unless includeHookOutput", async () => {
+      const failed: RolloutEvent = {
+        type: "hook",
+        hook: "postJoin",
+        node: "prod-cp-4",
+        source: "command",
+        ok: false,
+        ms: 5,
+        output: "deploy key ghp_0123456789abcdefghijABCDEFGHIJ012345\nnot healthy",
+        error: "exited 1",
+      };
+      const quiet = new WebhookNotifier(url);
+      quiet.handle(failed);
+      await quiet.flush();
+      const loud = new WebhookNotifier(url, { includeHookOutput: true });
+      loud.handle(failed);
+      await loud.flush();
+      assert.deepEqual(
+        received.map((r) => (r.body.event as { output?: string }).output),
+        [undefined, "deploy key [redacted]\nnot healthy"],
+      );
+    });
+
     it("only http(s) URLs are accepted, and printed without credentials", () => {
       assert.equal(notifyUrlProblem("https://hooks.example.com/x"), undefined);
       assert.match(notifyUrlProblem("hooks.example.com/x") ?? "", /not a URL/);
       assert.match(notifyUrlProblem("ftp://hooks.example.com/x") ?? "", /ftp: is not supported/);
       assert.equal(redact("https://user:pw@hooks.example.com/x?token=1"), "https://hooks.example.com/x");
+      const bad = notifyUrlProblem("https://user:pw@hooks example.com/x?token=1") ?? "";
+      assert.match(bad, /"https:\/\/hooks example\.com\/x" is not a URL/);
+      assert.match(notifyUrlProblem("user:pw@hooks.example.com/x") ?? "", /user: is not supported/);
+      assert.throws(() => new WebhookNotifier("hooks.example.com/x"), /not a URL/);
+    });
+  });
+
+  describe("--notify through the CLI (a run refused right after its start: no lab, no engine)", () => {
+    let dir: string;
+    let env: Record<string, string>;
+    let server: Server;
+    let port = 0;
+    let status = 200;
+    const heard: { path?: string; authorization?: string; type: string }[] = [];
+    before(async () => {
+      dir = mkdtempSync(join(tmpdir(), "molt-notify-cli-"));
+      mkdirSync(join(dir, "stacks"));
+      mkdirSync(join(dir, "lab", "images", "lab-v1"), { recursive: true });
+      writeFileSync(join(dir, "lab", "images", "lab-v1", "image.json"), JSON.stringify({ name: "lab-v1" }));
+      writeFileSync(
+        join(dir, "stacks", "Pulumi.n.yaml"),
+        "config:\n  molt:provider: lab\n  molt:replicas: 1\n  molt:image: lab-v1\n" +
+          `  molt:lab: { name: notify, root: ${join(dir, "lab")} }\n`,
+      );
+      env = {
+        MOLT_PROJECT_DIR: dir,
+        MOLT_HOME: join(dir, "home"),
+        PULUMI_BACKEND_URL: `file://${join(dir, "backend")}`,
+        PULUMI_CONFIG_PASSPHRASE: "molt-test-passphrase",
+        // Should the run ever get past its preflight, it stops here, before any machine.
+        MOLT_PULUMI: join(dir, "no-engine"),
+      };
+      server = createServer((req, res) => {
+        let body = "";
+        req.on("data", (c) => (body += c));
+        req.on("end", () => {
+          heard.push({
+            path: req.url,
+            authorization: req.headers.authorization,
+            type: (JSON.parse(body) as { event: RolloutEvent }).event.type,
+          });
+          res.writeHead(status).end();
+        });
+      });
+      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+      port = (server.address() as AddressInfo).port;
+    });
+    after(() => {
+      server.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    beforeEach(() => {
+      heard.length = 0;
+      status = 200;
+    });
+    // --verify on a stack without molt:release is refused after the start event (exit 2).
+    const molt = (notify: string, ...extra: string[]) =>
+      runCli(["rollout", "--stack", "n", "--yes", "--verify", "--notify", notify, ...extra], env);
+
+    it("--notify http://user:secret@host/x?token=abc: delivered with the Authorization header; printed nowhere", async () => {
+      const run = await molt(`http://user:secret@127.0.0.1:${port}/x?token=abc`, "--json");
+      assert.equal(run.code, 2, run.stderr + run.stdout);
+      assert.deepEqual(heard, [
+        {
+          path: "/x?token=abc",
+          authorization: `Basic ${Buffer.from("user:secret").toString("base64")}`,
+          type: "start",
+        },
+      ]);
+      status = 400;
+      for (const args of [["--json"], []]) {
+        const failing = await molt(`http://user:secret@127.0.0.1:${port}/x?token=abc`, ...args);
+        const printed = failing.stdout + failing.stderr;
+        assert.match(printed, /webhook http:\/\/127\.0\.0\.1:\d+\/x: the start event was not delivered \(HTTP 400\)/);
+        assert.ok(!printed.includes("secret") && !printed.includes("abc"), printed);
+      }
+    });
+
+    it("--json: a webhook failure is a warning event before the last line; without --json, on stderr", async () => {
+      status = 400;
+      const json = await molt(`http://127.0.0.1:${port}/x`, "--json");
+      assert.equal(json.code, 2, json.stderr + json.stdout);
+      assert.equal(json.stderr, "");
+      assert.deepEqual(
+        json.events.map((e) => e.type),
+        ["start", "warning", "error"],
+      );
+      assert.match(String(json.events[1].message), /the start event was not delivered \(HTTP 400\)/);
+      const human = await molt(`http://127.0.0.1:${port}/x`);
+      assert.equal(human.code, 2);
+      assert.match(
+        human.stderr,
+        /\d\d:\d\d:\d\d {2}! webhook http:\/\/127\.0\.0\.1:\d+\/x: the start event was not delivered/,
+      );
+      assert.ok(!human.stdout.includes("webhook"), human.stdout);
     });
   });
 

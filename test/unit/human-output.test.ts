@@ -149,6 +149,26 @@ describe("human output of hooks and engine steps", () => {
     ],
   ];
 
+  it("prints a callback's rejection (its output) before its result", () => {
+    const failed: RolloutEvent = {
+      type: "hook",
+      hook: "preRetire",
+      node: "lab-cp-1",
+      source: "callback",
+      ok: false,
+      ms: 20,
+      output: "the node still serves traffic",
+      error: "threw an error",
+    };
+    assert.deepEqual(
+      run([[0, failed]], false).map((l) => l.slice(10)),
+      [
+        "  | preRetire lab-cp-1: the node still serves traffic",
+        "  ✗ preRetire hook (callback) for lab-cp-1 0.0s: threw an error",
+      ],
+    );
+  });
+
   it("prints hook output as it comes and the hook's result; engine step starts in a log", () => {
     assert.deepEqual(
       run(events, false).map((l) => l.slice(10)),

@@ -22,6 +22,10 @@ import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/r
 import { fakeEdges, FakeWorld } from "../support/fake-edges";
 import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lock";
 import { pollUntil } from "../../lib/poll";
+import { humanRenderer } from "../../orchestrator/cli/render";
+import { WebhookNotifier } from "../../orchestrator/report/notify";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 
 describe("the rollout loop (fake edges)", function () {
   let dir: string;
@@ -58,6 +62,7 @@ describe("the rollout loop (fake edges)", function () {
       /** More molt:rollout keys (soakSeconds, window, ...) and molt:hooks. */
       rollout?: Record<string, unknown>;
       hooks?: Record<string, unknown>;
+      notify?: Record<string, unknown>;
     } = {},
   ): void {
     writeFileSync(
@@ -73,6 +78,7 @@ describe("the rollout loop (fake edges)", function () {
             ...o.rollout,
           },
           ...(o.hooks ? { "molt:hooks": o.hooks } : {}),
+          ...(o.notify ? { "molt:notify": o.notify } : {}),
           "molt:timeouts": {
             joinSeconds: o.joinSeconds ?? 300,
             settleSeconds: 1,
@@ -771,12 +777,140 @@ describe("the rollout loop (fake edges)", function () {
     it("a failing postJoin hook rolls the new node back; the old nodes are intact", async () => {
       stack("lab-v2", { hooks: { postJoin: { command: "echo 'apiserver not ready' >&2; exit 3" } } });
       const w = FakeWorld.cluster(3, "lab-v1");
-      const { summary } = await run(w);
+      const { summary, events } = await run(w);
       assert.equal(summary.result, "rolled-back", summary.reason);
-      assert.match(summary.reason, /postJoin hook failed for new node lab-cp-4 .*exited 3.*apiserver not ready/);
+      // How it failed, not what it printed (that is in its own event: molt:notify.includeHookOutput).
+      assert.match(
+        summary.reason,
+        /^postJoin hook failed for new node lab-cp-4 \(its command exited 3\); .*the old nodes were left untouched$/,
+      );
+      assert.ok(!summary.reason.includes("apiserver not ready"), summary.reason);
+      const hook = events.find((e) => e.type === "hook");
+      assert.ok(hook?.type === "hook" && hook.output === "apiserver not ready", JSON.stringify(hook));
       assert.deepEqual(images(w), ["lab-cp-1:lab-v1", "lab-cp-2:lab-v1", "lab-cp-3:lab-v1"]);
       assert.equal(w.members.length, 3);
       assert.ok(!w.log.some((l) => l.startsWith("etcd memberRemove 1 ") || l.startsWith("etcd moveLeader")));
+    });
+
+    it("molt:notify.includeHookOutput puts a failed hook's last lines (redacted) into the reason", async () => {
+      stack("lab-v2", {
+        hooks: { postJoin: { command: "echo 'apiserver not ready, token=abc123' >&2; exit 3" } },
+        notify: { includeHookOutput: true },
+      });
+      const { summary } = await run(FakeWorld.cluster(3, "lab-v1"));
+      assert.match(
+        summary.reason,
+        /^postJoin hook failed for new node lab-cp-4 \(its command exited 3; last output: apiserver not ready, token=\[redacted\]\)/,
+      );
+    });
+
+    it("a postJoin hook failing on the stack's first node: rolled back, and no word of old nodes", async () => {
+      stack("lab-v1", { replicas: 1, hooks: { postJoin: { command: "exit 3" } } });
+      const w = new FakeWorld();
+      const { summary, events } = await run(w);
+      assert.equal(summary.result, "rolled-back", summary.reason);
+      assert.deepEqual(w.list, []);
+      const said = events.map((e) => JSON.stringify(e)).join("\n");
+      assert.ok(!/old nodes|existing nodes/.test(said), said);
+      assert.match(summary.reason, /it was the stack's first node, so the stack has no node now; run molt again/);
+    });
+
+    it("a failing hook's phase is a failure too, and human output says so once, with ✗", async () => {
+      stack("lab-v2", { hooks: { postJoin: { command: "exit 3" } } });
+      const { events } = await run(FakeWorld.cluster(3, "lab-v1"));
+      const phase = events.find((e) => e.type === "phase" && e.phase === "hook");
+      assert.ok(phase?.type === "phase" && phase.ok === false, JSON.stringify(phase));
+      let text = "";
+      const render = humanRenderer({ write: (s) => void (text += s), tty: false });
+      for (const e of events) render(e);
+      const lines = text.split("\n").filter((l) => / hook \(|\(hook /.test(l));
+      assert.deepEqual(
+        lines.map((l) => l.slice(10).replace(/\d+\.\ds/, "Ns")),
+        ["  ✗ postJoin hook (command) for lab-cp-4 Ns: exited 3"],
+      );
+    });
+
+    describe("a hook that prints secrets, with a webhook", () => {
+      const TOKEN = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+      const KEY_BODY = "MIIEpAIBAAKCAQEA7secretKeyBody";
+      const SECRETS = [TOKEN, "hunter2-secret", KEY_BODY, "AKIAIOSFODNN7EXAMPLE"];
+      const PRINTS =
+        `echo "cloning with ${TOKEN}"; echo "password=hunter2-secret"; echo "aws AKIAIOSFODNN7EXAMPLE"; ` +
+        `printf -- '-----BEGIN RSA PRIVATE KEY-----\\n${KEY_BODY}\\n-----END RSA PRIVATE KEY-----\\n'; ` +
+        `echo "the last words" >&2; exit 3`;
+      let server: Server;
+      let url = "";
+      const bodies: string[] = [];
+      before(async () => {
+        server = createServer((req, res) => {
+          let body = "";
+          req.on("data", (c) => (body += c));
+          req.on("end", () => {
+            bodies.push(body);
+            res.writeHead(200).end();
+          });
+        });
+        await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+        url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/molt`;
+      });
+      after(() => server.close());
+      beforeEach(() => (bodies.length = 0));
+
+      const roll = async (includeHookOutput?: boolean) => {
+        stack("lab-v2", {
+          hooks: { postJoin: { command: PRINTS } },
+          ...(includeHookOutput ? { notify: { includeHookOutput } } : {}),
+        });
+        const notifier = new WebhookNotifier(url, { ...(includeHookOutput ? { includeHookOutput } : {}) });
+        const events: RolloutEvent[] = [];
+        const { summary } = await run(FakeWorld.cluster(3, "lab-v1"), {
+          onEvent: (e) => {
+            events.push(e);
+            notifier.handle(e);
+          },
+        });
+        await notifier.flush();
+        return { summary, events, sent: bodies.map((b) => JSON.parse(b) as { event: RolloutEvent }) };
+      };
+
+      it("the webhook hears the failure without the hook's output; the local events show it redacted", async () => {
+        const { summary, events, sent } = await roll();
+        assert.equal(summary.result, "rolled-back", summary.reason);
+        for (const b of bodies) for (const secret of [...SECRETS, "the last words"]) assert.ok(!b.includes(secret), b);
+        const hook = sent.find((b) => b.event.type === "hook")?.event;
+        assert.ok(hook?.type === "hook" && !hook.ok && hook.error === "exited 3", JSON.stringify(hook));
+        assert.ok(!("output" in hook), "no output key");
+        assert.deepEqual(
+          sent.map((b) => b.event.type),
+          ["start", "hook", "decision", "summary"],
+        );
+        // Locally: every line, redacted; the key's body not at all.
+        const lines = events.flatMap((e) => (e.type === "hook-output" ? [e.line] : []));
+        assert.deepEqual(lines.sort(), [
+          "-----BEGIN RSA PRIVATE KEY-----[redacted]",
+          "-----END RSA PRIVATE KEY-----",
+          "aws [redacted]",
+          "cloning with [redacted]",
+          "password=[redacted]",
+          "the last words",
+        ]);
+        const local = JSON.stringify(events);
+        for (const secret of SECRETS) assert.ok(!local.includes(secret), secret);
+        const done = events.find((e) => e.type === "hook");
+        assert.ok(done?.type === "hook" && done.output.includes("password=[redacted]"), JSON.stringify(done));
+      });
+
+      it("with molt:notify.includeHookOutput the webhook gets the output, redacted", async () => {
+        const { sent } = await roll(true);
+        for (const b of bodies) for (const secret of SECRETS) assert.ok(!b.includes(secret), b);
+        const hook = sent.find((b) => b.event.type === "hook")?.event;
+        assert.ok(hook?.type === "hook" && hook.output.includes("cloning with [redacted]"), JSON.stringify(hook));
+        const summary = sent.find((b) => b.event.type === "summary")?.event;
+        assert.ok(
+          summary?.type === "summary" && /last output: .*the last words/.test(summary.reason),
+          JSON.stringify(summary),
+        );
+      });
     });
 
     it("a hook past its timeout fails; with --on-failure pause the new node is left for inspection", async () => {
@@ -791,7 +925,7 @@ describe("the rollout loop (fake edges)", function () {
     it("a failing preRetire hook stops the run with nothing removed", async () => {
       stack("lab-v2");
       const w = FakeWorld.cluster(3, "lab-v1");
-      const { summary } = await run(w, {
+      const { summary, events } = await run(w, {
         hooks: {
           preRetire: async () => {
             throw new Error("the node still serves traffic");
@@ -801,8 +935,11 @@ describe("the rollout loop (fake edges)", function () {
       assert.equal(summary.result, "failed", summary.reason);
       assert.match(
         summary.reason,
-        /PreRetireHook: preRetire hook failed for lab-cp-1 .*still serves traffic.*nothing was removed/,
+        /PreRetireHook: preRetire hook failed for lab-cp-1 \(the library callback threw an error\).*nothing was removed/,
       );
+      assert.ok(!summary.reason.includes("still serves traffic"), "the callback's message is its output");
+      const hook = events.find((e) => e.type === "hook" && !e.ok);
+      assert.ok(hook?.type === "hook" && hook.output === "the node still serves traffic", JSON.stringify(hook));
       assert.equal(w.members.length, 4);
       assert.ok(!w.log.some((l) => l.startsWith("etcd memberRemove") || l.startsWith("etcd moveLeader")));
     });

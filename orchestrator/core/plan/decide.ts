@@ -67,11 +67,16 @@ function cleanUpFailedSurge(s: World, stack: string): Operation | undefined {
   }
   const rb = s.rollingBack;
   if (rb && !s.nodes.some((n) => n.name === rb.node) && !retiredNodeLeft(s, stack)) {
+    // The stack's first node has no old nodes beside it: its rollback leaves the stack empty.
+    const others =
+      s.nodes.length > 0
+        ? "the old nodes were left untouched"
+        : "it was the stack's first node, so the stack has no node now; run molt again to create the cluster anew";
     return {
       kind: "done",
       reason: rb.why
-        ? `new node ${rb.node} could not be created (${rb.why}); the existing nodes were left untouched`
-        : `new node ${rb.node} did not join; it was removed and the old nodes were left untouched`,
+        ? `new node ${rb.node} could not be created (${rb.why}); ${others}`
+        : `new node ${rb.node} was rolled back (removed); ${others}`,
     };
   }
   return undefined;

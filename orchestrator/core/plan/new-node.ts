@@ -29,7 +29,7 @@ export function failNewNode(c: Scope, node: string, memberId: string | undefined
     node,
     ...(memberId ? { memberId } : {}),
     ...(memberId && via ? { via } : {}),
-    reason: `${reason}; rolling it back`,
+    reason,
     ...(isUnreachable(c.s, node) ? { unreachable: true } : {}),
   };
 }
