@@ -48,12 +48,14 @@ async function rawPrefix(ssh: SshSession, key: string): Promise<string> {
   const out = await ssh.run(
     "ETCDCTL_API=3 etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt " +
       "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key " +
-      `--command-timeout=5s get ${key} --print-value-only | head -c 24 | base64 -w0`,
+      `--command-timeout=5s get ${key} --print-value-only | head -c ${ENCRYPTED.length} | base64 -w0`,
     `reading ${key} raw`,
   );
   return Buffer.from(out.trim(), "base64").toString("latin1");
 }
 
+/** How kube-apiserver stores a value encrypted with the aescbc key molt's first node made ("key1"). */
+const ENCRYPTED = "k8s:enc:aescbc:v1:key1:";
 const SECRET = { name: "molt-encrypted", value: "only-the-api-server-may-read-this" };
 
 interface ClusterView {
@@ -215,7 +217,7 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
     const kc = await labKubeConfig(adminConf());
     // molt:encryptionAtRest: a Secret is stored encrypted with the key the first node made.
     await writeSecret(kc, SECRET.name, SECRET.value);
-    assert.equal(await rawPrefix(ssh, `/registry/secrets/default/${SECRET.name}`), "k8s:enc:aescbc:v1:key1:");
+    assert.equal(await rawPrefix(ssh, `/registry/secrets/default/${SECRET.name}`), ENCRYPTED);
     ssh.close();
     await deployWorkload(kc, { replicas: 3, minAvailable: 2 });
     await waitForReadyPods(kc, 3, 120_000);
@@ -262,7 +264,7 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
       });
       try {
         for (const name of [SECRET.name, `${SECRET.name}-after`])
-          assert.equal(await rawPrefix(ssh, `/registry/secrets/default/${name}`), "k8s:enc:aescbc:v1:key1:", name);
+          assert.equal(await rawPrefix(ssh, `/registry/secrets/default/${name}`), ENCRYPTED, name);
         const mode = await ssh.run(
           "stat -c '%a %U' /etc/kubernetes/encryption-providers/encryption-providers.yaml",
           "the key file",
