@@ -73,12 +73,13 @@ function adminQuery(dir: string, command: string): Promise<string> {
   });
 }
 
-async function serversRunning(dir: string): Promise<string[]> {
+/** The running backend servers: name and address (`show servers state`: srv_name, srv_addr). */
+async function serversRunningAt(dir: string): Promise<{ name: string; address: string }[]> {
   const out = await adminQuery(dir, "show servers state apiservers");
   return out
     .split("\n")
     .filter((l) => /^\d+ apiservers /.test(l))
-    .map((l) => l.split(" ")[3]);
+    .map((l) => ({ name: l.split(" ")[3], address: l.split(" ")[4] }));
 }
 
 /** Serializes config changes of one LB across provider processes. */
@@ -149,7 +150,9 @@ export async function attach(a: LabLbAttachmentInputs): Promise<{ id: string; ou
     throw new LabHostError(`lab load balancer of lab ${a.lb.lab} does not exist`);
   await withLock(dir, async () => {
     writeFileSync(join(dir, "servers", a.server), `${a.address}:${a.port}`);
-    await applyAndConfirm(dir, a.lb, `HAProxy to route to ${a.server}`, (running) => running.includes(a.server));
+    await applyAndConfirm(dir, a.lb, `HAProxy to route to ${a.server}`, (running) =>
+      running.some((s) => s.name === a.server),
+    );
   });
   return { id: `${a.lb.lab}/lb/${a.server}`, outs: a };
 }
@@ -167,12 +170,15 @@ export async function detach(a: LabLbAttachmentInputs): Promise<void> {
   const dir = lbDir(a.lb);
   if (!existsSync(join(dir, "haproxy.cfg"))) return;
   await withLock(dir, async () => {
-    rmSync(join(dir, "servers", a.server), { force: true });
-    await applyAndConfirm(
-      dir,
-      a.lb,
-      `HAProxy to stop routing to ${a.server}`,
-      (running) => !running.includes(a.server),
+    // By name and by address: an owner's HAProxy (an adopted cluster's) may name its servers
+    // otherwise than molt names the node.
+    const servers = join(dir, "servers");
+    for (const f of existsSync(servers) ? readdirSync(servers) : []) {
+      const at = readFileSync(join(servers, f), "utf8").trim().split(/[\s]/)[0];
+      if (f === a.server || at.split(":")[0] === a.address) rmSync(join(servers, f), { force: true });
+    }
+    await applyAndConfirm(dir, a.lb, `HAProxy to stop routing to ${a.server} (${a.address})`, (running) =>
+      running.every((s) => s.name !== a.server && s.address !== a.address),
     );
   });
 }
@@ -186,14 +192,14 @@ async function applyAndConfirm(
   dir: string,
   i: LabLbInputs,
   what: string,
-  done: (running: string[]) => boolean,
+  done: (running: { name: string; address: string }[]) => boolean,
 ): Promise<void> {
   await apply(dir, i);
   let signalled = Date.now();
   await waitFor(
     what,
     async () => {
-      if (done(await serversRunning(dir))) return true;
+      if (done(await serversRunningAt(dir))) return true;
       if (Date.now() - signalled > 5_000) {
         await apply(dir, i);
         signalled = Date.now();
