@@ -113,8 +113,15 @@ async function run(
   if (intent.kubernetesVersion !== undefined) k8s().catch(() => undefined);
   // molt:rollout.window: outside it nothing starts (OutsideWindowError, CLI exit 8).
   const wall = o.wallClock ?? controlsClock();
-  checkWindowAtStart(intent.rollout.window, wall());
-  emit({ type: "start", stack: o.stack, command: "rollout", ...startOf(intent), time: new Date().toISOString() });
+  const window = checkWindowAtStart(intent.rollout.window, wall());
+  emit({
+    type: "start",
+    stack: o.stack,
+    command: "rollout",
+    ...startOf(intent),
+    ...(window ? { window } : {}),
+    time: new Date().toISOString(),
+  });
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
   // A run that may `up` needs the provider's engine plugins, which molt never downloads during
   // a run: missing ones are refused before anything is written, the lease included.

@@ -13,6 +13,15 @@ import { renderPromotionEvent } from "./promotion";
 
 export const ts = () => new Date().toISOString().slice(11, 19);
 
+/** "3h 12m", "45m", "50s": how long until something, for people. */
+export function duration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  return h ? `${h}h ${m}m` : `${m}m`;
+}
+
 /**
  * Human output. Waits are one line each: what is awaited and its deadline, said once when
  * the wait starts; on a terminal that line is updated in place while it lasts, elsewhere
@@ -81,10 +90,17 @@ export function humanRenderer(o: {
   function render(e: RolloutEvent): void {
     switch (e.type) {
       case "start":
-        return out(
+        out(
           `rollout of stack ${e.stack}: ${e.replicas} × ` +
             `${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`,
         );
+        if (e.window)
+          out(
+            `maintenance window ${e.window.window}: open, closes ${e.window.closesAt.replace("T", " ")} ` +
+              `(in ${duration(e.window.closesInSeconds)}); a replacement under way then is finished, then the run ` +
+              "pauses (exit 5)",
+          );
+        return;
       case "lock":
         return out(
           `holding stack lock ${e.where} (run ${e.runId}, expires ${e.ttlSeconds}s after the last renewal, ` +

@@ -180,3 +180,46 @@ describe("human output of hooks and engine steps", () => {
     );
   });
 });
+
+describe("human output of a rollout's start", () => {
+  const start = (extra: Partial<Extract<RolloutEvent, { type: "start" }>> = {}): RolloutEvent => ({
+    type: "start",
+    stack: "prod",
+    command: "rollout",
+    provider: "lab",
+    replicas: 3,
+    image: "lab-v2",
+    time: "2026-12-01T00:30:00.000Z",
+    ...extra,
+  });
+
+  it("names the maintenance window the run started in and when it closes", () => {
+    const lines = run(
+      [
+        [
+          0,
+          start({
+            window: {
+              window: "mon,tue 22:00-04:00 Europe/Berlin",
+              closesAt: "2026-12-01T04:00:00+01:00",
+              closesInSeconds: 2 * 3600 + 30 * 60,
+            },
+          }),
+        ],
+      ],
+      false,
+    ).map((l) => l.slice(10));
+    assert.deepEqual(lines, [
+      "rollout of stack prod: 3 × lab-v2 on lab",
+      "maintenance window mon,tue 22:00-04:00 Europe/Berlin: open, closes 2026-12-01 04:00:00+01:00 (in 2h 30m); " +
+        "a replacement under way then is finished, then the run pauses (exit 5)",
+    ]);
+  });
+
+  it("says nothing of a window when the stack has none", () => {
+    assert.deepEqual(
+      run([[0, start()]], false).map((l) => l.slice(10)),
+      ["rollout of stack prod: 3 × lab-v2 on lab"],
+    );
+  });
+});

@@ -993,6 +993,21 @@ describe("the rollout loop (fake edges)", function () {
       assert.deepEqual(w.log, []);
     });
 
+    it("says at its start which window it runs in and when that closes", async () => {
+      stack("lab-v2", { rollout: { window: { start: "22:00", end: "04:00", timeZone: "Europe/Berlin" } } });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const { events } = await run(w, { wallClock: () => Date.parse("2026-12-01T00:30:00Z") }); // 01:30 in Berlin
+      const start = events.find((e) => e.type === "start");
+      assert.deepEqual(start?.type === "start" && start.window, {
+        window: "every day 22:00-04:00 Europe/Berlin",
+        closesAt: "2026-12-01T04:00:00+01:00",
+        closesInSeconds: 2.5 * 3600,
+      });
+      stack("lab-v2");
+      const none = (await run(FakeWorld.cluster(3, "lab-v1"))).events.find((e) => e.type === "start");
+      assert.ok(none?.type === "start" && !("window" in none), "no window, nothing said");
+    });
+
     it("stops as paused at the next replacement boundary when the window closes mid-run", async () => {
       stack("lab-v2", {
         rollout: { window: { start: "22:00", end: "04:00", timeZone: "Europe/Berlin" } },
