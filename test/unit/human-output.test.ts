@@ -1,7 +1,8 @@
 // The CLI's human output of waits: said once with its deadline, updated while it lasts, and
 // how long it took; --json is not involved (the renderer is only used without it).
 import * as assert from "node:assert/strict";
-import { humanRenderer } from "../../orchestrator/cli/render";
+import { humanRenderer, printInspection } from "../../orchestrator/cli/render";
+import type { Inspection } from "../../orchestrator/inspect";
 import type { RolloutEvent } from "../../orchestrator/events";
 import type { WaitKey } from "../../orchestrator/core/model";
 
@@ -222,4 +223,55 @@ describe("human output of a rollout's start", () => {
       ["rollout of stack prod: 3 × lab-v2 on lab"],
     );
   });
+});
+
+describe("status table", () => {
+  const inspection = (names: string[], kube: boolean): Inspection => ({
+    stack: "prod",
+    exists: true,
+    intent: { provider: "lab", replicas: 3, image: "lab-v2", maxSurge: 1 },
+    nodes: names.map((name, i) => ({
+      name,
+      image: i === 0 ? "adopted" : "lab-v2",
+      generation: i,
+      outdated: i === 0,
+      member: { id: String(1000 + i), learner: false, leader: i === 1, healthy: true },
+      ...(kube ? { kube: { nodeReady: true, cordoned: i === 0, apiserverVersion: "1.37.2", healthy: true } } : {}),
+    })),
+    members: [],
+    alarms: [],
+    conditions: [],
+    next: { kind: "done", reason: "all nodes up to date" },
+    replacements: [],
+    progress: { upToDate: 2, replicas: 3, outdated: [names[0]] },
+  });
+  const printed = (i: Inspection): string[] => {
+    const write = process.stdout.write.bind(process.stdout);
+    let out = "";
+    process.stdout.write = ((s: string) => ((out += s), true)) as typeof process.stdout.write;
+    try {
+      printInspection(i, "status");
+    } finally {
+      process.stdout.write = write;
+    }
+    return out.split("\n");
+  };
+
+  for (const kube of [false, true])
+    it(`keeps the columns apart for names longer than the old fixed width (${kube ? "Kubernetes" : "etcd"})`, () => {
+      const names = ["cp1.prod.example.internal", "prod-cp-4", "a-rather-long-node-name.prod.example.internal"];
+      const lines = printed(inspection(names, kube));
+      const at = lines.findIndex((l) => l.startsWith("NODE"));
+      const header = lines[at];
+      const rows = lines.slice(at + 1, at + 1 + names.length);
+      // Every cell starts where its header does, at least two spaces after the cell before it.
+      const starts = [...header.matchAll(/\S+/g)].map((m) => m.index);
+      for (const [k, row] of rows.entries()) {
+        const cells = row.split(/ {2,}/);
+        assert.equal(cells[0], names[k], row);
+        assert.equal(cells[1], k === 0 ? "adopted" : "lab-v2", row);
+        assert.equal(cells.length, starts.length, row);
+        for (const [c, cell] of cells.entries()) assert.equal(row.indexOf(cell, c ? starts[c] : 0), starts[c], row);
+      }
+    });
 });
