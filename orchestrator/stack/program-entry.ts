@@ -15,6 +15,7 @@ import { loadStackConfig, resolveLabImage } from "../config";
 import { programInputFor } from "../program-input";
 import { leaseHome } from "../lock-scope";
 import { backendUrl } from "./engine";
+import { nodesWithStoredJoins, type StateResource } from "./targets";
 
 /** Why a hand-run update is refused (undefined while previewing: a preview changes nothing). */
 export function refusal(stack: string, dryRun: boolean): string | undefined {
@@ -57,6 +58,31 @@ export default async function program(): Promise<Record<string, unknown>> {
   const cfg = resolveLabImage(loadStackConfig(projectDir, stack));
   // A stack whose lease lives in the cluster holds the state guard: declared as it is.
   const guarded = leaseHome(backendUrl(), cfg.lockIn, process.env) === "cluster";
-  // Every node of the stored list has joined: none registers its join again.
-  return buildProgram(programInputFor(cfg, storedNodes(stack, projectDir), []), guarded ? "keep" : undefined)();
+  // Every node of the stored list has joined. The one the last change added still holds its
+  // join in the state (molt's next change drops it): registered as stored, the rest without.
+  const nodes = storedNodes(stack, projectDir);
+  const joins = nodes.length
+    ? nodesWithStoredJoins(
+        storedResources(stack, projectDir),
+        nodes.map((n) => n.name),
+      )
+    : [];
+  return buildProgram(programInputFor(cfg, nodes, joins), guarded ? "keep" : undefined)();
+}
+
+/** The resources of the stack's state with their links (`stack export`, nothing decrypted). */
+export function storedResources(stack: string, projectDir: string): StateResource[] {
+  let text: string;
+  try {
+    text = execFileSync("pulumi", ["stack", "export", "--stack", stack, "--non-interactive"], {
+      cwd: projectDir,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      maxBuffer: 1 << 28,
+    });
+  } catch (e) {
+    const stderr = String((e as { stderr?: unknown }).stderr ?? "");
+    throw new Error(`cannot read the state of stack ${stack}: ${stderr.trim() || (e as Error).message}`);
+  }
+  return (JSON.parse(text) as { deployment?: { resources?: StateResource[] } }).deployment?.resources ?? [];
 }
