@@ -6,6 +6,7 @@
 import { pause } from "../lib/poll";
 import { act, changesMembership, isChange } from "./act";
 import { loadStackConfig, resolveLabImage, type StackConfig } from "./config";
+import { claimStackLab } from "./lab-claim";
 import { openEdges, type EdgeFactory } from "./edges/open";
 import type { Edges } from "./core/edges";
 import { retainBackups, takeBackup } from "./etcd-backup";
@@ -128,6 +129,8 @@ async function run(
   if (!o.edges) checkProviderPlugins(cfg.intent.provider, o.env);
   // Staging across environments (orchestrator/promotion/): refuse an unverified release; record a converged one.
   await releasePreflight({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
+  // A lab stack's lab is its own: another stack's is refused here, before anything changes.
+  const stackCfg = claimStackLab(cfg, o.stack, backend, (message) => emit({ type: "warning", message }));
   const release = releaseRecorder({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
   // The stack's lease (orchestrator/lock-scope.ts): `lock.signal` aborts if it is ever lost,
   // which cancels an engine step in flight as the caller's signal does.
@@ -165,7 +168,7 @@ async function run(
       workDir,
       env: o.env,
       backend,
-      config: cfg,
+      config: stackCfg,
       report: emit,
       engineOutput: o.engineOutput,
       engineLockDeadlineSeconds: intent.timeouts.joinSeconds + 120,

@@ -9,6 +9,7 @@ import type { NodeEndpoint, NodeEntry } from "../core/nodes";
 import { buildProgram } from "../../infra/program";
 import type { SshTarget } from "../../infra/remote/ssh";
 import { loadStackConfig, resolveLabImage } from "../config";
+import { claimStackLab } from "../lab-claim";
 import { EtcdAccess } from "../edges/etcd";
 import { acquireLock, machineStore, type HeldLock } from "../lock";
 import { acquireClusterLock } from "../cluster-lock";
@@ -62,14 +63,18 @@ export interface AdoptResult {
 export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
   const emit = (e: AdoptEvent) => o.onEvent?.(e);
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
-  const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
+  const loaded = resolveLabImage(loadStackConfig(workDir, o.stack));
   const refuse = (...problems: string[]): never => {
     throw new AdoptionRefusedError(o.stack, problems);
   };
   // The provider's engine plugins first, as a rollout does: without them nothing is written.
-  checkProviderPlugins(cfg.intent.provider, o.env);
-  const imports = matchImports(o.imports ?? [], o.input.hosts, cfg, refuse);
+  checkProviderPlugins(loaded.intent.provider, o.env);
+  const imports = matchImports(o.imports ?? [], o.input.hosts, loaded, refuse);
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
+  // A lab stack's lab is its own (lab-claim.ts): another stack's is refused before anything is recorded.
+  const cfg = claimStackLab(loaded, o.stack, backend, (message) =>
+    emit({ type: "check", check: "lab", ok: true, detail: message }),
+  );
   // Where the lease lives (lock-scope.ts): in the cluster, this machine's first, then the
   // adopted cluster's etcd once it is reached (before anything is recorded).
   const home = leaseHome(backend, cfg.lockIn, o.env);

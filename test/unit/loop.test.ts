@@ -18,6 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import type { RolloutEvent } from "../../orchestrator/events";
+import { claimLab, labOwner, readLabClaim, releaseLab } from "../../infra/lab/owner";
 import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/rollout";
 import { fakeEdges, FakeWorld } from "../support/fake-edges";
 import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lock";
@@ -981,6 +982,34 @@ describe("the rollout loop (fake edges)", function () {
       assert.ok(i("hook postJoin lab-cp-4") >= 0, w.log.join("\n"));
       const retirement = w.log.findIndex((l) => /^(etcd memberRemove|etcd moveLeader|up prune)/.test(l));
       assert.ok(retirement > i("hook postJoin lab-cp-4"), w.log.join("\n"));
+    });
+
+    it("refuses a lab another stack owns before anything is changed, naming the owner", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const other = labOwner("other", "s3://state/molt");
+      releaseLab(join(dir, "lab"), "loop", labOwner("lab", env.PULUMI_BACKEND_URL));
+      claimLab(join(dir, "lab"), "loop", other);
+      try {
+        await assert.rejects(
+          run(w),
+          (e: Error) => e.name === "LabOwnedError" && /lab loop belongs to stack other/.test(e.message),
+        );
+        assert.deepEqual(w.log, []);
+        assert.equal(readLabClaim(join(dir, "lab"), "loop")?.stack, "other");
+      } finally {
+        releaseLab(join(dir, "lab"), "loop", other);
+      }
+    });
+
+    it("claims its lab before its first change, for this stack in this backend", async () => {
+      stack("lab-v2");
+      const { summary } = await run(FakeWorld.cluster(3, "lab-v1"));
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(
+        (({ stack, backend }) => ({ stack, backend }))(readLabClaim(join(dir, "lab"), "loop")!),
+        labOwner("lab", env.PULUMI_BACKEND_URL),
+      );
     });
 
     it("refuses to start outside the maintenance window, changing nothing", async () => {
