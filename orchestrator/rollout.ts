@@ -129,12 +129,19 @@ async function run(
   if (!o.edges) checkProviderPlugins(cfg.intent.provider, o.env);
   // Staging across environments (orchestrator/promotion/): refuse an unverified release; record a converged one.
   await releasePreflight({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
-  // A lab stack's lab is its own: another stack's is refused here, before anything changes.
-  const stackCfg = claimStackLab(cfg, o.stack, backend, (message) => emit({ type: "warning", message }));
   const release = releaseRecorder({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
   // The stack's lease (orchestrator/lock-scope.ts): `lock.signal` aborts if it is ever lost,
   // which cancels an engine step in flight as the caller's signal does.
   const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env, cfg.lockIn);
+  // A lab stack's lab is its own: another stack's is refused here, before anything changes
+  // (after the lease: a backend that cannot be used is said as such first).
+  let stackCfg: StackConfig;
+  try {
+    stackCfg = claimStackLab(cfg, o.stack, backend, (message) => emit({ type: "warning", message }));
+  } catch (e) {
+    await lock.release();
+    throw e;
+  }
   const signal = o.signal ? AbortSignal.any([o.signal, lock.signal]) : lock.signal;
 
   const clock = new RunClock(emit);

@@ -63,18 +63,14 @@ export interface AdoptResult {
 export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
   const emit = (e: AdoptEvent) => o.onEvent?.(e);
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
-  const loaded = resolveLabImage(loadStackConfig(workDir, o.stack));
+  const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
   const refuse = (...problems: string[]): never => {
     throw new AdoptionRefusedError(o.stack, problems);
   };
   // The provider's engine plugins first, as a rollout does: without them nothing is written.
-  checkProviderPlugins(loaded.intent.provider, o.env);
-  const imports = matchImports(o.imports ?? [], o.input.hosts, loaded, refuse);
+  checkProviderPlugins(cfg.intent.provider, o.env);
+  const imports = matchImports(o.imports ?? [], o.input.hosts, cfg, refuse);
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
-  // A lab stack's lab is its own (lab-claim.ts): another stack's is refused before anything is recorded.
-  const cfg = claimStackLab(loaded, o.stack, backend, (message) =>
-    emit({ type: "check", check: "lab", ok: true, detail: message }),
-  );
   // Where the lease lives (lock-scope.ts): in the cluster, this machine's first, then the
   // adopted cluster's etcd once it is reached (before anything is recorded).
   const home = leaseHome(backend, cfg.lockIn, o.env);
@@ -87,6 +83,10 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
   // The state guard's token (infra/guard.ts), for a stack whose lease lives in the cluster.
   let guardToken = "";
   try {
+    // 0. A lab stack's lab is its own (lab-claim.ts): another stack's is refused before anything is recorded.
+    const owned = claimStackLab(cfg, o.stack, backend, (message) =>
+      emit({ type: "check", check: "lab", ok: true, detail: message }),
+    );
     // 1. The stack must hold no node yet (it need not exist: it is created when recording).
     let stack: Stack | undefined;
     try {
@@ -180,7 +180,7 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
         await access!.close();
         access = undefined;
       }
-      const recorded = await record(o, workDir, cfg, entries, refuse, home === "cluster" ? guardToken : undefined);
+      const recorded = await record(o, workDir, owned, entries, refuse, home === "cluster" ? guardToken : undefined);
       emit({ type: "recorded", stack: o.stack, nodes: recorded.map((n) => adoptedView(n, o.input, etcd)) });
       return { stack: o.stack, nodes: recorded, ...(o.input.apiEndpoint ? { apiEndpoint: o.input.apiEndpoint } : {}) };
     } finally {
