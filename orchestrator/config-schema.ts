@@ -38,6 +38,22 @@ export const bastionSchema = z
   )
   .strict();
 
+/**
+ * molt:kubernetesVersion: "1.37.2", or "v1.37.2" as kubeadm-config and `kubectl version` write
+ * it. Normalised here, once, to the form without the "v": everything after the stack file
+ * (node entries, status, events, verification records, the comparisons that decide what is
+ * outdated) sees one spelling. Anything else semver would let through (a second "v",
+ * spaces, build metadata) is refused rather than guessed at.
+ */
+export const KUBERNETES_VERSION = /^v?(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$/;
+export const kubernetesVersionSchema = z
+  .string({ message: "a full version such as 1.34.2" })
+  .refine(
+    (v) => KUBERNETES_VERSION.test(v) && semver.valid(v.replace(/^v/, "")) !== null,
+    'a full version such as 1.34.2 (or v1.34.2); no spaces, build metadata ("+...") or second "v"',
+  )
+  .transform((v) => v.replace(/^v/, ""));
+
 export const baseSections = {
   "molt:provider": z.enum(PROVIDER_KINDS, { message: `one of ${PROVIDER_KINDS.join(", ")}` }),
   // Pulumi rewrites top-level values of the stack file as strings ("3").
@@ -51,10 +67,7 @@ export const baseSections = {
       .refine((n) => n % 2 === 1, "an odd number (stacked etcd: an even count adds no fault tolerance)"),
   ),
   "molt:image": z.string().min(1, "the base image: a lab image, AMI, Azure image reference or vSphere template"),
-  "molt:kubernetesVersion": z
-    .string()
-    .refine((v) => semver.valid(v.replace(/^v/, "")) !== null, "a full version such as 1.34.2")
-    .optional(),
+  "molt:kubernetesVersion": kubernetesVersionSchema.optional(),
   "molt:encryptionAtRest": z
     .boolean({
       message:

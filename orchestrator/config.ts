@@ -154,7 +154,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
       provider: c["molt:provider"],
       replicas: c["molt:replicas"],
       image: c["molt:image"],
-      ...(c["molt:kubernetesVersion"] ? { kubernetesVersion: c["molt:kubernetesVersion"].replace(/^v/, "") } : {}),
+      ...(c["molt:kubernetesVersion"] ? { kubernetesVersion: c["molt:kubernetesVersion"] } : {}),
       ...(cloud?.failureDomains.length ? { failureDomains: cloud.failureDomains } : {}),
       ...(staticAddressPool.length ? { staticAddressPool } : {}),
       ...(apiEndpoint ? { vip: { address: apiEndpoint.address } } : {}),

@@ -2,6 +2,7 @@
 import type { RolloutResultKind } from "./core/model";
 import type { HookName, Operation, OperationKind } from "./core/model";
 import type { PromotionEvent } from "./promotion/events";
+import type { OpenWindow } from "./controls/window";
 
 export type Phase = "observe" | "provision" | "etcd" | "kube" | "endpoint" | "wait" | "snapshot" | "hook";
 
@@ -27,6 +28,8 @@ export type RolloutEvent =
       replicas: number;
       image: string;
       kubernetesVersion?: string;
+      /** molt:rollout.window: the window this run started in and when it closes. */
+      window?: OpenWindow;
       time: string;
     }
   | {

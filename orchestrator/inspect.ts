@@ -24,6 +24,7 @@ import { releaseStatus, type ReleaseStatus } from "./promotion/status";
 import { S3Store } from "./backend/s3";
 import { fileBackendDir } from "./backend/file-sidecars";
 import { existsSync } from "node:fs";
+import { checkpointExists } from "./stack/checkpoint";
 
 export interface Condition {
   type: "EtcdClusterHealthy" | "EtcdMembersMatchNodes" | "MachinesUpToDate" | "ControlPlaneHealthy" | "Available";
@@ -59,21 +60,29 @@ export async function inspect(o: {
   const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
   const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
   const intent = cfg.intent;
-  const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
-  await checkBackendReadOnly(backend, o.env);
+  // Nothing is written, the default backend's folder included.
+  const ownBackend = o.env?.PULUMI_BACKEND_URL ?? process.env.PULUMI_BACKEND_URL;
+  const backend = ownBackend ?? backendUrl({ create: false });
+  if (ownBackend) await checkBackendReadOnly(backend, o.env);
+  const empty = (): Edges => ({ stack: new EmptyStack(o.stack), nodes: new SshNodeAccess() });
   let edges: Edges;
   try {
-    edges = await (o.edges ?? openEdges)({
-      stackName: o.stack,
-      workDir,
-      env: o.env,
-      backend,
-      config: cfg,
-      create: false,
-    });
+    // A stack the backend has no checkpoint of is not opened: the engine would write to the
+    // backend (.pulumi/meta.yaml) to find that out.
+    edges =
+      !o.edges && (await checkpointExists(backend, o.stack, { ...process.env, ...o.env })) === false
+        ? empty()
+        : await (o.edges ?? openEdges)({
+            stackName: o.stack,
+            workDir,
+            env: o.env,
+            backend,
+            config: cfg,
+            create: false,
+          });
   } catch (e) {
     if (!(e instanceof StackNotFoundError)) throw e;
-    edges = { stack: new EmptyStack(o.stack), nodes: new SshNodeAccess() };
+    edges = empty();
   }
   const exists = !(edges.stack instanceof EmptyStack);
   let snapshot: World;

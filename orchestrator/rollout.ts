@@ -6,6 +6,7 @@
 import { pause } from "../lib/poll";
 import { act, changesMembership, isChange } from "./act";
 import { loadStackConfig, resolveLabImage, type StackConfig } from "./config";
+import { claimStackLab } from "./lab-claim";
 import { openEdges, type EdgeFactory } from "./edges/open";
 import type { Edges } from "./core/edges";
 import { retainBackups, takeBackup } from "./etcd-backup";
@@ -113,8 +114,15 @@ async function run(
   if (intent.kubernetesVersion !== undefined) k8s().catch(() => undefined);
   // molt:rollout.window: outside it nothing starts (OutsideWindowError, CLI exit 8).
   const wall = o.wallClock ?? controlsClock();
-  checkWindowAtStart(intent.rollout.window, wall());
-  emit({ type: "start", stack: o.stack, command: "rollout", ...startOf(intent), time: new Date().toISOString() });
+  const window = checkWindowAtStart(intent.rollout.window, wall());
+  emit({
+    type: "start",
+    stack: o.stack,
+    command: "rollout",
+    ...startOf(intent),
+    ...(window ? { window } : {}),
+    time: new Date().toISOString(),
+  });
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
   // A run that may `up` needs the provider's engine plugins, which molt never downloads during
   // a run: missing ones are refused before anything is written, the lease included.
@@ -125,6 +133,15 @@ async function run(
   // The stack's lease (orchestrator/lock-scope.ts): `lock.signal` aborts if it is ever lost,
   // which cancels an engine step in flight as the caller's signal does.
   const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env, cfg.lockIn);
+  // A lab stack's lab is its own: another stack's is refused here, before anything changes
+  // (after the lease: a backend that cannot be used is said as such first).
+  let stackCfg: StackConfig;
+  try {
+    stackCfg = claimStackLab(cfg, o.stack, backend, (message) => emit({ type: "warning", message }));
+  } catch (e) {
+    await lock.release();
+    throw e;
+  }
   const signal = o.signal ? AbortSignal.any([o.signal, lock.signal]) : lock.signal;
 
   const clock = new RunClock(emit);
@@ -158,7 +175,7 @@ async function run(
       workDir,
       env: o.env,
       backend,
-      config: cfg,
+      config: stackCfg,
       report: emit,
       engineOutput: o.engineOutput,
       engineLockDeadlineSeconds: intent.timeouts.joinSeconds + 120,

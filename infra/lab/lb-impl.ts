@@ -7,6 +7,7 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { assertRoot, ensureBridge, LabHostError, parseSubnet, sh, waitFor } from "./host";
 import type { LabLbInputs, LabLbAttachmentInputs } from "./lb";
+import { claimLab, readLabClaim, releaseLab, type LabClaim } from "./owner";
 
 const DEADLINE_MS = 30_000;
 
@@ -119,6 +120,9 @@ async function apply(dir: string, i: LabLbInputs): Promise<void> {
 }
 
 export async function createLb(i: LabLbInputs): Promise<{ id: string; outs: LabLbInputs & { address: string } }> {
+  // A lab another stack owns is refused before anything is touched (molt's preflight refuses
+  // it earlier; this holds for any engine run).
+  if (i.owner) claimLab(i.labRoot, i.lab, i.owner);
   assertRoot();
   const dir = lbDir(i);
   // In a machine's namespace, the machine's interfaces carry it; otherwise the host's bridge.
@@ -133,7 +137,20 @@ export async function createLb(i: LabLbInputs): Promise<{ id: string; outs: LabL
   return { id: `${i.lab}/lb`, outs: { ...i, address: `${i.bind ?? parseSubnet(i.subnet).gateway}:${i.port}` } };
 }
 
-export async function removeLb(i: LabLbInputs): Promise<void> {
+/**
+ * Deletes the load balancer of `i`'s stack, unless another stack still uses it: the lab
+ * belongs to another stack, or servers are still attached in a lab a stack has claimed (a
+ * stack's own attachments are deleted before its load balancer, so what is left is another
+ * stack's). Then the HAProxy keeps running for them, and only this stack's record of it goes.
+ * The owner's delete gives the lab up either way. A load balancer in a lab nobody claimed
+ * (one made outside molt's stacks) goes as before.
+ */
+export async function removeLb(i: LabLbInputs): Promise<{ kept?: string }> {
+  const claim = readLabClaim(i.labRoot, i.lab);
+  const kept = keptFor(i, claim);
+  if (i.owner && claim && claim.stack === i.owner.stack && claim.backend === i.owner.backend)
+    releaseLab(i.labRoot, i.lab, i.owner);
+  if (kept) return { kept };
   const dir = lbDir(i);
   const pid = masterPid(dir);
   if (pid) {
@@ -141,6 +158,17 @@ export async function removeLb(i: LabLbInputs): Promise<void> {
     await waitFor("the lab load balancer to stop", async () => !pidAlive(pid), DEADLINE_MS);
   }
   rmSync(dir, { recursive: true, force: true });
+  return {};
+}
+
+/** Why the load balancer of `i` stays for another stack, or undefined. */
+function keptFor(i: LabLbInputs, claim: LabClaim | undefined): string | undefined {
+  if (!claim) return undefined;
+  if (i.owner && (claim.stack !== i.owner.stack || claim.backend !== i.owner.backend))
+    return `lab ${i.lab} belongs to stack ${claim.stack} (${claim.backend})`;
+  const servers = join(lbDir(i), "servers");
+  const attached = existsSync(servers) ? readdirSync(servers).sort() : [];
+  return attached.length ? `servers of another stack are still attached: ${attached.join(", ")}` : undefined;
 }
 
 export async function attach(a: LabLbAttachmentInputs): Promise<{ id: string; outs: LabLbAttachmentInputs }> {

@@ -1,6 +1,7 @@
 // The lab settings every lab resource reads (molt:lab.*): which lab, its bridge and subnet,
 // how the API endpoint is served.
 import type { VipSettings } from "../vip/keepalived";
+import type { LabOwner } from "./owner";
 
 export interface LabSettings {
   lab: string;
@@ -17,4 +18,6 @@ export interface LabSettings {
    * network namespace) that new nodes are attached to, instead of molt's own.
    */
   loadBalancer?: { lab: string; address: string; netns?: string; bind?: string };
+  /** The stack the lab belongs to (infra/lab/owner.ts): set by the run, claimed by the load balancer it creates. */
+  owner?: LabOwner;
 }

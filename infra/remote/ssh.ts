@@ -74,6 +74,33 @@ export class BastionError extends Error {
   }
 }
 
+/**
+ * The bastion is fine, but could not connect to the host behind it (the host's SSH port
+ * refused, no route, a timeout): the host's problem, said for each host, not the bastion's.
+ */
+export class UnreachableThroughBastionError extends Error {
+  constructor(
+    readonly bastion: string,
+    readonly host: string,
+    readonly port: number,
+    detail: string,
+  ) {
+    super(`bastion ${bastion} could not connect to ${host}:${port} (${detail})`);
+    this.name = "UnreachableThroughBastionError";
+  }
+}
+
+/** SSH_MSG_CHANNEL_OPEN_FAILURE's reason when the server could not make the connection (RFC 4254 5.1). */
+const OPEN_CONNECT_FAILED = 2;
+
+/** What a refused direct-tcpip channel means: the host behind the bastion, or the bastion itself. */
+export function forwardError(bastion: string, host: string, port: number, err: Error & { reason?: unknown }): Error {
+  const detail = err.message.replace(/^\(SSH\) Channel open failure: /, "");
+  return err.reason === OPEN_CONNECT_FAILED
+    ? new UnreachableThroughBastionError(bastion, host, port, detail)
+    : new BastionError(bastion, `refused to open a connection to ${host}:${port} (${err.message})`);
+}
+
 export class SshCredentialsError extends Error {
   constructor(message: string) {
     super(message);
@@ -172,9 +199,7 @@ function forwardThrough(jump: Client, bastion: string, host: string, port: numbe
   return new Promise((resolve, reject) => {
     try {
       jump.forwardOut("127.0.0.1", 0, host, port, (err, channel) =>
-        err
-          ? reject(new BastionError(bastion, `refused to open a connection to ${host}:${port} (${err.message})`))
-          : resolve(channel),
+        err ? reject(forwardError(bastion, host, port, err)) : resolve(channel),
       );
     } catch (e) {
       reject(new BastionError(bastion, `connection lost (${(e as Error).message})`));

@@ -9,6 +9,7 @@ import type { NodeEndpoint, NodeEntry } from "../core/nodes";
 import { buildProgram } from "../../infra/program";
 import type { SshTarget } from "../../infra/remote/ssh";
 import { loadStackConfig, resolveLabImage } from "../config";
+import { claimStackLab } from "../lab-claim";
 import { EtcdAccess } from "../edges/etcd";
 import { acquireLock, machineStore, type HeldLock } from "../lock";
 import { acquireClusterLock } from "../cluster-lock";
@@ -82,6 +83,10 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
   // The state guard's token (infra/guard.ts), for a stack whose lease lives in the cluster.
   let guardToken = "";
   try {
+    // 0. A lab stack's lab is its own (lab-claim.ts): another stack's is refused before anything is recorded.
+    const owned = claimStackLab(cfg, o.stack, backend, (message) =>
+      emit({ type: "check", check: "lab", ok: true, detail: message }),
+    );
     // 1. The stack must hold no node yet (it need not exist: it is created when recording).
     let stack: Stack | undefined;
     try {
@@ -175,7 +180,7 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
         await access!.close();
         access = undefined;
       }
-      const recorded = await record(o, workDir, cfg, entries, refuse, home === "cluster" ? guardToken : undefined);
+      const recorded = await record(o, workDir, owned, entries, refuse, home === "cluster" ? guardToken : undefined);
       emit({ type: "recorded", stack: o.stack, nodes: recorded.map((n) => adoptedView(n, o.input, etcd)) });
       return { stack: o.stack, nodes: recorded, ...(o.input.apiEndpoint ? { apiEndpoint: o.input.apiEndpoint } : {}) };
     } finally {

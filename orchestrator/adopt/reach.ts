@@ -118,32 +118,49 @@ async function scanAll(
   refuse: Refuse,
 ): Promise<Map<AdoptionHost, string>> {
   const seen = new Map<AdoptionHost, string>();
-  const problems: string[] = [];
+  const failures: ReachFailure[] = [];
   // One at a time through a bastion (sshd's MaxStartups), in parallel otherwise.
   const scan = async (h: AdoptionHost) => {
     try {
       seen.set(h, await scanHostKey(h.sshHost, h.sshPort, bastion ? { bastion } : {}));
-    } catch (e) {
-      problems.push(
-        `${bastionHint(e)}host ${h.sshHost}:${h.sshPort} is not reachable over SSH: ${(e as Error).message}`,
-      );
+    } catch (error) {
+      failures.push({ host: h.sshHost, port: h.sshPort, doing: "is not reachable over SSH", error });
     }
   };
   if (bastion) for (const h of hosts) await scan(h);
   else await Promise.all(hosts.map(scan));
-  // The bastion's own failure is the same for every host: said once.
-  const bastionProblems = problems.filter((p) => p.startsWith("the bastion"));
-  if (bastionProblems.length) refuse(bastionProblems[0]);
-  refuseUnless(problems, refuse);
+  refuseUnless(reachProblems(failures), refuse);
   return seen;
 }
 
-function bastionHint(e: unknown): string {
+export interface ReachFailure {
+  host: string;
+  port: number;
+  /** What failed, after the host: "is not reachable over SSH", "cannot log in as root". */
+  doing: string;
+  error: unknown;
+}
+
+/**
+ * Every host that failed, by name. A failure of the bastion itself (it refused molt, or its
+ * host key is not the pinned one) is the same for every host: said once, first. A host the
+ * bastion could not connect to (its SSH port refused, no route) is that host's failure.
+ */
+export function reachProblems(failures: readonly ReachFailure[]): string[] {
+  const bastion = failures.map((f) => bastionProblem(f.error)).filter((p): p is string => p !== undefined);
+  const hosts = failures
+    .filter((f) => bastionProblem(f.error) === undefined)
+    .sort((a, b) => a.host.localeCompare(b.host) || a.port - b.port)
+    .map((f) => `host ${f.host}:${f.port} ${f.doing}: ${(f.error as Error).message}`);
+  return [...bastion.slice(0, 1), ...hosts];
+}
+
+function bastionProblem(e: unknown): string | undefined {
   const n = (e as Error).name;
-  if (n === "BastionError") return `the bastion refused: ${(e as Error).message}; `;
+  if (n === "BastionError") return `the bastion refused: ${(e as Error).message}`;
   if (n === "HostKeyMismatchError" && /bastion/.test((e as Error).message))
-    return `the bastion's host key is not molt:ssh.bastion.hostKey: ${(e as Error).message}; `;
-  return "";
+    return `the bastion's host key is not molt:ssh.bastion.hostKey: ${(e as Error).message}`;
+  return undefined;
 }
 
 export async function probeAll(
@@ -152,7 +169,7 @@ export async function probeAll(
   refuse: Refuse,
 ): Promise<Map<AdoptionHost, HostFacts>> {
   const facts = new Map<AdoptionHost, HostFacts>();
-  const problems: string[] = [];
+  const failures: ReachFailure[] = [];
   await Promise.all(
     hosts.map(async (h) => {
       let ssh: SshSession | undefined;
@@ -160,18 +177,13 @@ export async function probeAll(
         ssh = await SshSession.connect(target(h), { readyTimeoutMs: 15_000 });
         const r = await ssh.exec(probeScript(ssh.target.user));
         facts.set(h, parseProbe(r.stdout));
-      } catch (e) {
-        problems.push(
-          `${bastionHint(e)}host ${h.sshHost}:${h.sshPort}: cannot log in as ${target(h).user}: ` +
-            `${(e as Error).message}`,
-        );
+      } catch (error) {
+        failures.push({ host: h.sshHost, port: h.sshPort, doing: `cannot log in as ${target(h).user}`, error });
       } finally {
         ssh?.close();
       }
     }),
   );
-  const bastionProblems = problems.filter((p) => p.startsWith("the bastion"));
-  if (bastionProblems.length) refuse(bastionProblems[0]);
-  refuseUnless(problems, refuse);
+  refuseUnless(reachProblems(failures), refuse);
   return facts;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// molt's command line: rollout, plan, status, adopt; verify and promote (cli/promotion.ts).
+// molt's command line: rollout, plan, status, adopt, version; verify and promote (cli/promotion.ts).
 // Exit codes are part of the interface:
 //   0 succeeded or nothing to do      2 invalid input or refused preflight (nothing changed)
 //   3 another run holds the stack     4 a new node failed and was rolled back (old nodes intact)
@@ -7,7 +7,7 @@
 //   7 failed after changes (see the report; rerun to converge)   130 cancelled (SIGINT/SIGTERM)
 //   8 outside the maintenance window (molt:rollout.window; nothing changed)
 //   1 unexpected error
-import { Command, Option } from "commander";
+import { Command, CommanderError, Option } from "commander";
 import { writeMetricsFile } from "../report/metrics";
 import { WebhookNotifier } from "../report/notify";
 import { redactDeep, redactText } from "../report/redact";
@@ -28,6 +28,7 @@ import { registerPromotionCommands } from "./promotion";
 import { EXIT, NotConfirmedError, exitFor, errorExit } from "./exit";
 import { cancelOnSignals } from "./signals";
 import { ts, humanRenderer, waitDeadlines, notifySettings, printInspection, humanAdopt, printJson } from "./render";
+import { versions, versionText } from "./version";
 import { positiveInteger, checkReportOptions, collect, readInput, confirmKeysOnTty, confirmOnTty } from "./options";
 
 // The AWS SDK (the s3:// lock store) warns on every run that its future releases will need a
@@ -42,7 +43,12 @@ export async function main(argv: string[]): Promise<number> {
     .exitOverride()
     // Inherited by the commands: a usage error says what to run for help.
     .showHelpAfterError("(run `molt --help` or `molt <command> --help` for usage; nothing was changed)")
-    .configureOutput({ writeErr: (s) => (json ? undefined : process.stderr.write(s)) });
+    .configureOutput({ writeErr: (s) => (json ? undefined : process.stderr.write(s)) })
+    .option("-V, --version", "print molt's version, the Pulumi engine's and Node.js's (also: molt version)")
+    .on("option:version", () => {
+      printVersions(json);
+      throw new CommanderError(EXIT.ok, "commander.version", "");
+    });
   let code = EXIT.ok as number;
   const stackOpt = () => new Option("-s, --stack <name>", "stack (stacks/Pulumi.<name>.yaml)").makeOptionMandatory();
 
@@ -254,6 +260,12 @@ export async function main(argv: string[]): Promise<number> {
       },
     );
 
+  program
+    .command("version")
+    .description("molt's version, the Pulumi engine's molt would run and Node.js's")
+    .option("--json", "print one JSON document")
+    .action((opts: { json?: boolean }) => printVersions(!!opts.json));
+
   registerPromotionCommands(program, { setCode: (c) => (code = c), errorExit, cancelOnSignals });
 
   for (const what of ["plan", "status"] as const) {
@@ -299,6 +311,11 @@ export async function main(argv: string[]): Promise<number> {
     return EXIT.invalid;
   }
   return code;
+}
+
+function printVersions(json: boolean): void {
+  const v = versions();
+  process.stdout.write(json ? JSON.stringify(v) + "\n" : versionText(v));
 }
 
 if (require.main === module) {

@@ -13,6 +13,15 @@ import { renderPromotionEvent } from "./promotion";
 
 export const ts = () => new Date().toISOString().slice(11, 19);
 
+/** "3h 12m", "45m", "50s": how long until something, for people. */
+export function duration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  return h ? `${h}h ${m}m` : `${m}m`;
+}
+
 /**
  * Human output. Waits are one line each: what is awaited and its deadline, said once when
  * the wait starts; on a terminal that line is updated in place while it lasts, elsewhere
@@ -81,10 +90,17 @@ export function humanRenderer(o: {
   function render(e: RolloutEvent): void {
     switch (e.type) {
       case "start":
-        return out(
+        out(
           `rollout of stack ${e.stack}: ${e.replicas} × ` +
             `${e.image}${e.kubernetesVersion ? ` / Kubernetes ${e.kubernetesVersion}` : ""} on ${e.provider}`,
         );
+        if (e.window)
+          out(
+            `maintenance window ${e.window.window}: open, closes ${e.window.closesAt.replace("T", " ")} ` +
+              `(in ${duration(e.window.closesInSeconds)}); a replacement under way then is finished, then the run ` +
+              "pauses (exit 5)",
+          );
+        return;
       case "lock":
         return out(
           `holding stack lock ${e.where} (run ${e.runId}, expires ${e.ttlSeconds}s after the last renewal, ` +
@@ -225,8 +241,19 @@ export function printPlanTable(rows: PlannedReplacement[]): void {
   if (rows.length === 0) return void process.stdout.write("no node is outdated\n");
   const header = ["#", "node", "from", "to", "why"];
   const data = rows.map((r) => [String(r.order), r.node, r.from, r.to, r.reason]);
-  const widths = header.map((h, i) => Math.max(h.length, ...data.map((d) => d[i].length)));
-  for (const row of [header, ...data]) process.stdout.write(row.map((c, i) => c.padEnd(widths[i])).join("  ") + "\n");
+  for (const line of table([header, ...data])) process.stdout.write(line + "\n");
+}
+
+/** Rows as columns as wide as their widest cell, two spaces apart, however long a name is. */
+export function table(rows: string[][]): string[] {
+  if (rows.length === 0) return [];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  return rows.map((r) =>
+    r
+      .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i])))
+      .join("  ")
+      .trimEnd(),
+  );
 }
 
 export function printInspection(i: Inspection, what: "plan" | "status"): void {
@@ -239,33 +266,24 @@ export function printInspection(i: Inspection, what: "plan" | "status"): void {
   if (what === "status") {
     w("");
     const kube = i.nodes.some((n) => n.kube) || i.intent.kubernetesVersion !== undefined;
-    const imageWidth = Math.max(14, ...i.nodes.map((n) => n.image.length + 2));
-    w(
-      "NODE".padEnd(24) +
-        "IMAGE".padEnd(imageWidth) +
-        "MEMBER".padEnd(18) +
-        "ROLE".padEnd(10) +
-        "HEALTHY  " +
-        (kube ? "API".padEnd(10) + "NODE".padEnd(18) : "") +
-        "UP-TO-DATE",
-    );
-    for (const n of i.nodes) {
-      const k = n.kube
-        ? (n.kube.apiserverVersion ?? "down").padEnd(10) +
-          ((n.kube.nodeReady ? "Ready" : "NotReady") + (n.kube.cordoned ? ",cordoned" : "")).padEnd(18)
-        : kube
-          ? "?".padEnd(10) + "?".padEnd(18)
-          : "";
-      w(
-        n.name.padEnd(24) +
-          n.image.padEnd(imageWidth) +
-          (n.member ? hexMemberId(n.member.id) : "-").padEnd(18) +
-          (n.member ? (n.member.learner ? "learner" : n.member.leader ? "leader" : "voter") : "-").padEnd(10) +
-          (n.member?.healthy && n.kube?.healthy !== false ? "yes" : "no").padEnd(9) +
-          k +
-          (n.outdated ? "no" : "yes"),
-      );
-    }
+    const header = ["NODE", "IMAGE", "MEMBER", "ROLE", "HEALTHY", ...(kube ? ["API", "NODE"] : []), "UP-TO-DATE"];
+    const rows = i.nodes.map((n) => [
+      n.name,
+      n.image,
+      n.member ? hexMemberId(n.member.id) : "-",
+      n.member ? (n.member.learner ? "learner" : n.member.leader ? "leader" : "voter") : "-",
+      n.member?.healthy && n.kube?.healthy !== false ? "yes" : "no",
+      ...(kube
+        ? n.kube
+          ? [
+              n.kube.apiserverVersion ?? "down",
+              (n.kube.nodeReady ? "Ready" : "NotReady") + (n.kube.cordoned ? ",cordoned" : ""),
+            ]
+          : ["?", "?"]
+        : []),
+      n.outdated ? "no" : "yes",
+    ]);
+    for (const line of table([header, ...rows])) w(line);
     const stray = i.members.filter((m) => !i.nodes.some((n) => n.member?.id === m.id));
     for (const m of stray)
       w(
@@ -313,12 +331,17 @@ export function humanAdopt(e: AdoptEvent | { type: "summary"; stack: string; nod
       return out(`✓ ${e.check}: ${e.detail}`);
     case "recorded":
       out(`recorded in stack ${e.stack} (nothing on the cluster was changed):`);
-      for (const n of e.nodes)
-        out(
-          `  ${n.name.padEnd(24)} ${n.address.padEnd(16)} etcd ${n.etcdVersion}` +
-            `${n.kubernetesVersion ? `, Kubernetes ${n.kubernetesVersion}` : ""}${n.leader ? ", leader" : ""}` +
-            `  ssh ${n.ssh}  (adopted, generation ${n.generation})`,
-        );
+      for (const line of table(
+        e.nodes.map((n) => [
+          n.name,
+          n.address,
+          `etcd ${n.etcdVersion}${n.kubernetesVersion ? `, Kubernetes ${n.kubernetesVersion}` : ""}` +
+            (n.leader ? ", leader" : ""),
+          `ssh ${n.ssh}`,
+          `(adopted, generation ${n.generation})`,
+        ]),
+      ))
+        out(`  ${line}`);
       return;
     case "summary":
       return out(

@@ -94,11 +94,26 @@ export class OutsideWindowError extends Error {
   }
 }
 
-/** Refuses a start outside the window. */
-export function checkWindowAtStart(w: MaintenanceWindow | undefined, t: number): void {
-  if (!w) return;
+/** The open window a run starts in, as its `start` event says it. */
+export interface OpenWindow {
+  /** molt:rollout.window, e.g. "mon,tue 22:00-04:00 Europe/Berlin". */
+  window: string;
+  /** When it closes, in its time zone (ISO 8601 with the offset). */
+  closesAt: string;
+  /** Seconds from the start to the close, on the clock the window is judged on. */
+  closesInSeconds: number;
+}
+
+/** Refuses a start outside the window; inside it, says which window and when it closes. */
+export function checkWindowAtStart(w: MaintenanceWindow | undefined, t: number): OpenWindow | undefined {
+  if (!w) return undefined;
   const s = windowState(w, t);
   if (!s.open) throw new OutsideWindowError(w, show(s.opensAt));
+  return {
+    window: describeWindow(w),
+    closesAt: s.closesAt.toISO({ suppressMilliseconds: true })!,
+    closesInSeconds: Math.round((s.closesAt.toMillis() - t) / 1000),
+  };
 }
 
 /**

@@ -141,11 +141,14 @@ export function moltHome(): string {
   return process.env.MOLT_HOME ?? join(homedir(), ".molt");
 }
 
-/** The backend: PULUMI_BACKEND_URL if the user set one, else a file backend under ~/.molt. */
-export function backendUrl(): string {
+/**
+ * The backend: PULUMI_BACKEND_URL if the user set one, else a file backend under ~/.molt,
+ * whose folder is made unless `create` is false (a read-only command writes nothing).
+ */
+export function backendUrl(o: { create?: boolean } = {}): string {
   if (process.env.PULUMI_BACKEND_URL) return process.env.PULUMI_BACKEND_URL;
   const dir = join(moltHome(), "state");
-  mkdirSync(dir, { recursive: true });
+  if (o.create !== false) mkdirSync(dir, { recursive: true });
   return `file://${dir}`;
 }
 

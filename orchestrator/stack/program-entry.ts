@@ -13,8 +13,10 @@ import type { NodeEntry } from "../core/nodes";
 import { buildProgram, NODE_LIST_SCHEMA } from "../../infra/program";
 import { loadStackConfig, resolveLabImage } from "../config";
 import { programInputFor } from "../program-input";
+import { withLabOwner } from "../lab-claim";
 import { leaseHome } from "../lock-scope";
 import { backendUrl } from "./engine";
+import { nodesWithStoredJoins, type StateResource } from "./targets";
 
 /** Why a hand-run update is refused (undefined while previewing: a preview changes nothing). */
 export function refusal(stack: string, dryRun: boolean): string | undefined {
@@ -54,9 +56,35 @@ export default async function program(): Promise<Record<string, unknown>> {
   const why = refusal(stack, pulumi.runtime.isDryRun());
   if (why) throw new pulumi.RunError(why);
   const projectDir = process.env.MOLT_PROJECT_DIR ?? process.cwd();
-  const cfg = resolveLabImage(loadStackConfig(projectDir, stack));
+  // The lab's owner as a rollout declares it (lab-claim.ts): this stack in the engine's backend.
+  const cfg = withLabOwner(resolveLabImage(loadStackConfig(projectDir, stack)), stack, backendUrl());
   // A stack whose lease lives in the cluster holds the state guard: declared as it is.
   const guarded = leaseHome(backendUrl(), cfg.lockIn, process.env) === "cluster";
-  // Every node of the stored list has joined: none registers its join again.
-  return buildProgram(programInputFor(cfg, storedNodes(stack, projectDir), []), guarded ? "keep" : undefined)();
+  // Every node of the stored list has joined. The one the last change added still holds its
+  // join in the state (molt's next change drops it): registered as stored, the rest without.
+  const nodes = storedNodes(stack, projectDir);
+  const joins = nodes.length
+    ? nodesWithStoredJoins(
+        storedResources(stack, projectDir),
+        nodes.map((n) => n.name),
+      )
+    : [];
+  return buildProgram(programInputFor(cfg, nodes, joins), guarded ? "keep" : undefined)();
+}
+
+/** The resources of the stack's state with their links (`stack export`, nothing decrypted). */
+export function storedResources(stack: string, projectDir: string): StateResource[] {
+  let text: string;
+  try {
+    text = execFileSync("pulumi", ["stack", "export", "--stack", stack, "--non-interactive"], {
+      cwd: projectDir,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      maxBuffer: 1 << 28,
+    });
+  } catch (e) {
+    const stderr = String((e as { stderr?: unknown }).stderr ?? "");
+    throw new Error(`cannot read the state of stack ${stack}: ${stderr.trim() || (e as Error).message}`);
+  }
+  return (JSON.parse(text) as { deployment?: { resources?: StateResource[] } }).deployment?.resources ?? [];
 }

@@ -118,16 +118,32 @@ function dependentsOf(real: readonly StateResource[], start: readonly string[]):
  * program's own registration ("Duplicate resource URN"). A node's machine depends only on its
  * own and cluster-wide resources, so it is never among them.
  */
-export function crossNodeResources(resources: readonly StateResource[], nodeNames: readonly string[]): string[] {
+/**
+ * The nodes whose stored resources still link to another node's: the node the last change
+ * added keeps its join (the seed it joined through, the node before it) until the next
+ * change targets it (crossNodeResources). A program run outside a rollout (`pulumi preview`
+ * by hand) registers these nodes' joins as stored, so it shows no change.
+ */
+export function nodesWithStoredJoins(resources: readonly StateResource[], nodeNames: readonly string[]): string[] {
+  const owners = new Set(crossing(resources, nodeNames).map((urn) => ownerOf(urnName(urn), nodeNames)));
+  return nodeNames.filter((n) => owners.has(n));
+}
+
+function crossing(resources: readonly StateResource[], nodeNames: readonly string[]): string[] {
   const real = resources.filter((r) => !ENGINE_OWNED(r));
   const owner = new Map(real.map((r) => [r.urn, ownerOf(urnName(r.urn), nodeNames)]));
-  const crossing = real
+  return real
     .filter((r) => {
       const mine = owner.get(r.urn);
       return mine !== undefined && refs(r).some((u) => owner.get(u) !== undefined && owner.get(u) !== mine);
     })
     .map((r) => r.urn);
-  return [...new Set([...crossing, ...dependentsOf(real, crossing)])].sort();
+}
+
+export function crossNodeResources(resources: readonly StateResource[], nodeNames: readonly string[]): string[] {
+  const real = resources.filter((r) => !ENGINE_OWNED(r));
+  const found = crossing(real, nodeNames);
+  return [...new Set([...found, ...dependentsOf(real, found)])].sort();
 }
 
 /**

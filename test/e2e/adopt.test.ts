@@ -227,10 +227,21 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     await assertNothingRecorded();
   });
 
-  it("bad input, exit 2 and nothing recorded: an unreachable host", async () => {
-    const run = await adopt(...hostArgs(foreign), "--host", "10.77.118.250", "--known-hosts", knownHosts(foreign));
+  it("bad input, exit 2 and nothing recorded: unreachable hosts, each named, none blamed on the bastion", async () => {
+    const run = await adopt(
+      ...hostArgs(foreign),
+      "--host",
+      "10.77.118.250",
+      "--host",
+      "10.77.118.251",
+      "--known-hosts",
+      knownHosts(foreign),
+    );
     assert.equal(run.code, 2, run.stdout + run.stderr);
-    assert.match(errorOf(run)!.message, /host 10\.77\.118\.250:22 is not reachable over SSH/);
+    const message = errorOf(run)!.message;
+    for (const host of ["10.77.118.250", "10.77.118.251"])
+      assert.match(message, new RegExp(`host ${host.replace(/\./g, "\\.")}:22 is not reachable over SSH: bastion `));
+    assert.doesNotMatch(message, /the bastion refused/);
     await assertNothingRecorded();
   });
 

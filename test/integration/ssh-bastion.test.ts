@@ -4,7 +4,7 @@ import * as assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { HookFiles, writeSshConfig } from "../../orchestrator/controls/hooks";
-import { connect } from "node:net";
+import { connect, createServer } from "node:net";
 import {
   BastionError,
   fingerprintOf,
@@ -13,6 +13,7 @@ import {
   scanHostKey,
   SshCredentialsError,
   SshSession,
+  UnreachableThroughBastionError,
 } from "../../infra/remote/ssh";
 import { startAgent, startSshd, type TestAgent, type TestSshd } from "../support/sshd";
 
@@ -23,6 +24,7 @@ describe("SSH through a bastion, and with an ssh-agent (infra/remote/ssh.ts)", f
   let node: TestSshd;
   let bastion: TestSshd;
   let closedBastion: TestSshd;
+  let openBastion: TestSshd;
   let agent: TestAgent;
   const savedSock = process.env.SSH_AUTH_SOCK;
 
@@ -30,10 +32,11 @@ describe("SSH through a bastion, and with an ssh-agent (infra/remote/ssh.ts)", f
     node = await startSshd({ authorizedKey: client.publicKey });
     bastion = await startSshd({ authorizedKey: client.publicKey, permitOpen: `127.0.0.1:${node.port}` });
     closedBastion = await startSshd({ authorizedKey: client.publicKey, permitOpen: "none" });
+    openBastion = await startSshd({ authorizedKey: client.publicKey, permitOpen: "any" });
     agent = startAgent(client.privateKey);
   });
   after(async () => {
-    await Promise.all([node?.stop(), bastion?.stop(), closedBastion?.stop()]);
+    await Promise.all([node?.stop(), bastion?.stop(), closedBastion?.stop(), openBastion?.stop()]);
     agent?.stop();
     if (savedSock === undefined) delete process.env.SSH_AUTH_SOCK;
     else process.env.SSH_AUTH_SOCK = savedSock;
@@ -125,6 +128,32 @@ describe("SSH through a bastion, and with an ssh-agent (infra/remote/ssh.ts)", f
       }),
       (e: Error) => e instanceof BastionError && /refused to open a connection to 127\.0\.0\.1:\d+/.test(e.message),
     );
+  });
+
+  it("says the node behind a working bastion refused, not the bastion, when its SSH port is closed", async () => {
+    // A port nothing listens on: taken, then given back.
+    const closed = await new Promise<number>((resolve) => {
+      const srv = createServer().listen(0, "127.0.0.1", () => {
+        const port = (srv.address() as { port: number }).port;
+        srv.close(() => resolve(port));
+      });
+    });
+    const refused = (e: Error) =>
+      e instanceof UnreachableThroughBastionError &&
+      e.message ===
+        `bastion root@127.0.0.1:${openBastion.port} could not connect to 127.0.0.1:${closed} ` + "(Connection refused)";
+    await assert.rejects(
+      SshSession.connect({
+        host: "127.0.0.1",
+        port: closed,
+        user: "root",
+        privateKey: client.privateKey,
+        hostKey: node.hostKey,
+        bastion: through(openBastion),
+      }),
+      refused,
+    );
+    await assert.rejects(scanHostKey("127.0.0.1", closed, { bastion: through(openBastion) }), refused);
   });
 
   it("logs in with the ssh-agent's key alone (SSH_AUTH_SOCK), at the bastion and the node", async () => {

@@ -303,6 +303,31 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         "molt:kubernetesVersion",
         /full version/,
       ],
+      // semver alone lets these through; each would have been a second spelling of a version.
+      [
+        "kubernetesVersion with a second v",
+        [...awsLines.slice(0, 4), "molt:kubernetesVersion: vv1.34.2"],
+        "molt:kubernetesVersion",
+        /second "v" \(got "vv1\.34\.2"\)/,
+      ],
+      [
+        "kubernetesVersion with spaces",
+        [...awsLines.slice(0, 4), 'molt:kubernetesVersion: " 1.34.2"'],
+        "molt:kubernetesVersion",
+        /no spaces/,
+      ],
+      [
+        "kubernetesVersion with build metadata",
+        [...awsLines.slice(0, 4), "molt:kubernetesVersion: 1.34.2+k3s1"],
+        "molt:kubernetesVersion",
+        /build metadata/,
+      ],
+      [
+        "kubernetesVersion not a string",
+        [...awsLines.slice(0, 4), "molt:kubernetesVersion: 1.34"],
+        "molt:kubernetesVersion",
+        /full version/,
+      ],
       ["drainSeconds 0", [...labLines, "molt:timeouts: { drainSeconds: 0 }"], "molt:timeouts.drainSeconds", /./],
       ["joinSeconds below 10", [...labLines, "molt:timeouts: { joinSeconds: 5 }"], "molt:timeouts.joinSeconds", /./],
       ["lockSeconds below 10", [...labLines, "molt:timeouts: { lockSeconds: 5 }"], "molt:timeouts.lockSeconds", />=10/],
@@ -583,6 +608,15 @@ describe("stack configuration (orchestrator/config.ts)", () => {
         ]).intent.kubernetesVersion,
         "1.36.3",
       );
+    });
+
+    it('reads "v1.36.3" as 1.36.3 once, at the file: the whole config equals the one without the v', () => {
+      const lines = ["molt:provider: lab", "molt:replicas: 3", "molt:image: k8s-v1.36.3"];
+      const withV = resolve([...lines, "molt:kubernetesVersion: v1.36.3"]);
+      const without = resolve([...lines, "molt:kubernetesVersion: 1.36.3"]);
+      // What status, records and every comparison read comes from here: one spelling.
+      assert.deepEqual(withV, without);
+      assert.equal(withV.intent.kubernetesVersion, "1.36.3");
     });
 
     it("leaves etcd-only images without a Kubernetes version, with their etcd version", () => {

@@ -1,7 +1,8 @@
 // The CLI's human output of waits: said once with its deadline, updated while it lasts, and
 // how long it took; --json is not involved (the renderer is only used without it).
 import * as assert from "node:assert/strict";
-import { humanRenderer } from "../../orchestrator/cli/render";
+import { humanRenderer, printInspection } from "../../orchestrator/cli/render";
+import type { Inspection } from "../../orchestrator/inspect";
 import type { RolloutEvent } from "../../orchestrator/events";
 import type { WaitKey } from "../../orchestrator/core/model";
 
@@ -179,4 +180,98 @@ describe("human output of hooks and engine steps", () => {
       ],
     );
   });
+});
+
+describe("human output of a rollout's start", () => {
+  const start = (extra: Partial<Extract<RolloutEvent, { type: "start" }>> = {}): RolloutEvent => ({
+    type: "start",
+    stack: "prod",
+    command: "rollout",
+    provider: "lab",
+    replicas: 3,
+    image: "lab-v2",
+    time: "2026-12-01T00:30:00.000Z",
+    ...extra,
+  });
+
+  it("names the maintenance window the run started in and when it closes", () => {
+    const lines = run(
+      [
+        [
+          0,
+          start({
+            window: {
+              window: "mon,tue 22:00-04:00 Europe/Berlin",
+              closesAt: "2026-12-01T04:00:00+01:00",
+              closesInSeconds: 2 * 3600 + 30 * 60,
+            },
+          }),
+        ],
+      ],
+      false,
+    ).map((l) => l.slice(10));
+    assert.deepEqual(lines, [
+      "rollout of stack prod: 3 × lab-v2 on lab",
+      "maintenance window mon,tue 22:00-04:00 Europe/Berlin: open, closes 2026-12-01 04:00:00+01:00 (in 2h 30m); " +
+        "a replacement under way then is finished, then the run pauses (exit 5)",
+    ]);
+  });
+
+  it("says nothing of a window when the stack has none", () => {
+    assert.deepEqual(
+      run([[0, start()]], false).map((l) => l.slice(10)),
+      ["rollout of stack prod: 3 × lab-v2 on lab"],
+    );
+  });
+});
+
+describe("status table", () => {
+  const inspection = (names: string[], kube: boolean): Inspection => ({
+    stack: "prod",
+    exists: true,
+    intent: { provider: "lab", replicas: 3, image: "lab-v2", maxSurge: 1 },
+    nodes: names.map((name, i) => ({
+      name,
+      image: i === 0 ? "adopted" : "lab-v2",
+      generation: i,
+      outdated: i === 0,
+      member: { id: String(1000 + i), learner: false, leader: i === 1, healthy: true },
+      ...(kube ? { kube: { nodeReady: true, cordoned: i === 0, apiserverVersion: "1.37.2", healthy: true } } : {}),
+    })),
+    members: [],
+    alarms: [],
+    conditions: [],
+    next: { kind: "done", reason: "all nodes up to date" },
+    replacements: [],
+    progress: { upToDate: 2, replicas: 3, outdated: [names[0]] },
+  });
+  const printed = (i: Inspection): string[] => {
+    const write = process.stdout.write.bind(process.stdout);
+    let out = "";
+    process.stdout.write = ((s: string) => ((out += s), true)) as typeof process.stdout.write;
+    try {
+      printInspection(i, "status");
+    } finally {
+      process.stdout.write = write;
+    }
+    return out.split("\n");
+  };
+
+  for (const kube of [false, true])
+    it(`keeps the columns apart for names longer than the old fixed width (${kube ? "Kubernetes" : "etcd"})`, () => {
+      const names = ["cp1.prod.example.internal", "prod-cp-4", "a-rather-long-node-name.prod.example.internal"];
+      const lines = printed(inspection(names, kube));
+      const at = lines.findIndex((l) => l.startsWith("NODE"));
+      const header = lines[at];
+      const rows = lines.slice(at + 1, at + 1 + names.length);
+      // Every cell starts where its header does, at least two spaces after the cell before it.
+      const starts = [...header.matchAll(/\S+/g)].map((m) => m.index);
+      for (const [k, row] of rows.entries()) {
+        const cells = row.split(/ {2,}/);
+        assert.equal(cells[0], names[k], row);
+        assert.equal(cells[1], k === 0 ? "adopted" : "lab-v2", row);
+        assert.equal(cells.length, starts.length, row);
+        for (const [c, cell] of cells.entries()) assert.equal(row.indexOf(cell, c ? starts[c] : 0), starts[c], row);
+      }
+    });
 });

@@ -6,7 +6,14 @@
 import * as assert from "node:assert/strict";
 import { buildProgram } from "../../infra/program";
 import type { NodeEntry } from "../../orchestrator/core/nodes";
-import { crossNodeResources, ownerOf, targetsFor, urnName, type StateResource } from "../../orchestrator/stack/targets";
+import {
+  crossNodeResources,
+  nodesWithStoredJoins,
+  ownerOf,
+  targetsFor,
+  urnName,
+  type StateResource,
+} from "../../orchestrator/stack/targets";
 import { LAB_SETTINGS, setLabMocks } from "./program-tree";
 
 interface Req {
@@ -90,7 +97,11 @@ const links = (r: StateResource) => [...(r.dependencies ?? []), ...Object.values
  * with: the engine would register that dependency ahead of the program, and then refuse the
  * program's own registration ("Duplicate resource URN").
  */
-async function roll(size: number, withJoining: boolean): Promise<{ surges: string[][]; prunes: string[][] }> {
+async function roll(
+  size: number,
+  withJoining: boolean,
+  o: { createOnly?: boolean } = {},
+): Promise<{ surges: string[][]; prunes: string[][]; state: Map<string, StateResource>; nodes: NodeEntry[] }> {
   let state = new Map<string, StateResource>();
   let nodes: NodeEntry[] = [];
   const change = async (next: NodeEntry[], node: string) => {
@@ -125,12 +136,37 @@ async function roll(size: number, withJoining: boolean): Promise<{ surges: strin
   for (let g = 1; g <= size; g++) await change([...nodes, entry(g, "lab-v1")], `lab-cp-${g}`);
   const surges: string[][] = [];
   const prunes: string[][] = [];
-  for (let g = size + 1; g <= 2 * size; g++) {
+  for (let g = size + 1; !o.createOnly && g <= 2 * size; g++) {
     surges.push(await change([...nodes, entry(g, "lab-v2")], `lab-cp-${g}`));
     const oldest = nodes[0].name;
     prunes.push(await change(nodes.slice(1), oldest));
   }
-  return { surges, prunes };
+  return { surges, prunes, state, nodes };
+}
+
+/**
+ * What `pulumi preview` by hand would show on `state`: the program run as
+ * stack/program-entry.ts runs it (the joins the state still holds), against the state.
+ */
+async function previewByHand(
+  state: Map<string, StateResource>,
+  nodes: NodeEntry[],
+  joining: (resources: StateResource[], names: string[]) => string[],
+): Promise<{ create: string[]; delete: string[]; relinked: string[] }> {
+  const run = await registered(
+    nodes,
+    joining(
+      [...state.values()],
+      nodes.map((n) => n.name),
+    ),
+  );
+  return {
+    create: [...run.keys()].filter((u) => !state.has(u)).map(urnName),
+    delete: [...state.keys()].filter((u) => !run.has(u)).map(urnName),
+    relinked: [...run]
+      .filter(([u, r]) => state.has(u) && links(state.get(u)!).sort().join() !== links(r).sort().join())
+      .map(([u]) => urnName(u)),
+  };
 }
 
 describe("join links between nodes (infra/node.ts joinsInThisUpdate)", () => {
@@ -174,6 +210,29 @@ describe("join links between nodes (infra/node.ts joinsInThisUpdate)", () => {
       surges.slice(1).forEach((others, i) => assert.deepEqual(others, [], `surge of lab-cp-${size + i + 2}`));
     });
   }
+
+  for (const [title, size, createOnly] of [
+    ["the README's first rollout (3 nodes created)", 3, true],
+    ["a 3-node roll", 3, false],
+    ["a 5-node roll", 5, false],
+  ] as const)
+    it(`\`pulumi preview\` by hand after ${title} registers what the state holds: no change`, async () => {
+      const { state, nodes } = await roll(size, true, { createOnly });
+      const preview = await previewByHand(state, nodes, nodesWithStoredJoins);
+      assert.deepEqual(preview, { create: [], delete: [], relinked: [] });
+      // And molt's own next change still drops that join (the links the speed work removed stay removed).
+      const held = nodesWithStoredJoins(
+        [...state.values()],
+        nodes.map((n) => n.name),
+      );
+      assert.deepEqual(held, createOnly ? [`lab-cp-${size}`] : [], "the node the last change added, if any");
+    });
+
+  it("without the stored joins, a preview after the first rollout would delete the last node's join", async () => {
+    const { state, nodes } = await roll(3, true, { createOnly: true });
+    const preview = await previewByHand(state, nodes, () => []);
+    assert.deepEqual(preview.delete, ["lab-cp-3-join"]);
+  });
 
   it("without the joining nodes named, every prune re-registers every remaining node (the growth)", async () => {
     const { prunes } = await roll(5, false);

@@ -18,6 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import type { RolloutEvent } from "../../orchestrator/events";
+import { claimLab, labOwner, readLabClaim, releaseLab } from "../../infra/lab/owner";
 import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/rollout";
 import { fakeEdges, FakeWorld } from "../support/fake-edges";
 import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lock";
@@ -983,6 +984,34 @@ describe("the rollout loop (fake edges)", function () {
       assert.ok(retirement > i("hook postJoin lab-cp-4"), w.log.join("\n"));
     });
 
+    it("refuses a lab another stack owns before anything is changed, naming the owner", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const other = labOwner("other", "s3://state/molt");
+      releaseLab(join(dir, "lab"), "loop", labOwner("lab", env.PULUMI_BACKEND_URL));
+      claimLab(join(dir, "lab"), "loop", other);
+      try {
+        await assert.rejects(
+          run(w),
+          (e: Error) => e.name === "LabOwnedError" && /lab loop belongs to stack other/.test(e.message),
+        );
+        assert.deepEqual(w.log, []);
+        assert.equal(readLabClaim(join(dir, "lab"), "loop")?.stack, "other");
+      } finally {
+        releaseLab(join(dir, "lab"), "loop", other);
+      }
+    });
+
+    it("claims its lab before its first change, for this stack in this backend", async () => {
+      stack("lab-v2");
+      const { summary } = await run(FakeWorld.cluster(3, "lab-v1"));
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(
+        (({ stack, backend }) => ({ stack, backend }))(readLabClaim(join(dir, "lab"), "loop")!),
+        labOwner("lab", env.PULUMI_BACKEND_URL),
+      );
+    });
+
     it("refuses to start outside the maintenance window, changing nothing", async () => {
       stack("lab-v2", { rollout: { window: { days: ["sat"], start: "01:00", end: "05:00", timeZone: "UTC" } } });
       const w = FakeWorld.cluster(3, "lab-v1");
@@ -991,6 +1020,21 @@ describe("the rollout loop (fake edges)", function () {
         (e: Error) => e.name === "OutsideWindowError" && /opens 2026-12-05 01:00 UTC/.test(e.message),
       );
       assert.deepEqual(w.log, []);
+    });
+
+    it("says at its start which window it runs in and when that closes", async () => {
+      stack("lab-v2", { rollout: { window: { start: "22:00", end: "04:00", timeZone: "Europe/Berlin" } } });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const { events } = await run(w, { wallClock: () => Date.parse("2026-12-01T00:30:00Z") }); // 01:30 in Berlin
+      const start = events.find((e) => e.type === "start");
+      assert.deepEqual(start?.type === "start" && start.window, {
+        window: "every day 22:00-04:00 Europe/Berlin",
+        closesAt: "2026-12-01T04:00:00+01:00",
+        closesInSeconds: 2.5 * 3600,
+      });
+      stack("lab-v2");
+      const none = (await run(FakeWorld.cluster(3, "lab-v1"))).events.find((e) => e.type === "start");
+      assert.ok(none?.type === "start" && !("window" in none), "no window, nothing said");
     });
 
     it("stops as paused at the next replacement boundary when the window closes mid-run", async () => {

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Removes every trace of one lab from this host: its machines' processes and namespaces,
-# its HAProxy, its bridge and its directory. For labs whose stack is gone or broken;
-# a stack that still exists should be destroyed through molt/Pulumi instead.
+# its HAProxy, its bridge and its directory (with the claim naming the stack that owned it).
+# For labs whose stack is gone or broken; a stack that still exists should be destroyed
+# through molt/Pulumi instead.
 # Usage: tools/lab/clean.sh LAB_NAME [BRIDGE]
 set -euo pipefail
 lab=${1:?usage: clean.sh LAB_NAME [BRIDGE]}
 bridge=${2:-}
 root=${MOLT_LAB_ROOT:-/var/lib/molt-lab}
+# The lab's claim (infra/lab/owner.ts) goes with it: say whose it was.
+if [ -f "$root/labs/$lab/owner.json" ]; then
+  echo "lab $lab was claimed by: $(tr -d '\n' <"$root/labs/$lab/owner.json")"
+fi
 for ns in $(ip netns list | awk '{ print $1 }' | grep "^molt-$lab-" || true); do
   pids=$(ip netns pids "$ns" || true)
   if [ -n "$pids" ]; then
