@@ -150,6 +150,8 @@ export async function probeAll(
   hosts: AdoptionHost[],
   target: (h: AdoptionHost) => SshTarget,
   refuse: Refuse,
+  /** The stack's provider: a cloud's machines are asked for their identity (probe.ts). */
+  provider?: string,
 ): Promise<Map<AdoptionHost, HostFacts>> {
   const facts = new Map<AdoptionHost, HostFacts>();
   const problems: string[] = [];
@@ -158,7 +160,7 @@ export async function probeAll(
       let ssh: SshSession | undefined;
       try {
         ssh = await SshSession.connect(target(h), { readyTimeoutMs: 15_000 });
-        const r = await ssh.exec(probeScript(ssh.target.user));
+        const r = await ssh.exec(probeScript(ssh.target.user, provider));
         facts.set(h, parseProbe(r.stdout));
       } catch (e) {
         problems.push(

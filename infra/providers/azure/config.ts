@@ -4,6 +4,7 @@ import type * as azure from "@pulumi/azure-native";
 import type * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { count, required, stringMap, text } from "../cloud-config";
+import { backendPoolProblem } from "./load-balancer";
 
 export interface AzureNodeSettings {
   resourceGroupName: pulumi.Input<string>;
@@ -42,7 +43,10 @@ export const azureSection = z
       location: text("an Azure region such as westeurope"),
       vmSize: text("a VM size such as Standard_D4s_v5"),
       subnetId: azureId("the control-plane subnet"),
-      apiBackendPoolId: azureId("the API load balancer's backend pool"),
+      apiBackendPoolId: azureId("the API load balancer's backend pool").superRefine((v, c) => {
+        const p = v.startsWith("/subscriptions/") ? backendPoolProblem(v) : undefined;
+        if (p) c.addIssue({ code: "custom", message: p });
+      }),
       networkSecurityGroupId: azureId("a network security group").optional(),
       zones: z.array(z.string().min(1)).optional(),
       faultDomainCount: z.number().int().min(1, "1 to 3").max(3, "1 to 3 (regions offer 2 or 3)").optional(),

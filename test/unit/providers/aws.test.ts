@@ -24,7 +24,9 @@ const settings: AwsNodeSettings = {
   instanceType: "m6i.large",
   subnetIdsByZone: { "eu-central-1a": "subnet-a", "eu-central-1b": "subnet-b", "eu-central-1c": "subnet-c" },
   securityGroupIds: ["sg-cp"],
-  apiTargetGroupArn: "arn:aws:elasticloadbalancing:eu-central-1:1:targetgroup/api/1",
+  loadBalancer: {
+    targetGroupArn: "arn:aws:elasticloadbalancing:eu-central-1:123456789012:targetgroup/api/0123456789abcdef",
+  },
   rootVolume: { sizeGiB: 80, iops: 4000 },
 };
 
@@ -80,7 +82,7 @@ describe("AWS control-plane node", () => {
 
   it("registers the instance in the API target group on 6443", () => {
     const a = one(rec, "aws:lb/targetGroupAttachment:TargetGroupAttachment").inputs;
-    assert.equal(a.targetGroupArn, settings.apiTargetGroupArn);
+    assert.equal(a.targetGroupArn, (settings.loadBalancer as { targetGroupArn: string }).targetGroupArn);
     assert.equal(a.targetId, "cp-g2-a-id");
     assert.equal(a.port, 6443);
   });
