@@ -150,7 +150,7 @@ export interface RegisteredCloudProvider<C extends CloudConfigBase & { provider:
   adoptedRelease(entry: NodeEntry, cloud: CloudConfigBase & { provider: string }): string | undefined;
   /** Whether `molt adopt` can check the API load balancer against the endpoint (apiLoadBalancer). */
   checksEndpoint: boolean;
-  /** Whether adopted nodes are taken out of the API load balancer (adoptedAttachment): adoption needs their machines. */
+  /** Whether adopted nodes are taken out of the API load balancer (adoptedAttachment): adopt needs their machines. */
   attachesAdopted: boolean;
 }
 

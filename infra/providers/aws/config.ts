@@ -80,10 +80,14 @@ export function classicElbProblem(name: string): string | undefined {
 /** What is wrong with a target group ARN, or undefined. */
 export function targetGroupArnProblem(arn: string): string | undefined {
   if (/:loadbalancer\//.test(arn))
-    return "that is the load balancer's ARN; molt registers nodes in its TCP 6443 target group: give the targetgroup/... ARN";
+    return (
+      "that is the load balancer's ARN; molt registers nodes in its TCP 6443 target group: give the " +
+      "targetgroup/... ARN"
+    );
   return TARGET_GROUP_ARN.test(arn)
     ? undefined
-    : `${JSON.stringify(arn)} is not a target group ARN (arn:aws:elasticloadbalancing:REGION:ACCOUNT:targetgroup/NAME/ID)`;
+    : `${JSON.stringify(arn)} is not a target group ARN ` +
+        "(arn:aws:elasticloadbalancing:REGION:ACCOUNT:targetgroup/NAME/ID)";
 }
 
 const LOAD_BALANCER_REQUIRED =

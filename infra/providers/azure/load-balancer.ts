@@ -34,7 +34,8 @@ export function backendPoolProblem(id: string): string | undefined {
   return parseBackendPoolId(id)
     ? undefined
     : "a backend pool's resource id (/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/" +
-        "loadBalancers/LB/backendAddressPools/POOL; KubeOne's: loadBalancers/kubernetes/backendAddressPools/ApiServers)";
+        "loadBalancers/LB/backendAddressPools/POOL; KubeOne's: " +
+        "loadBalancers/kubernetes/backendAddressPools/ApiServers)";
 }
 
 /** An adopted node's VM: from its provider id (azure:///subscriptions/...), else its imported machine's id. */

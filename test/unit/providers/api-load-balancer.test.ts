@@ -115,7 +115,8 @@ describe("does the stack's load balancer serve controlPlaneEndpoint? (infra/prov
 
   it("carries its problems through a failed engine run's output, once each", () => {
     const e = endpointCheckError(["first problem", "second: with a colon"]);
-    const engine = `Updating (kubeone):\n    error: Running program failed:\n    ${e.message.split("\n").join("\n    ")}\n${e.message}`;
+    const indented = e.message.split("\n").join("\n    ");
+    const engine = `Updating (kubeone):\n    error: Running program failed:\n    ${indented}\n${e.message}`;
     assert.deepEqual(endpointCheckProblemsIn(engine), ["first problem", "second: with a colon"]);
     assert.deepEqual(endpointCheckProblemsIn("error: no credentials"), []);
   });

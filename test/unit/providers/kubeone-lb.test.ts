@@ -155,40 +155,48 @@ describe("KubeOne's AWS classic ELB (aws_elb.control_plane) under mocks", () => 
     );
   });
 
-  it("declares every adopted instance in the classic ELB by name when recording (registering it again changes nothing)", async () => {
-    const r = await run(cfg, entries, elb(), endpointCheck);
-    assert.equal((await r.molt).nodes.length, 3);
-    const attached = byType(r.rec, "aws:elb/attachment:Attachment").map((a) => [
-      a.name,
-      a.inputs.elb,
-      a.inputs.instance,
-    ]);
-    assert.deepEqual(
-      attached,
-      entries.map((e, i) => [`${e.name}-api`, "kubeone-api-lb", instanceOf(i)]),
-    );
-    assert.equal(byType(r.rec, "aws:lb/targetGroupAttachment:TargetGroupAttachment").length, 0);
-    assert.deepEqual(
-      r.rec.invokes.filter((i) => i.token === "aws:elb/getLoadBalancer:getLoadBalancer").map((i) => i.inputs.name),
-      ["kubeone-api-lb"],
-      "the ELB is described by AWS, by its name",
-    );
-  });
+  it(
+    "declares every adopted instance in the classic ELB by name when " +
+      "recording (registering it again changes nothing)",
+    async () => {
+      const r = await run(cfg, entries, elb(), endpointCheck);
+      assert.equal((await r.molt).nodes.length, 3);
+      const attached = byType(r.rec, "aws:elb/attachment:Attachment").map((a) => [
+        a.name,
+        a.inputs.elb,
+        a.inputs.instance,
+      ]);
+      assert.deepEqual(
+        attached,
+        entries.map((e, i) => [`${e.name}-api`, "kubeone-api-lb", instanceOf(i)]),
+      );
+      assert.equal(byType(r.rec, "aws:lb/targetGroupAttachment:TargetGroupAttachment").length, 0);
+      assert.deepEqual(
+        r.rec.invokes.filter((i) => i.token === "aws:elb/getLoadBalancer:getLoadBalancer").map((i) => i.inputs.name),
+        ["kubeone-api-lb"],
+        "the ELB is described by AWS, by its name",
+      );
+    },
+  );
 
-  it("retiring an adopted node deregisters it: its attachment is the retiring update's to delete, and is declared no more", async () => {
-    const names = entries.map((e) => e.name);
-    const before = await run(cfg, entries, elb());
-    assert.deepEqual(retiredWith(before.rec, names[0], names), [names[0], `${names[0]}-api`]);
-    const after = await run(cfg, entries.slice(1), elb());
-    assert.deepEqual(
-      byType(after.rec, "aws:elb/attachment:Attachment").map((a) => a.name),
-      names.slice(1).map((n) => `${n}-api`),
-    );
-    assert.equal(
-      cloudProviderOf("aws")!.adoptedRelease(entries[0], cfg.cloud!),
-      "deregistered from classic ELB kubeone-api-lb",
-    );
-  });
+  it(
+    "retiring an adopted node deregisters it: its attachment is the " +
+      "retiring update's to delete, and is declared no more",
+    async () => {
+      const names = entries.map((e) => e.name);
+      const before = await run(cfg, entries, elb());
+      assert.deepEqual(retiredWith(before.rec, names[0], names), [names[0], `${names[0]}-api`]);
+      const after = await run(cfg, entries.slice(1), elb());
+      assert.deepEqual(
+        byType(after.rec, "aws:elb/attachment:Attachment").map((a) => a.name),
+        names.slice(1).map((n) => `${n}-api`),
+      );
+      assert.equal(
+        cloudProviderOf("aws")!.adoptedRelease(entries[0], cfg.cloud!),
+        "deregistered from classic ELB kubeone-api-lb",
+      );
+    },
+  );
 
   it("says so, instead of claiming it, for a node adopted before molt recorded its instance", () => {
     const old = { ...entries[0], adopted: { ...entries[0].adopted!, providerId: undefined } };
@@ -198,45 +206,51 @@ describe("KubeOne's AWS classic ELB (aws_elb.control_plane) under mocks", () => 
     );
   });
 
-  it("registers molt's own new node in the classic ELB, with the cluster tag and the kubelet's CCM settings", async () => {
-    const fresh = placeNewNode(
-      cfg,
-      newEntry({ intent: cfg.intent, nodes: entries, endpoints: [], expired: [], orphans: [] }, "kubeone", false),
-      entries,
-    );
-    const r = await run(cfg, [...entries, fresh], elb());
-    const mine = byType(r.rec, "aws:elb/attachment:Attachment").find((a) => a.name === `${fresh.name}-api`)!;
-    assert.deepEqual([mine.inputs.elb, mine.inputs.instance], ["kubeone-api-lb", `${fresh.name}-id`]);
-    assert.deepEqual(
-      retiredWith(
-        r.rec,
-        fresh.name,
-        [...entries, fresh].map((e) => e.name),
-      ).includes(`${fresh.name}-api`),
-      true,
-    );
-    const instance = byType(r.rec, "aws:ec2/instance:Instance")[0].inputs;
-    assert.equal((instance.tags as Record<string, string>)["kubernetes.io/cluster/kubeone"], "shared");
-    const script = String(
-      r.rec.resources.find((x) => x.type === DYNAMIC && x.name === `${fresh.name}-kubeadm`)!.inputs.create,
-    );
-    assert.match(script, /kubeletExtraArgs:\n\s+- name: cloud-provider\n\s+value: external/);
-    assert.match(script, new RegExp(`providerID: aws:///${fresh.failureDomain}/${fresh.name}-id`));
-  });
+  it(
+    "registers molt's own new node in the classic ELB, with the " + "cluster tag and the kubelet's CCM settings",
+    async () => {
+      const fresh = placeNewNode(
+        cfg,
+        newEntry({ intent: cfg.intent, nodes: entries, endpoints: [], expired: [], orphans: [] }, "kubeone", false),
+        entries,
+      );
+      const r = await run(cfg, [...entries, fresh], elb());
+      const mine = byType(r.rec, "aws:elb/attachment:Attachment").find((a) => a.name === `${fresh.name}-api`)!;
+      assert.deepEqual([mine.inputs.elb, mine.inputs.instance], ["kubeone-api-lb", `${fresh.name}-id`]);
+      assert.deepEqual(
+        retiredWith(
+          r.rec,
+          fresh.name,
+          [...entries, fresh].map((e) => e.name),
+        ).includes(`${fresh.name}-api`),
+        true,
+      );
+      const instance = byType(r.rec, "aws:ec2/instance:Instance")[0].inputs;
+      assert.equal((instance.tags as Record<string, string>)["kubernetes.io/cluster/kubeone"], "shared");
+      const script = String(
+        r.rec.resources.find((x) => x.type === DYNAMIC && x.name === `${fresh.name}-kubeadm`)!.inputs.create,
+      );
+      assert.match(script, /kubeletExtraArgs:\n\s+- name: cloud-provider\n\s+value: external/);
+      assert.match(script, new RegExp(`providerID: aws:///${fresh.failureDomain}/${fresh.name}-id`));
+    },
+  );
 
-  it("adoption goes on when the ELB serves the endpoint (by its DNS name, or a CNAME to it) and holds every node", async () => {
-    await (
-      await run(cfg, entries, elb(), endpointCheck)
-    ).molt;
-    const cname: EndpointCheck = {
-      endpoint: "api.kubeone.example.com:6443",
-      resolved: parseGetent(`3.120.7.1       STREAM ${elbDns}\n`),
-      resolvedOn: "172.31.10.11",
-    };
-    await (
-      await run(cfg, entries, elb(), cname)
-    ).molt;
-  });
+  it(
+    "adoption goes on when the ELB serves the endpoint (by its DNS " + "name, or a CNAME to it) and holds every node",
+    async () => {
+      await (
+        await run(cfg, entries, elb(), endpointCheck)
+      ).molt;
+      const cname: EndpointCheck = {
+        endpoint: "api.kubeone.example.com:6443",
+        resolved: parseGetent(`3.120.7.1       STREAM ${elbDns}\n`),
+        resolvedOn: "172.31.10.11",
+      };
+      await (
+        await run(cfg, entries, elb(), cname)
+      ).molt;
+    },
+  );
 
   it("adoption is refused when the named ELB is another one than the endpoint's", async () => {
     const other = await run(
@@ -313,22 +327,28 @@ describe("KubeOne's Azure load balancer backend pool (azurerm_lb, ApiServers) un
     );
   });
 
-  it("declares every adopted VM's membership of the backend pool when recording, and takes it out on retirement", async () => {
-    const r = await run(cfg, entries, azure(), check(input.apiEndpoint!));
-    await r.molt;
-    assert.deepEqual(
-      byType(r.rec, MEMBERSHIP).map((m) => [m.name, m.inputs.vmId, m.inputs.backendPoolId]),
-      entries.map((e, i) => [`${e.name}-api`, vmOf(i), pool]),
-    );
-    const names = entries.map((e) => e.name);
-    assert.deepEqual(retiredWith(r.rec, names[0], names), [names[0], `${names[0]}-api`]);
-    const after = await run(cfg, entries.slice(1), azure());
-    assert.deepEqual(
-      byType(after.rec, MEMBERSHIP).map((m) => m.name),
-      names.slice(1).map((n) => `${n}-api`),
-    );
-    assert.equal(cloudProviderOf("azure")!.adoptedRelease(entries[0], cfg.cloud!), "taken out of the API backend pool");
-  });
+  it(
+    "declares every adopted VM's membership of the backend pool " + "when recording, and takes it out on retirement",
+    async () => {
+      const r = await run(cfg, entries, azure(), check(input.apiEndpoint!));
+      await r.molt;
+      assert.deepEqual(
+        byType(r.rec, MEMBERSHIP).map((m) => [m.name, m.inputs.vmId, m.inputs.backendPoolId]),
+        entries.map((e, i) => [`${e.name}-api`, vmOf(i), pool]),
+      );
+      const names = entries.map((e) => e.name);
+      assert.deepEqual(retiredWith(r.rec, names[0], names), [names[0], `${names[0]}-api`]);
+      const after = await run(cfg, entries.slice(1), azure());
+      assert.deepEqual(
+        byType(after.rec, MEMBERSHIP).map((m) => m.name),
+        names.slice(1).map((n) => `${n}-api`),
+      );
+      assert.equal(
+        cloudProviderOf("azure")!.adoptedRelease(entries[0], cfg.cloud!),
+        "taken out of the API backend pool",
+      );
+    },
+  );
 
   it("puts molt's own new node's NIC in the same pool, its providerID in the kubelet configuration", async () => {
     const fresh = placeNewNode(
@@ -347,27 +367,33 @@ describe("KubeOne's Azure load balancer backend pool (azurerm_lb, ApiServers) un
     assert.match(script, new RegExp(`providerID: azure://${fresh.name}-id`));
   });
 
-  it("adoption goes on when the endpoint is the frontend's address, its DNS name, or a name for that address", async () => {
-    for (const c of [
-      check(input.apiEndpoint!),
-      check("kubeone-api.westeurope.cloudapp.azure.com:6443"),
-      check("api.kubeone.example.com:6443", ["20.79.14.201"]),
-    ])
-      await (
-        await run(cfg, entries, azure(), c)
-      ).molt;
-  });
+  it(
+    "adoption goes on when the endpoint is the frontend's " + "address, its DNS name, or a name for that address",
+    async () => {
+      for (const c of [
+        check(input.apiEndpoint!),
+        check("kubeone-api.westeurope.cloudapp.azure.com:6443"),
+        check("api.kubeone.example.com:6443", ["20.79.14.201"]),
+      ])
+        await (
+          await run(cfg, entries, azure(), c)
+        ).molt;
+    },
+  );
 
-  it("adoption is refused when the pool's load balancer does not serve the endpoint, or a VM is not in the pool", async () => {
-    const elsewhere = await run(cfg, entries, azure(), check("20.79.99.99:6443"));
-    await assert.rejects(
-      elsewhere.molt,
-      /20\.79\.99\.99:6443 \(kubeadm-config\) is not served by load balancer kubernetes \(pool ApiServers\)/,
-    );
-    const missing = await run(cfg, entries, azure([0, 1]), check(input.apiEndpoint!));
-    await assert.rejects(
-      missing.molt,
-      new RegExp(`${entries[2].name}'s machine is not a member of load balancer kubernetes`),
-    );
-  });
+  it(
+    "adoption is refused when the pool's load balancer does not " + "serve the endpoint, or a VM is not in the pool",
+    async () => {
+      const elsewhere = await run(cfg, entries, azure(), check("20.79.99.99:6443"));
+      await assert.rejects(
+        elsewhere.molt,
+        /20\.79\.99\.99:6443 \(kubeadm-config\) is not served by load balancer kubernetes \(pool ApiServers\)/,
+      );
+      const missing = await run(cfg, entries, azure([0, 1]), check(input.apiEndpoint!));
+      await assert.rejects(
+        missing.molt,
+        new RegExp(`${entries[2].name}'s machine is not a member of load balancer kubernetes`),
+      );
+    },
+  );
 });
