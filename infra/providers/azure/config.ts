@@ -4,7 +4,6 @@ import type * as azure from "@pulumi/azure-native";
 import type * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { count, required, stringMap, text } from "../cloud-config";
-import { backendPoolProblem } from "./load-balancer";
 
 export interface AzureNodeSettings {
   resourceGroupName: pulumi.Input<string>;
@@ -31,6 +30,31 @@ export interface AzureNodeSettings {
   /** Accelerated networking on the NIC (default true; needs a VM size that supports it). */
   acceleratedNetworking?: boolean;
   tags?: Record<string, string>;
+}
+
+const BACKEND_POOL =
+  /^\/subscriptions\/([^/]+)\/resourceGroups\/([^/]+)\/providers\/Microsoft\.Network\/loadBalancers\/([^/]+)\/backendAddressPools\/([^/]+)$/i;
+
+export interface BackendPoolRef {
+  subscription: string;
+  resourceGroupName: string;
+  loadBalancerName: string;
+  poolName: string;
+}
+
+/** The parts of a backend pool's resource id, or undefined when it is not one. */
+export function parseBackendPoolId(id: string): BackendPoolRef | undefined {
+  const m = BACKEND_POOL.exec(id);
+  return m ? { subscription: m[1], resourceGroupName: m[2], loadBalancerName: m[3], poolName: m[4] } : undefined;
+}
+
+/** What is wrong with a backend pool id, or undefined. */
+export function backendPoolProblem(id: string): string | undefined {
+  return parseBackendPoolId(id)
+    ? undefined
+    : "a backend pool's resource id (/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/" +
+        "loadBalancers/LB/backendAddressPools/POOL; KubeOne's: " +
+        "loadBalancers/kubernetes/backendAddressPools/ApiServers)";
 }
 
 const azureId = (what: string) =>

@@ -6,37 +6,13 @@ import * as pulumi from "@pulumi/pulumi";
 import type { NodeEntry } from "../../../orchestrator/core/nodes";
 import type { LoadBalancerFacts } from "../api-load-balancer";
 import { azureSdk } from "../sdk";
-import type { AzureNodeSettings } from "./config";
+import { backendPoolProblem, parseBackendPoolId, type AzureNodeSettings } from "./config";
 import { AzureBackendPoolMembership } from "./pool-membership";
 
-const BACKEND_POOL =
-  /^\/subscriptions\/([^/]+)\/resourceGroups\/([^/]+)\/providers\/Microsoft\.Network\/loadBalancers\/([^/]+)\/backendAddressPools\/([^/]+)$/i;
 const AZURE_VM =
   /^\/subscriptions\/[^/]+\/resourceGroups\/([^/]+)\/providers\/Microsoft\.Compute\/virtualMachines\/([^/]+)$/i;
 const PUBLIC_IP =
   /^\/subscriptions\/[^/]+\/resourceGroups\/([^/]+)\/providers\/Microsoft\.Network\/publicIPAddresses\/([^/]+)$/i;
-
-export interface BackendPoolRef {
-  subscription: string;
-  resourceGroupName: string;
-  loadBalancerName: string;
-  poolName: string;
-}
-
-/** The parts of a backend pool's resource id, or undefined when it is not one. */
-export function parseBackendPoolId(id: string): BackendPoolRef | undefined {
-  const m = BACKEND_POOL.exec(id);
-  return m ? { subscription: m[1], resourceGroupName: m[2], loadBalancerName: m[3], poolName: m[4] } : undefined;
-}
-
-/** What is wrong with a backend pool id, or undefined. */
-export function backendPoolProblem(id: string): string | undefined {
-  return parseBackendPoolId(id)
-    ? undefined
-    : "a backend pool's resource id (/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/" +
-        "loadBalancers/LB/backendAddressPools/POOL; KubeOne's: " +
-        "loadBalancers/kubernetes/backendAddressPools/ApiServers)";
-}
 
 /** An adopted node's VM: from its provider id (azure:///subscriptions/...), else its imported machine's id. */
 export function adoptedVmId(entry: NodeEntry): string | undefined {
