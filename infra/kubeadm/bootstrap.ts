@@ -27,6 +27,8 @@ export interface KubeadmBootstrapArgs {
   advertiseAddress: pulumi.Input<string>;
   /** The machine's provider id: a replaced machine gets bootstrapped again. */
   machineId: pulumi.Input<string>;
+  /** Node.spec.providerID as the cloud's controller manager writes it; set in the kubelet's configuration. */
+  providerId?: pulumi.Input<string>;
   /**
    * For a joining node, one of: `joinMaterial` obtained beforehand (obtainJoinMaterial),
    * or `seed`, a healthy control-plane node the material is then obtained from, once,
@@ -63,8 +65,8 @@ export function kubeadmBootstrapCommand(
     throw new Error(`node ${node.name} has no kubernetesVersion: cloud nodes run kubeadm and need one`);
   }
   const version = node.kubernetesVersion;
-  const create = pulumi.output(args.advertiseAddress).apply((advertiseAddress) => {
-    const k = { name: node.name, kubernetesVersion: version, advertiseAddress };
+  const create = pulumi.all([args.advertiseAddress, args.providerId]).apply(([advertiseAddress, providerId]) => {
+    const k = { name: node.name, kubernetesVersion: version, advertiseAddress, ...(providerId ? { providerId } : {}) };
     const routing = args.endpointRouting ?? "load-balancer";
     return node.init ? renderInitScript(k, settings, routing) : renderJoinScript(k, settings, routing);
   });

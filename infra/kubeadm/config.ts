@@ -26,8 +26,38 @@ function localApiEndpoint(node: KubeadmNode) {
   return { advertiseAddress: node.advertiseAddress, bindPort: 6443 };
 }
 
-function nodeRegistration(node: KubeadmNode, s: KubeadmBootstrapSettings) {
-  return { name: node.name, criSocket: s.criSocket ?? DEFAULT_CRI_SOCKET };
+/** Where the join and init scripts write the node's kubeadm patches (kubeadmPatchFiles). */
+export const KUBEADM_PATCHES_DIR = "/etc/kubernetes/molt-patches";
+
+function nodeRegistration(node: KubeadmNode, version: SemVer, s: KubeadmBootstrapSettings) {
+  const args: Record<string, string> = s.cloudProvider ? { "cloud-provider": s.cloudProvider } : {};
+  return {
+    name: node.name,
+    criSocket: s.criSocket ?? DEFAULT_CRI_SOCKET,
+    ...(Object.keys(args).length ? { kubeletExtraArgs: extraArgs(args, version) } : {}),
+  };
+}
+
+/** kubeadm's extra arguments: a map in v1beta3, a list of { name, value } from v1beta4 on. */
+function extraArgs(args: Record<string, string>, version: SemVer): unknown {
+  return kubeadmApiVersion(version).endsWith("v1beta3")
+    ? args
+    : Object.entries(args).map(([name, value]) => ({ name, value }));
+}
+
+/**
+ * The node's own patches, as kubeadm reads them from KUBEADM_PATCHES_DIR (file name -> text):
+ * its providerID in the kubelet's configuration (kubeadm's "kubeletconfiguration" target, 1.25
+ * on), so the Node carries it from registration on and a cloud controller manager can manage it.
+ */
+export function kubeadmPatchFiles(node: KubeadmNode): Record<string, string> {
+  return node.providerId
+    ? { "kubeletconfiguration+merge.yaml": stringify({ providerID: node.providerId }, { lineWidth: 0 }) }
+    : {};
+}
+
+function patches(node: KubeadmNode) {
+  return Object.keys(kubeadmPatchFiles(node)).length ? { patches: { directory: KUBEADM_PATCHES_DIR } } : {};
 }
 
 /** Where molt's init writes the encryption configuration (the path KubeOne uses too). */
@@ -81,8 +111,9 @@ export function renderInitConfiguration(node: KubeadmNode, version: SemVer, s: K
           groups: ["system:bootstrappers:kubeadm:default-node-token"],
         },
       ],
-      nodeRegistration: nodeRegistration(node, s),
+      nodeRegistration: nodeRegistration(node, version, s),
       localAPIEndpoint: localApiEndpoint(node),
+      ...patches(node),
     },
     cluster,
   );
@@ -99,10 +130,11 @@ export function renderJoinConfiguration(node: KubeadmNode, version: SemVer, s: K
         caCertHashes: [CA_CERT_HASH_PLACEHOLDER],
       },
     },
-    nodeRegistration: nodeRegistration(node, s),
+    nodeRegistration: nodeRegistration(node, version, s),
     controlPlane: {
       localAPIEndpoint: localApiEndpoint(node),
       certificateKey: CERTIFICATE_KEY_PLACEHOLDER,
     },
+    ...patches(node),
   });
 }

@@ -4,6 +4,7 @@
 import { ENCRYPTION_CONFIG, renderInitConfiguration } from "./config";
 import { endpointConstants, LOCAL_ENDPOINT_FUNCTION, type EndpointRouting } from "./endpoint";
 import { INSTALL_FUNCTIONS, installConstants } from "./install";
+import { patchConstants, WRITE_PATCHES_FUNCTION } from "./patches";
 import { renderScript } from "./script";
 import {
   DEFAULT_CRI_SOCKET,
@@ -52,6 +53,7 @@ export function renderInitScript(
       ENCRYPTION_CONFIG: settings.encryptionAtRest ? ENCRYPTION_CONFIG : "",
       ...endpointConstants(settings.controlPlaneEndpoint, endpointRouting),
       ...installConstants(settings, version),
+      ...patchConstants(node),
     },
     functions: [
       WRITE_ENCRYPTION_CONFIG,
@@ -60,6 +62,7 @@ export function renderInitScript(
       RESET_KEEPING_FOREIGN_MANIFESTS,
       TEMP_FILE_FUNCTIONS,
       LOCAL_ENDPOINT_FUNCTION,
+      WRITE_PATCHES_FUNCTION,
     ],
     main: `
 install_or_verify_runtime
@@ -77,6 +80,7 @@ case "$(node_state)" in
     ;&
   clean)
     if [ -n "$ENCRYPTION_CONFIG" ]; then write_encryption_config; fi
+    write_kubeadm_patches "$KUBEADM_PATCHES_DIR"
     new_private_file
     printf '%s\\n' "$KUBEADM_CONFIG" >"$MOLT_TMP"
     log "kubeadm init of $NODE_NAME"

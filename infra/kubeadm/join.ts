@@ -11,6 +11,7 @@ import {
 } from "./config";
 import { endpointConstants, LOCAL_ENDPOINT_FUNCTION, type EndpointRouting } from "./endpoint";
 import { INSTALL_FUNCTIONS, installConstants } from "./install";
+import { patchConstants, WRITE_PATCHES_FUNCTION } from "./patches";
 import { renderScript } from "./script";
 import {
   DEFAULT_CRI_SOCKET,
@@ -79,6 +80,7 @@ export function renderJoinScript(
       CA_CERT_HASH_PLACEHOLDER,
       ...endpointConstants(settings.controlPlaneEndpoint, endpointRouting),
       ...installConstants(settings, version),
+      ...patchConstants(node),
     },
     functions: [
       ...INSTALL_FUNCTIONS,
@@ -87,6 +89,7 @@ export function renderJoinScript(
       TEMP_FILE_FUNCTIONS,
       READ_JOIN_MATERIAL,
       LOCAL_ENDPOINT_FUNCTION,
+      WRITE_PATCHES_FUNCTION,
     ],
     // stdin is read first: package managers below must not consume it.
     main: `
@@ -112,6 +115,7 @@ case "$(node_state)" in
     require_join_material
     ;;
 esac
+write_kubeadm_patches "$KUBEADM_PATCHES_DIR"
 write_join_configuration
 log "kubeadm join --control-plane of $NODE_NAME (etcd member joins as a learner, then is promoted)"
 kubeadm join --config "$MOLT_TMP" >&2

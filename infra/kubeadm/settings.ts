@@ -39,6 +39,12 @@ export interface KubeadmBootstrapSettings {
    */
   cniManifest?: string;
   /**
+   * "external": the kubelet runs with `--cloud-provider=external` and waits for a cloud
+   * controller manager to initialise its Node (KubeOne deploys one as an addon). Absent: no
+   * cloud provider (in-tree ones are gone since Kubernetes 1.31).
+   */
+  cloudProvider?: "external";
+  /**
    * Whether `kubeadm reset` on delete removes the node's etcd member itself. Default false:
    * molt's orchestrator removes members (after drain, with a quorum check) and kubeadm's
    * unconditional removal must not race it. Set true only when nodes are deleted outside molt.
@@ -58,6 +64,12 @@ export interface KubeadmNode {
   kubernetesVersion: string;
   /** The node's private address, where its API server and etcd listen. */
   advertiseAddress: string;
+  /**
+   * The machine as its cloud controller manager names it (aws:///ZONE/ID, azure:///subscriptions/...,
+   * vsphere://UUID): the kubelet's KubeletConfiguration.providerID, so its Node carries it from
+   * registration on.
+   */
+  providerId?: string;
 }
 
 export const DEFAULT_CRI_SOCKET = "unix:///var/run/containerd/containerd.sock";
@@ -79,6 +91,8 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const HOST_PORT = /^([a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?|\[[0-9a-fA-F:.]+\]):([0-9]{1,5})$/;
 const IP_ADDRESS = /^([0-9]{1,3}(\.[0-9]{1,3}){3}|[0-9a-fA-F:]+)$/;
 const CIDR = /^[0-9a-fA-F:.]+\/[0-9]{1,3}(,[0-9a-fA-F:.]+\/[0-9]{1,3})?$/;
+// scheme://id, as cloud controllers write Node.spec.providerID (Azure names may hold ( ) . _).
+const PROVIDER_ID = /^[a-z][a-z0-9+.-]*:\/\/[A-Za-z0-9/._:()-]+$/;
 
 export function validateNode(n: KubeadmNode): void {
   if (!DNS_LABEL.test(n.name))
@@ -88,6 +102,12 @@ export function validateNode(n: KubeadmNode): void {
     throw new InvalidBootstrapSettingError(
       "advertiseAddress",
       `${JSON.stringify(n.advertiseAddress)} is not an IP address`,
+    );
+  }
+  if (n.providerId !== undefined && !PROVIDER_ID.test(n.providerId)) {
+    throw new InvalidBootstrapSettingError(
+      "providerId",
+      `${JSON.stringify(n.providerId)} is not a provider id (scheme://id, such as aws:///eu-central-1a/i-0123...)`,
     );
   }
 }

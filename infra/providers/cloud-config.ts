@@ -45,6 +45,13 @@ const bootstrapSchema = z
       imageRepository: z.string().optional(),
       criSocket: z.string().optional(),
       cniManifest: z.string(required(CNI_REQUIRED)).min(1, CNI_REQUIRED),
+      cloudProvider: z
+        .literal("external", {
+          message:
+            "external (the kubelet waits for a cloud controller manager); in-tree cloud providers are gone since " +
+            "Kubernetes 1.31. Leave it out for none",
+        })
+        .optional(),
       removeEtcdMemberOnReset: z.boolean().optional(),
     },
     required("required on clouds: controlPlaneEndpoint, install and the cluster settings (see stacks/Pulumi.aws.yaml)"),

@@ -56,6 +56,7 @@ export abstract class CloudControlPlaneNode extends pulumi.ComponentResource imp
         sshHost: m.sshHost,
         advertiseAddress: m.privateAddress,
         machineId: m.machineId,
+        providerId: m.providerId,
         joinMaterial: args.joinMaterial,
         seed: args.seed,
         joinedAlready: args.joinedAlready,

@@ -3,10 +3,11 @@
 // The provider supplies only what differs (infra/providers/provider.ts).
 import * as pulumi from "@pulumi/pulumi";
 import { hostFilesFor, joinsInThisUpdate, type SshSettings } from "../node";
-import { moltOutput } from "../outputs";
+import { moltOutput, type MoltOutputs } from "../outputs";
 import { SshKeyPair } from "../remote/keypair";
 import { adoptedNode, type AdoptedNodeOutputs } from "../adopted";
 import { publicKeyOfPrivateKey } from "./cloud-common";
+import { checkEndpoint, endpointCheckError } from "./api-load-balancer";
 import type { CloudControlPlaneNode, CloudNodeArgs } from "./cloud-node";
 import type { CloudConfigBase, CloudProgramInput, CloudProviderDefinition, RegisteredCloudProvider } from "./provider";
 
@@ -29,6 +30,9 @@ export function cloudProvider<C extends CloudConfigBase & { provider: string }, 
     domains: (sections) => def.domains(sections),
     config: (sections, common) => def.config(sections, common),
     problems: (cloud) => def.problems?.(own(cloud)) ?? [],
+    adoptedRelease: (entry, cloud) => def.adoptedRelease?.(entry, own(cloud)),
+    checksEndpoint: def.apiLoadBalancer !== undefined,
+    attachesAdopted: def.adoptedAttachment !== undefined,
     program: (input) => cloudProgram(def, { ...input, cloud: own(input.cloud) }),
   };
 }
@@ -55,6 +59,7 @@ function cloudProgram<C extends CloudConfigBase & { provider: string }, S>(
       const imported = entry.adopted.machine;
       const machine = imported ? def.importMachine(`${entry.name}-machine`, imported.importId, cloud) : undefined;
       built.push(adoptedNode(entry, { privateKey, access: input.sshAccess }, machine));
+      def.adoptedAttachment?.(entry, cloud, machine);
       continue;
     }
     // Host keys are made ahead of the machine (cloud-init installs them), so every
@@ -82,10 +87,33 @@ function cloudProgram<C extends CloudConfigBase & { provider: string }, S>(
     cloud,
     built.filter((n): n is CloudControlPlaneNode => n.bootstrap !== undefined),
   );
-  return {
-    molt: moltOutput(input.nodes, built, cloud.ssh.user, pulumi.output(cloud.bootstrap.controlPlaneEndpoint)),
-    sshPrivateKey: privateKey,
-  };
+  const molt = moltOutput(input.nodes, built, cloud.ssh.user, pulumi.output(cloud.bootstrap.controlPlaneEndpoint));
+  return { molt: endpointChecked(def, input, molt), sshPrivateKey: privateKey };
+}
+
+/**
+ * `molt adopt`'s endpoint check (infra/providers/api-load-balancer.ts): the `molt` output
+ * waits for it, so a load balancer that does not serve the endpoint fails the program, in
+ * the preview adoption runs before anything is recorded.
+ */
+function endpointChecked<C extends CloudConfigBase & { provider: string }, S>(
+  def: CloudProviderDefinition<C, S>,
+  input: CloudProgramInput<C>,
+  output: pulumi.Output<MoltOutputs>,
+): pulumi.Output<MoltOutputs> {
+  const check = input.endpointCheck;
+  if (!check || !def.apiLoadBalancer) return output;
+  const verdict = def
+    .apiLoadBalancer(
+      input.cloud,
+      input.nodes.filter((n) => n.adopted),
+    )
+    .apply(async (lb) => {
+      const problems = await checkEndpoint(check, lb);
+      if (problems.length) throw endpointCheckError(problems);
+      return lb.name;
+    });
+  return pulumi.all([output, verdict]).apply(([o]): MoltOutputs => o);
 }
 
 /** The stack's secret `molt:ssh.privateKey` (orchestrator/config.ts checked it is one). */

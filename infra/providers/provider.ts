@@ -11,6 +11,7 @@ import type { z } from "zod";
 import type { KubeadmBootstrapSettings } from "../kubeadm/settings";
 import type { NodeEntry } from "../../orchestrator/core/nodes";
 import type { CloudControlPlaneNode, CloudNodeArgs } from "./cloud-node";
+import type { EndpointCheck, LoadBalancerFacts } from "./api-load-balancer";
 
 /** A Pulumi resource plugin the engine must have before any `up` of a stack of this provider. */
 export interface PluginRequirement {
@@ -85,6 +86,11 @@ export interface CloudProgramInput<
   joining?: string[];
   /** The cluster's host files for the nodes that join, and the node they are copied from. */
   hostFiles?: HostFileCarry;
+  /**
+   * `molt adopt` only: check that the provider's API load balancer serves this endpoint
+   * (infra/providers/api-load-balancer.ts); the program fails when it does not.
+   */
+  endpointCheck?: EndpointCheck;
 }
 
 /**
@@ -114,6 +120,17 @@ export interface CloudProviderDefinition<
    * engine reads it instead of creating it and never changes it; deleted when the node retires.
    */
   importMachine(name: string, id: string, cloud: C): pulumi.CustomResource;
+  /**
+   * An adopted node's place in the API load balancer, declared as `<node>-api` when the node
+   * is recorded (it is already there: declaring it changes nothing), so that the update that
+   * drops the node takes it out, as it does a molt node's attachment. Undefined when the
+   * node's machine is unknown (adopted before molt recorded it). `machine`: its imported machine.
+   */
+  adoptedAttachment?(entry: NodeEntry, cloud: C, machine?: pulumi.Resource): pulumi.Resource | undefined;
+  /** What the update that drops an adopted node does to it in the load balancer, for reports. */
+  adoptedRelease?(entry: NodeEntry, cloud: C): string;
+  /** The API load balancer as the cloud describes it (invokes), for adoption's endpoint check. */
+  apiLoadBalancer?(cloud: C, adopted: readonly NodeEntry[]): pulumi.Output<LoadBalancerFacts>;
 }
 
 /**
@@ -129,6 +146,12 @@ export interface RegisteredCloudProvider<C extends CloudConfigBase & { provider:
   config(sections: Record<string, unknown>, common: CloudConfigBase): C;
   problems(cloud: CloudConfigBase & { provider: string }): string[];
   program(input: CloudProgramInput): Record<string, unknown>;
+  /** See CloudProviderDefinition.adoptedRelease; undefined where the provider attaches nothing. */
+  adoptedRelease(entry: NodeEntry, cloud: CloudConfigBase & { provider: string }): string | undefined;
+  /** Whether `molt adopt` can check the API load balancer against the endpoint (apiLoadBalancer). */
+  checksEndpoint: boolean;
+  /** Whether adopted nodes are taken out of the API load balancer (adoptedAttachment): adopt needs their machines. */
+  attachesAdopted: boolean;
 }
 
 /**

@@ -3,8 +3,9 @@
 // except that the machine is not molt's and stays running. It is reset over SSH (`kubeadm
 // reset`; an etcd-only node's data wiped once its removed member stopped), released from the
 // provider's attachments (the lab's HAProxy), its Node deleted, and its entry dropped with a
-// targeted `up` (its AdoptedNode record goes). A machine taken into the stack with `molt adopt
-// --import` goes with that update, like one of molt's own. Every step is idempotent: a crash
+// targeted `up` (its AdoptedNode record goes, and on AWS and Azure its `<node>-api`
+// registration in the load balancer: deregistered). A machine taken into the stack with `molt
+// adopt --import` goes with that update, like one of molt's own. Every step is idempotent: a crash
 // anywhere repeats them on the next run, the entry still listed.
 import type { Act } from "./context";
 import { shellQuote } from "../../infra/remote/ssh";

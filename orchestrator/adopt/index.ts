@@ -26,6 +26,9 @@ import type { ExpectedHostKeys } from "./host-keys";
 import type { AdoptionHost, AdoptionInput } from "./input";
 import { checkLabImports, matchImports, type ImportRequest } from "./imports";
 import { kubeChecks } from "./kube-checks";
+import { kubeletCloudProviderProblems, machineIdentities } from "./cloud-checks";
+import { resolveEndpoint } from "./endpoint";
+import { cloudProviderOf } from "../../infra/providers/registry";
 import { adoptCredentials, bastionOf, pinnedHostKeys, probeAll } from "./reach";
 import { adoptedEntries, adoptedView, record } from "./record";
 
@@ -135,10 +138,23 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
       providerId: "",
       sshUser: h.sshUser ?? cfg.sshUser,
     }));
-    const facts = await probeAll(o.input.hosts, (h) => ({ ...login(h), hostKey: seen.get(h)! }), refuse);
+    const facts = await probeAll(
+      o.input.hosts,
+      (h) => ({ ...login(h), hostKey: seen.get(h)! }),
+      refuse,
+      cfg.intent.provider,
+    );
     emit({ type: "check", check: "ssh", ok: true, detail: `${facts.size} hosts reachable with pinned host keys` });
     const kubernetes = cfg.intent.kubernetesVersion !== undefined;
     refuseUnless(stackedEtcdProblems(o.input.hosts, facts, kubernetes, cfg), refuse);
+    if (kubernetes)
+      refuseUnless(
+        kubeletCloudProviderProblems(o.input.hosts, facts, cfg.cloud?.bootstrap.cloudProvider, cfg.file),
+        refuse,
+      );
+    const cloudDef = cloudProviderOf(cfg.intent.provider);
+    const identities = machineIdentities(o.input.hosts, facts, imports, cloudDef?.attachesAdopted === true);
+    refuseUnless(identities.problems, refuse);
 
     // 5. etcd: members == hosts, all healthy, no alarm, one leader.
     let access: EtcdAccess | undefined;
@@ -173,14 +189,37 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
         });
       }
 
+      // What the endpoint's name leads to, as the nodes resolve it: the program checks the stack's
+      // load balancer against it (infra/providers/api-load-balancer.ts) before anything is recorded.
+      const first = o.input.hosts[0];
+      const endpointCheck =
+        kubernetes && cloudDef?.checksEndpoint && o.input.apiEndpoint
+          ? await resolveEndpoint(access!.session(first.address)!, first.address, o.input.apiEndpoint)
+          : undefined;
+
       // 7. Record: the leader last (retired last: one leadership move fewer).
-      const entries = adoptedEntries(o.input, etcd, seen, kubeVersions, cfg, bastion, imports);
+      const entries = adoptedEntries(o.input, etcd, seen, kubeVersions, cfg, bastion, imports, identities.providerIds);
       // The lease in the cluster is kept alive through the sessions until the record is written.
       if (!clusterLock) {
         await access!.close();
         access = undefined;
       }
-      const recorded = await record(o, workDir, owned, entries, refuse, home === "cluster" ? guardToken : undefined);
+      const recorded = await record(
+        o,
+        workDir,
+        owned,
+        entries,
+        refuse,
+        home === "cluster" ? guardToken : undefined,
+        endpointCheck,
+      );
+      if (endpointCheck)
+        emit({
+          type: "check",
+          check: "load-balancer",
+          ok: true,
+          detail: `the stack's API load balancer serves ${endpointCheck.endpoint} and holds every adopted node`,
+        });
       emit({ type: "recorded", stack: o.stack, nodes: recorded.map((n) => adoptedView(n, o.input, etcd)) });
       return { stack: o.stack, nodes: recorded, ...(o.input.apiEndpoint ? { apiEndpoint: o.input.apiEndpoint } : {}) };
     } finally {

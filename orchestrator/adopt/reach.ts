@@ -167,6 +167,8 @@ export async function probeAll(
   hosts: AdoptionHost[],
   target: (h: AdoptionHost) => SshTarget,
   refuse: Refuse,
+  /** The stack's provider: a cloud's machines are asked for their identity (probe.ts). */
+  provider?: string,
 ): Promise<Map<AdoptionHost, HostFacts>> {
   const facts = new Map<AdoptionHost, HostFacts>();
   const failures: ReachFailure[] = [];
@@ -175,7 +177,7 @@ export async function probeAll(
       let ssh: SshSession | undefined;
       try {
         ssh = await SshSession.connect(target(h), { readyTimeoutMs: 15_000 });
-        const r = await ssh.exec(probeScript(ssh.target.user));
+        const r = await ssh.exec(probeScript(ssh.target.user, provider));
         facts.set(h, parseProbe(r.stdout));
       } catch (error) {
         failures.push({ host: h.sshHost, port: h.sshPort, doing: `cannot log in as ${target(h).user}`, error });

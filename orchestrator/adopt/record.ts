@@ -4,7 +4,8 @@ import { randomUUID } from "node:crypto";
 import { StateChangedByAnotherRunError } from "../stack/state-changed";
 import { ADOPTED_IMAGE } from "../../infra/adopted";
 import type { NodeEntry } from "../core/nodes";
-import { buildProgram } from "../../infra/program";
+import { buildProgram, type ProgramInput } from "../../infra/program";
+import { endpointCheckProblemsIn, type EndpointCheck } from "../../infra/providers/api-load-balancer";
 import type { BastionTarget } from "../../infra/remote/ssh";
 import type { StackConfig } from "../config";
 import { programInputFor } from "../program-input";
@@ -23,6 +24,8 @@ export function adoptedEntries(
   cfg: StackConfig,
   bastion: BastionTarget | undefined,
   imports: ReadonlyMap<AdoptionHost, string> = new Map(),
+  /** Each host's machine as its cloud controller names it (cloud-checks.ts machineIdentities). */
+  providerIds: ReadonlyMap<AdoptionHost, string> = new Map(),
 ): NodeEntry[] {
   const isLeader = (h: AdoptionHost) => Number(etcd.byHost.get(h)!.member.id === etcd.leader);
   const order = [...input.hosts].sort((a, b) => isLeader(a) - isLeader(b));
@@ -42,6 +45,7 @@ export function adoptedEntries(
         ...(bastion ? { bastion: `${bastion.user}@${bastion.host}:${bastion.port ?? 22}` } : {}),
         etcdVersion: status.version,
         source: input.source,
+        ...(providerIds.has(h) ? { providerId: providerIds.get(h)! } : {}),
         ...(imports.has(h) ? { machine: { importId: imports.get(h)! } } : {}),
       },
     };
@@ -64,9 +68,12 @@ export function adoptedView(n: NodeEntry, input: AdoptionInput, etcd: EtcdView):
 }
 
 /**
- * One engine run of the program with the adopted entries: no machine is made for them. With
- * machines to import, a preview first: the engine reads each one there, and an id that names
- * no machine (or one the provider cannot read) refuses the adoption with nothing recorded.
+ * One engine run of the program with the adopted entries: no machine is made for them (a
+ * cloud's load balancer registration is declared, which changes nothing). With machines to
+ * import, a preview first: the engine reads each one there, and an id that names no machine
+ * (or one the provider cannot read) refuses the adoption with nothing recorded. So with an
+ * endpoint check: the program asks the cloud for the load balancer, and one that does not
+ * serve the endpoint or hold the adopted nodes refuses it.
  */
 export async function record(
   o: { stack: string; env?: Record<string, string> },
@@ -76,20 +83,28 @@ export async function record(
   refuse: Refuse,
   /** The state guard's token this run read, where the lease lives in the cluster (infra/guard.ts). */
   guardExpect?: string,
+  endpointCheck?: EndpointCheck,
 ): Promise<NodeEntry[]> {
   const guard = guardExpect !== undefined ? { expect: guardExpect, token: randomUUID() } : undefined;
   const stack = await openStack({
     stackName: o.stack,
     workDir,
     env: o.env,
-    program: buildProgram(programInputFor(cfg, entries), guard),
+    program: buildProgram(programInput(cfg, entries, endpointCheck), guard),
   });
-  if (!cfg.lab && entries.some((e) => e.adopted?.machine)) {
+  const importing = entries.some((e) => e.adopted?.machine);
+  if (!cfg.lab && (importing || endpointCheck)) {
     const problem = await stack.preview().then(
       () => undefined,
       (e: Error) => e.message,
     );
-    if (problem) refuse(`the engine cannot import the machines named with --import: ${lastLines(problem, 8)}`);
+    const unserved = problem ? endpointCheckProblemsIn(problem) : [];
+    if (unserved.length) refuse(...unserved);
+    if (problem)
+      refuse(
+        `${importing ? "the engine cannot import the machines named with --import, or " : ""}the cloud cannot ` +
+          `describe the API load balancer: ${lastLines(problem, 8)}`,
+      );
   }
   const result = await stack.up().catch((e: Error) => {
     // Another run created nodes in this stack since it was read: nothing was recorded.
@@ -101,6 +116,11 @@ export async function record(
   if (JSON.stringify(stored.nodes) !== JSON.stringify(entries))
     throw new Error(`internal: the stack recorded [${stored.nodes.map((n) => n.name)}], not the adopted entries`);
   return stored.nodes;
+}
+
+function programInput(cfg: StackConfig, entries: NodeEntry[], endpointCheck?: EndpointCheck): ProgramInput {
+  const input = programInputFor(cfg, entries);
+  return endpointCheck && input.provider !== "lab" ? { ...input, endpointCheck } : input;
 }
 
 function lastLines(text: string, n: number): string {

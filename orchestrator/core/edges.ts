@@ -124,6 +124,8 @@ export interface StackEdge {
   /**
    * Releases an adopted node's machine from what the provider attached it to outside the
    * state (the lab: the cluster's own HAProxy, molt:lab.loadBalancer); returns what was done.
+   * A cloud's load balancer holds it through the node's `<node>-api` resource, which the
+   * update that drops its entry deletes: what that will do is returned here too.
    */
   releaseAdopted(entry: NodeEntry): Promise<string[]>;
   /** Waits for the edge's own background reads (the export after the last change) to end. */

@@ -50,7 +50,11 @@ export interface AdoptedNode {
   etcdVersion: string;
   /** Where it came from: "kubeone" (terraform output) or "hosts" (a host list). */
   source: "kubeone" | "hosts";
-  /** The installer's machine id, when it gave one (a cloud instance id; lab://...). */
+  /**
+   * Its machine as the cloud's controller names it (aws:///ZONE/ID, azure:///subscriptions/...),
+   * read from the machine's metadata service by `molt adopt`: what takes it out of the API load
+   * balancer when it retires.
+   */
   providerId?: string;
   /**
    * The machine itself, taken into the stack (`molt adopt --import HOST=ID`, through the

@@ -9,6 +9,7 @@ import { resourceStep } from "./resource-steps";
 import { detach } from "../../infra/lab/lb-impl";
 import { labLbInputs } from "../../infra/lab/lb";
 import type { NodeEntry } from "../core/nodes";
+import { cloudProviderOf } from "../../infra/providers/registry";
 import { buildProgram } from "../../infra/program";
 import type { StackConfig } from "../config";
 import type { RolloutEvent } from "../events";
@@ -208,6 +209,11 @@ export class EngineStack implements StackEdge {
   }
 
   async releaseAdopted(entry: NodeEntry): Promise<string[]> {
+    const cloud = this.o.config.cloud;
+    if (cloud && entry.adopted) {
+      const release = cloudProviderOf(cloud.provider)?.adoptedRelease(entry, cloud);
+      return release ? [release] : [];
+    }
     const lab = this.o.config.lab;
     if (!lab?.loadBalancer || !entry.adopted) return [];
     await detach({ lb: labLbInputs(lab), server: entry.name, address: entry.adopted.address, port: 6443 });

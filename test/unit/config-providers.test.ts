@@ -191,12 +191,12 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
 
     it("names every bad AWS value by its key", () => {
       const c = edited("aws", "molt:aws.securityGroupIds", ["default"]);
-      (c["molt:aws"] as Record<string, unknown>).apiTargetGroupArn = "prod-api";
+      (c["molt:aws"] as Record<string, unknown>).loadBalancer = { targetGroupArn: "prod-api" };
       (c["molt:aws"] as Record<string, unknown>).rootVolume = { sizeGiB: 4 };
       (c["molt:aws"] as Record<string, unknown>).instnaceType = "m6i.large";
       const problems = problemsOf(c);
       assertProblem(problems, "molt:aws.securityGroupIds.0", /security group id/);
-      assertProblem(problems, "molt:aws.apiTargetGroupArn", /ARN/);
+      assertProblem(problems, "molt:aws.loadBalancer.targetGroupArn", /not a target group ARN/);
       assertProblem(problems, "molt:aws.rootVolume.sizeGiB", /at least 8/);
       assertProblem(problems, "molt:aws", /instnaceType/);
     });
@@ -246,6 +246,113 @@ describe("cloud sections of the stack configuration (orchestrator/config.ts)", (
         "lab",
       );
       assert.equal(c.cloud, undefined);
+    });
+  });
+
+  describe("the API load balancer and the cloud controller manager (issues #29, #31)", () => {
+    const TG = "arn:aws:elasticloadbalancing:eu-central-1:123456789012:targetgroup/prod-api/0123456789abcdef";
+
+    it("takes a classic ELB by name, or a target group by ARN, as molt:aws.loadBalancer", () => {
+      const elb = load(edited("aws", "molt:aws.loadBalancer", { classicElb: "kubeone-api-lb" }));
+      assert.ok(elb.cloud?.provider === "aws");
+      assert.deepEqual(elb.cloud.aws.loadBalancer, { classicElb: "kubeone-api-lb" });
+      const tg = load(edited("aws", "molt:aws.loadBalancer", { targetGroupArn: TG }));
+      assert.ok(tg.cloud?.provider === "aws");
+      assert.deepEqual(tg.cloud.aws.loadBalancer, { targetGroupArn: TG });
+      assert.ok(!("apiTargetGroupArn" in tg.cloud.aws), "the old spelling does not linger in the settings");
+    });
+
+    const bad: [string, unknown, string, RegExp][] = [
+      [
+        "both given",
+        { classicElb: "kubeone-api-lb", targetGroupArn: TG },
+        "",
+        /one of classicElb or targetGroupArn, not both/,
+      ],
+      ["neither given", {}, "", /the API load balancer new nodes are registered in: \{ classicElb: NAME \}/],
+      ["missing", undefined, "", /the API load balancer new nodes are registered in/],
+      ["not an object", "kubeone-api-lb", "", /the API load balancer new nodes are registered in/],
+      ["an unknown key", { classicElb: "kubeone-api-lb", nlb: "x" }, "", /nlb/],
+      [
+        "the ELB's DNS name for its name",
+        { classicElb: "kubeone-api-lb-1529814937.eu-central-1.elb.amazonaws.com" },
+        ".classicElb",
+        /is a DNS name; give the load balancer's name/,
+      ],
+      [
+        "an ARN for a classic ELB",
+        { classicElb: "arn:aws:elasticloadbalancing:eu-central-1:123456789012:loadbalancer/kubeone-api-lb" },
+        ".classicElb",
+        /not given by ARN/,
+      ],
+      ["a name with a hyphen at its end", { classicElb: "kubeone-" }, ".classicElb", /not a classic ELB name/],
+      ["a name longer than 32", { classicElb: "k".repeat(33) }, ".classicElb", /not a classic ELB name/],
+      ["AWS's internal- prefix", { classicElb: "internal-api" }, ".classicElb", /not a classic ELB name/],
+      ["an empty name", { classicElb: "" }, ".classicElb", /not a classic ELB name/],
+      [
+        "the NLB's ARN for its target group's",
+        {
+          targetGroupArn:
+            "arn:aws:elasticloadbalancing:eu-central-1:123456789012:loadbalancer/net/api/0123456789abcdef",
+        },
+        ".targetGroupArn",
+        /that is the load balancer's ARN/,
+      ],
+      [
+        "a target group ARN without its id",
+        { targetGroupArn: "arn:aws:elasticloadbalancing:eu-central-1:123456789012:targetgroup/prod-api" },
+        ".targetGroupArn",
+        /not a target group ARN \(arn:aws:elasticloadbalancing:REGION:ACCOUNT:targetgroup\/NAME\/ID\)/,
+      ],
+      ["a name for an ARN", { targetGroupArn: "prod-api" }, ".targetGroupArn", /not a target group ARN/],
+    ];
+    for (const [what, value, key, message] of bad)
+      it(`bad input: molt:aws.loadBalancer ${what}`, () =>
+        assertProblem(
+          problemsOf(edited("aws", "molt:aws.loadBalancer", value)),
+          `molt:aws.loadBalancer${key}`,
+          message,
+        ));
+
+    it("bad input: the old molt:aws.apiTargetGroupArn, named with its new spelling", () => {
+      const c = edited("aws", "molt:aws.apiTargetGroupArn", TG);
+      assertProblem(problemsOf(c), "molt:aws.apiTargetGroupArn", /now written loadBalancer: \{ targetGroupArn: ARN \}/);
+    });
+
+    it("takes the cluster tag's value, owned or shared, and nothing else", () => {
+      const c = load(edited("aws", "molt:aws.clusterTag", "shared"));
+      assert.ok(c.cloud?.provider === "aws");
+      assert.equal(c.cloud.aws.clusterTag, "shared");
+      assertProblem(
+        problemsOf(edited("aws", "molt:aws.clusterTag", "yes")),
+        "molt:aws.clusterTag",
+        /owned .* or shared/,
+      );
+    });
+
+    it("runs the kubelets with --cloud-provider=external when asked, and refuses an in-tree provider", () => {
+      const c = load(edited("aws", "molt:bootstrap.cloudProvider", "external"));
+      assert.equal(c.cloud?.bootstrap.cloudProvider, "external");
+      assert.equal(load(example("aws")).cloud?.bootstrap.cloudProvider, undefined);
+      assertProblem(
+        problemsOf(edited("aws", "molt:bootstrap.cloudProvider", "aws")),
+        "molt:bootstrap.cloudProvider",
+        /external .*in-tree cloud providers are gone since Kubernetes 1\.31/,
+      );
+    });
+
+    it("bad input: an Azure backend pool id that names something else", () => {
+      assertProblem(
+        problemsOf(
+          edited(
+            "azure",
+            "molt:azure.apiBackendPoolId",
+            "/subscriptions/s1/resourceGroups/kubeone-rg/providers/Microsoft.Network/loadBalancers/kubernetes",
+          ),
+        ),
+        "molt:azure.apiBackendPoolId",
+        /a backend pool's resource id .*backendAddressPools\/ApiServers/,
+      );
     });
   });
 

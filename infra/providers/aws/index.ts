@@ -1,4 +1,5 @@
-// Provider "aws": EC2 instances behind an NLB target group, zones as failure domains.
+// Provider "aws": EC2 instances behind an NLB target group or a classic ELB, zones as failure
+// domains.
 import { cloudProvider } from "../cloud-program";
 import type { CloudCommonSections } from "../cloud-config";
 import type { CloudConfigBase } from "../provider";
@@ -6,9 +7,11 @@ import { sdkPlugin } from "../provider";
 import { amiProblem, awsSection, type AwsNodeSettings } from "./config";
 import { AwsControlPlaneNode } from "./node";
 import { awsImport } from "../imported";
+import { adoptedAttachment, adoptedRelease, apiLoadBalancer } from "./load-balancer";
 
 export * from "./config";
 export * from "./node";
+export * from "./load-balancer";
 export * from "./security-group";
 
 export interface AwsCloudConfig extends CloudConfigBase {
@@ -33,4 +36,7 @@ export const awsProvider = cloudProvider<AwsCloudConfig>({
   node: (entry, args, cloud) => new AwsControlPlaneNode(entry.name, { ...args, settings: cloud.aws }),
   importIdProblem: awsImport.problem,
   importMachine: awsImport.machine,
+  adoptedAttachment: (entry, cloud, machine) => adoptedAttachment(entry, cloud.aws, machine),
+  adoptedRelease: (entry, cloud) => adoptedRelease(entry, cloud.aws),
+  apiLoadBalancer: (cloud, adopted) => apiLoadBalancer(cloud.aws, adopted),
 });

@@ -1,8 +1,8 @@
 // An AWS control-plane node: an EC2 instance from the node's AMI in the subnet of its
-// availability zone, IMDSv2 only, its API server registered in the API load balancer's
-// target group on 6443, and the shared tail (infra/providers/cloud-node.ts). Every
-// resource is named after the node, so a node with a new image is a new set of
-// resources, never an in-place update.
+// availability zone, IMDSv2 only, its API server registered in the API load balancer (an
+// NLB target group on 6443, or a classic ELB), and the shared tail
+// (infra/providers/cloud-node.ts). Every resource is named after the node, so a node with a
+// new image is a new set of resources, never an in-place update.
 import type * as aws from "@pulumi/aws";
 import { awsSdk } from "../sdk";
 import * as pulumi from "@pulumi/pulumi";
@@ -14,7 +14,7 @@ import {
   type CloudControlPlaneNodeArgs,
 } from "../cloud-common";
 import { CloudControlPlaneNode } from "../cloud-node";
-import type { AwsNodeSettings } from "./config";
+import type { AwsApiLoadBalancer, AwsNodeSettings } from "./config";
 
 export type AwsControlPlaneNodeArgs = CloudControlPlaneNodeArgs<AwsNodeSettings>;
 
@@ -27,7 +27,14 @@ export class AwsControlPlaneNode extends CloudControlPlaneNode {
     const zone = node.failureDomain ?? Object.keys(s.subnetIdsByZone)[0];
     const subnetId = settingForDomain(node, s.subnetIdsByZone, "subnet");
     const region = s.region ? { region: s.region } : {};
-    const tags = { ...s.tags, ...nodeTags(node, args.bootstrap.clusterName ?? "kubernetes"), Name: node.name };
+    const clusterName = args.bootstrap.clusterName ?? "kubernetes";
+    const tags = {
+      ...s.tags,
+      ...nodeTags(node, clusterName),
+      // What the AWS cloud controller manager reads to tell this cluster's machines.
+      [`kubernetes.io/cluster/${clusterName}`]: s.clusterTag ?? "owned",
+      Name: node.name,
+    };
     const vol = s.rootVolume;
     if (s.sshAddress === "public" && !s.associatePublicIpAddress) {
       throw new Error(`node ${node.name}: sshAddress "public" needs associatePublicIpAddress: true`);
@@ -68,11 +75,7 @@ export class AwsControlPlaneNode extends CloudControlPlaneNode {
       { parent: this, replaceOnChanges: ["ami"], deleteBeforeReplace: false, ...keepFirstBootData(["userData"]) },
     );
 
-    const attachment = new sdk.lb.TargetGroupAttachment(
-      `${node.name}-api`,
-      { ...region, targetGroupArn: s.apiTargetGroupArn, targetId: this.instance.id, port: 6443 },
-      { parent: this },
-    );
+    const attachment = apiAttachment(`${node.name}-api`, s.loadBalancer, this.instance.id, s.region, { parent: this });
 
     // After the LB attachment: kubeadm reaches the API through controlPlaneEndpoint.
     this.completeNode(args, {
@@ -84,4 +87,27 @@ export class AwsControlPlaneNode extends CloudControlPlaneNode {
       dependsOn: [this.instance, attachment],
     });
   }
+}
+
+/**
+ * The registration of an instance's API server (6443) in the API load balancer: a target
+ * group attachment, or a classic ELB attachment (the ELB's listener names the instance port).
+ * Created with the node, deleted with it: the delete deregisters the instance.
+ */
+export function apiAttachment(
+  name: string,
+  lb: AwsApiLoadBalancer,
+  instanceId: pulumi.Input<string>,
+  region: string | undefined,
+  opts: pulumi.CustomResourceOptions,
+): pulumi.CustomResource {
+  const sdk = awsSdk();
+  const r = region ? { region } : {};
+  return "classicElb" in lb
+    ? new sdk.elb.Attachment(name, { ...r, elb: lb.classicElb, instance: instanceId }, opts)
+    : new sdk.lb.TargetGroupAttachment(
+        name,
+        { ...r, targetGroupArn: lb.targetGroupArn, targetId: instanceId, port: 6443 },
+        opts,
+      );
 }

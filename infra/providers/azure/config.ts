@@ -32,6 +32,31 @@ export interface AzureNodeSettings {
   tags?: Record<string, string>;
 }
 
+const BACKEND_POOL =
+  /^\/subscriptions\/([^/]+)\/resourceGroups\/([^/]+)\/providers\/Microsoft\.Network\/loadBalancers\/([^/]+)\/backendAddressPools\/([^/]+)$/i;
+
+export interface BackendPoolRef {
+  subscription: string;
+  resourceGroupName: string;
+  loadBalancerName: string;
+  poolName: string;
+}
+
+/** The parts of a backend pool's resource id, or undefined when it is not one. */
+export function parseBackendPoolId(id: string): BackendPoolRef | undefined {
+  const m = BACKEND_POOL.exec(id);
+  return m ? { subscription: m[1], resourceGroupName: m[2], loadBalancerName: m[3], poolName: m[4] } : undefined;
+}
+
+/** What is wrong with a backend pool id, or undefined. */
+export function backendPoolProblem(id: string): string | undefined {
+  return parseBackendPoolId(id)
+    ? undefined
+    : "a backend pool's resource id (/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/" +
+        "loadBalancers/LB/backendAddressPools/POOL; KubeOne's: " +
+        "loadBalancers/kubernetes/backendAddressPools/ApiServers)";
+}
+
 const azureId = (what: string) =>
   z.string({ message: what }).startsWith("/subscriptions/", `${what}: an Azure resource id (/subscriptions/...)`);
 
@@ -42,7 +67,10 @@ export const azureSection = z
       location: text("an Azure region such as westeurope"),
       vmSize: text("a VM size such as Standard_D4s_v5"),
       subnetId: azureId("the control-plane subnet"),
-      apiBackendPoolId: azureId("the API load balancer's backend pool"),
+      apiBackendPoolId: azureId("the API load balancer's backend pool").superRefine((v, c) => {
+        const p = v.startsWith("/subscriptions/") ? backendPoolProblem(v) : undefined;
+        if (p) c.addIssue({ code: "custom", message: p });
+      }),
       networkSecurityGroupId: azureId("a network security group").optional(),
       zones: z.array(z.string().min(1)).optional(),
       faultDomainCount: z.number().int().min(1, "1 to 3").max(3, "1 to 3 (regions offer 2 or 3)").optional(),

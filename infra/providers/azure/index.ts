@@ -6,9 +6,12 @@ import type { CloudCommonSections } from "../cloud-config";
 import { sdkPlugin, type CloudConfigBase } from "../provider";
 import { azureSection, imageReference, type AzureNodeSettings } from "./config";
 import { AzureControlPlaneAvailabilitySet, AzureControlPlaneNode } from "./node";
+import { adoptedAttachment, adoptedRelease, apiLoadBalancer } from "./load-balancer";
 
 export * from "./config";
 export * from "./node";
+export * from "./load-balancer";
+export * from "./pool-membership";
 
 export interface AzureCloudConfig extends CloudConfigBase {
   provider: "azure";
@@ -67,4 +70,7 @@ export const azureProvider = cloudProvider<AzureCloudConfig, AzureControlPlaneAv
     }),
   importIdProblem: azureImport.problem,
   importMachine: azureImport.machine,
+  adoptedAttachment: (entry, cloud, machine) => adoptedAttachment(entry, cloud.azure, machine),
+  adoptedRelease: (entry) => adoptedRelease(entry),
+  apiLoadBalancer: (cloud, adopted) => apiLoadBalancer(cloud.azure, adopted),
 });

@@ -9,6 +9,10 @@ import {
   type KubeadmNode,
 } from "../../../infra/kubeadm/settings";
 import { bash, definitionsOf, shellcheck } from "./shell";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join as path } from "node:path";
+import { parse, parseAllDocuments } from "yaml";
 
 const settings: KubeadmBootstrapSettings = {
   controlPlaneEndpoint: "api.prod.example.com:6443",
@@ -39,6 +43,10 @@ function every(): Array<[string, string]> {
       out.push([`join ${version} ${install.source}`, renderJoinScript(n, s)]);
     }
   }
+  const ccm = { ...settings, cloudProvider: "external" as const };
+  const identified = { ...node, providerId: "aws:///eu-central-1a/i-0123456789abcdef0" };
+  out.push(["init with a providerID and --cloud-provider=external", renderInitScript(identified, ccm)]);
+  out.push(["join with a providerID and --cloud-provider=external", renderJoinScript(identified, ccm)]);
   out.push(["reset (molt removes the member)", renderResetScript(node.name, settings)]);
   out.push([
     "reset (kubeadm removes the member)",
@@ -218,6 +226,87 @@ describe("rendered kubeadm scripts", () => {
     it("reads stdin before anything else can consume it", () => {
       const main = script.slice(script.indexOf("main() {"));
       assert.ok(main.indexOf("read_join_material") < main.indexOf("install_or_verify_runtime"));
+    });
+  });
+
+  describe("cloud controller manager settings: --cloud-provider and the kubelet's providerID", () => {
+    const providerId = "aws:///eu-central-1a/i-0123456789abcdef0";
+    const ccm = { ...settings, cloudProvider: "external" as const };
+    /** The kubeadm configuration documents a script carries, parsed. */
+    const kubeadmConfig = (script: string) => {
+      const r = bash(`${definitionsOf(script)}\nprintf '%s' "$KUBEADM_CONFIG"`);
+      assert.equal(r.status, 0, r.stderr);
+      return parseAllDocuments(r.stdout).map((d) => d.toJS() as Record<string, Record<string, unknown>>);
+    };
+
+    for (const [version, kind, form] of [
+      ["1.34.2", "v1beta4 list", [{ name: "cloud-provider", value: "external" }]],
+      ["1.30.5", "v1beta3 map", { "cloud-provider": "external" }],
+    ] as const)
+      it(`passes --cloud-provider=external to the kubelet in kubeadm's ${kind} form`, () => {
+        const n = { ...node, kubernetesVersion: version };
+        const [init] = kubeadmConfig(renderInitScript(n, ccm));
+        const [join] = kubeadmConfig(renderJoinScript(n, ccm));
+        assert.deepEqual(init.nodeRegistration.kubeletExtraArgs, form);
+        assert.deepEqual(join.nodeRegistration.kubeletExtraArgs, form);
+      });
+
+    it("passes no kubelet arguments when no cloud provider is configured", () => {
+      const [join] = kubeadmConfig(renderJoinScript(node, settings));
+      assert.equal(join.nodeRegistration.kubeletExtraArgs, undefined);
+    });
+
+    it("points kubeadm at the node's patches and writes its providerID there before kubeadm runs", () => {
+      const script = renderJoinScript({ ...node, providerId }, settings);
+      const [join] = kubeadmConfig(script);
+      assert.deepEqual(join.patches, { directory: "/etc/kubernetes/molt-patches" });
+      const main = script.slice(script.indexOf("main() {"));
+      assert.ok(main.indexOf('write_kubeadm_patches "$KUBEADM_PATCHES_DIR"') < main.indexOf("kubeadm join --config"));
+      const init = renderInitScript({ ...node, providerId }, settings);
+      assert.deepEqual(kubeadmConfig(init)[0].patches, { directory: "/etc/kubernetes/molt-patches" });
+      const initMain = init.slice(init.indexOf("main() {"));
+      assert.ok(
+        initMain.indexOf('write_kubeadm_patches "$KUBEADM_PATCHES_DIR"') < initMain.indexOf("kubeadm init --config"),
+      );
+
+      const dir = mkdtempSync(path(tmpdir(), "molt-patches-"));
+      try {
+        const r = bash(`${definitionsOf(script)}\nwrite_kubeadm_patches '${dir}/patches'`);
+        assert.equal(r.status, 0, r.stderr);
+        assert.deepEqual(readdirSync(path(dir, "patches")), ["kubeletconfiguration+merge.yaml"]);
+        const patch = parse(readFileSync(path(dir, "patches", "kubeletconfiguration+merge.yaml"), "utf8"));
+        assert.deepEqual(patch, { providerID: providerId });
+        assert.match(r.stderr, /the kubelet's providerID: providerID: aws:\/\/\/eu-central-1a\/i-0123456789abcdef0/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it("writes no patch and names no patch directory for a node without a providerID", () => {
+      const script = renderJoinScript(node, settings);
+      assert.equal(kubeadmConfig(script)[0].patches, undefined);
+      const dir = mkdtempSync(path(tmpdir(), "molt-patches-"));
+      try {
+        const r = bash(`${definitionsOf(script)}\nwrite_kubeadm_patches '${dir}/patches'`);
+        assert.equal(r.status, 0, r.stderr);
+        assert.ok(!existsSync(path(dir, "patches")));
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it("takes every provider's providerID form, and refuses one that is not a provider id", () => {
+      for (const id of [
+        providerId,
+        "azure:///subscriptions/s1/resourceGroups/rg_(prod).1/providers/Microsoft.Compute/virtualMachines/cp-1",
+        "vsphere://4201a1e8-6f1c-2d3b-9b1a-0c5e2f3a4b5c",
+      ])
+        assert.doesNotThrow(() => renderJoinScript({ ...node, providerId: id }, settings));
+      for (const id of ["i-0123456789abcdef0", "aws:///eu-central-1a/i-01'; reboot; '", "aws:///a b"])
+        assert.throws(
+          () => renderJoinScript({ ...node, providerId: id }, settings),
+          /providerId: .*is not a provider id/,
+        );
     });
   });
 

@@ -24,7 +24,9 @@ const settings: AwsNodeSettings = {
   instanceType: "m6i.large",
   subnetIdsByZone: { "eu-central-1a": "subnet-a", "eu-central-1b": "subnet-b", "eu-central-1c": "subnet-c" },
   securityGroupIds: ["sg-cp"],
-  apiTargetGroupArn: "arn:aws:elasticloadbalancing:eu-central-1:1:targetgroup/api/1",
+  loadBalancer: {
+    targetGroupArn: "arn:aws:elasticloadbalancing:eu-central-1:123456789012:targetgroup/api/0123456789abcdef",
+  },
   rootVolume: { sizeGiB: 80, iops: 4000 },
 };
 
@@ -80,7 +82,7 @@ describe("AWS control-plane node", () => {
 
   it("registers the instance in the API target group on 6443", () => {
     const a = one(rec, "aws:lb/targetGroupAttachment:TargetGroupAttachment").inputs;
-    assert.equal(a.targetGroupArn, settings.apiTargetGroupArn);
+    assert.equal(a.targetGroupArn, (settings.loadBalancer as { targetGroupArn: string }).targetGroupArn);
     assert.equal(a.targetId, "cp-g2-a-id");
     assert.equal(a.port, 6443);
   });
@@ -164,6 +166,70 @@ describe("AWS control-plane node", () => {
   it("bootstraps again (reset, then join) only when the machine, image or version changes", () => {
     assert.deepEqual(bootstrapOf(rec, "cp-g2-a").inputs.triggers, ["cp-g2-a-id", "ami-0123456789abcdef0", "1.34.2"]);
   });
+});
+
+describe("AWS control-plane node behind a classic ELB, and for a cloud controller manager", () => {
+  it(
+    "registers the instance in the classic ELB by name (deleted " + "with the node: deregistered), no target group",
+    async () => {
+      const rec = installMocks(cloud);
+      const node = build(rec, {}, { loadBalancer: { classicElb: "kubeone-api-lb" }, region: "eu-west-1" });
+      await value(node.providerId);
+      await settle();
+      const a = one(rec, "aws:elb/attachment:Attachment", "cp-g2-a-api").inputs;
+      assert.deepEqual([a.elb, a.instance, a.region], ["kubeone-api-lb", "cp-g2-a-id", "eu-west-1"]);
+      assert.equal(
+        rec.resources.filter((r) => r.type === "aws:lb/targetGroupAttachment:TargetGroupAttachment").length,
+        0,
+      );
+      const parent = rec.transformed.find((t) => t.name === "cp-g2-a-api")?.opts.parent;
+      assert.equal(parent, node, "a child of the node: the update that drops the node deletes it");
+    },
+  );
+
+  it(
+    "tags the instance and its volume " + "kubernetes.io/cluster/<cluster>: owned by default, shared when asked",
+    async () => {
+      for (const [extra, expected] of [
+        [{}, "owned"],
+        [{ clusterTag: "shared" as const }, "shared"],
+      ] as const) {
+        const rec = installMocks(cloud);
+        await value(build(rec, {}, extra).providerId);
+        await settle();
+        const i = one(rec, "aws:ec2/instance:Instance").inputs;
+        assert.equal((i.tags as Record<string, string>)["kubernetes.io/cluster/prod"], expected);
+        const volume = (i.rootBlockDevice as { tags: Record<string, string> }).tags;
+        assert.equal(volume["kubernetes.io/cluster/prod"], expected);
+      }
+    },
+  );
+
+  it(
+    "gives the kubelet its providerID (aws:///ZONE/INSTANCE) through a " +
+      "kubeadm patch, and --cloud-provider=external only when asked",
+    async () => {
+      const rec = installMocks(cloud);
+      const f = fixtures({ failureDomain: "eu-central-1c" });
+      const node = new AwsControlPlaneNode(
+        f.node.name,
+        { ...f, bootstrap: { ...f.bootstrap, cloudProvider: "external" }, settings, joinMaterial: pulumi.secret(JOIN) },
+        {},
+      );
+      await value(node.providerId);
+      await settle();
+      const create = String(bootstrapOf(rec, "cp-g2-a").inputs.create);
+      assert.match(create, /providerID: aws:\/\/\/eu-central-1c\/cp-g2-a-id/);
+      assert.match(create, /patches:\n\s+directory: \/etc\/kubernetes\/molt-patches/);
+      assert.match(create, /- name: cloud-provider\n\s+value: external/);
+      const plain = installMocks(cloud);
+      await value(build(plain).providerId);
+      await settle();
+      const without = String(bootstrapOf(plain, "cp-g2-a").inputs.create);
+      assert.doesNotMatch(without, /cloud-provider/);
+      assert.match(without, /providerID: aws:\/\/\/eu-central-1a\/cp-g2-a-id/, "set whether or not a CCM runs");
+    },
+  );
 });
 
 describe("AWS control-plane node identity across runs and images", () => {

@@ -103,8 +103,9 @@ describe("Azure control-plane node", () => {
     assert.ok(isSecretValue(cmd.stdin));
   });
 
-  it("exposes the Azure provider id of the VM", async () => {
+  it("exposes the Azure provider id of the VM, and gives it to the kubelet", async () => {
     assert.equal(await value(node.providerId), "azure://cp-g2-a-id");
+    assert.match(String(bootstrapOf(rec, "cp-g2-a").inputs.create), /providerID: azure:\/\/cp-g2-a-id/);
   });
 
   it("replaces the VM rather than updating it when its image would change, and keeps its OS profile as created", () => {

@@ -127,8 +127,9 @@ describe("vSphere control-plane node", () => {
     assert.deepEqual(cmd.triggers, ["cp-g2-a-uuid", "ubuntu-2404-k8s-1.34.2", "1.34.2"]);
   });
 
-  it("exposes the vSphere provider id (the VM's BIOS UUID)", async () => {
+  it("exposes the vSphere provider id (the VM's BIOS UUID), and gives it to the kubelet", async () => {
     assert.equal(await value(node.providerId), "vsphere://cp-g2-a-uuid");
+    assert.match(String(bootstrapOf(rec, "cp-g2-a").inputs.create), /providerID: vsphere:\/\/cp-g2-a-uuid/);
   });
 });
 
