@@ -400,7 +400,7 @@ export type RenewResult = { kind: "renewed" } | { kind: "again" } | { kind: "los
 export interface RenewAttempt {
   signal: AbortSignal;
   abandonAt: number;
-  /** When the lease expires as its holder knows it (performance.now()): the last answered renewal's send plus the ttl. */
+  /** When the lease expires as its holder knows it (performance.now()): its last answered renewal's send + ttl. */
   expiresAt: number;
 }
 

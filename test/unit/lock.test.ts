@@ -216,7 +216,7 @@ describe("the lease when its store stops answering", () => {
     );
   });
 
-  it("lets no renewal that a frozen store processes after its holder gave up (and died) hold the stack", async function () {
+  it("lets no renewal a frozen store processes after its holder gave up (and died) hold the stack", async function () {
     this.timeout(15_000);
     const real = new FileStore(dir);
     let frozen = false;
