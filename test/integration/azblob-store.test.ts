@@ -155,7 +155,7 @@ describe("the Azure Blob object store and lease (Azurite on loopback)", function
     }
   });
 
-  it("frozen (SIGSTOP) under a lease: runs fail in time, a dead holder's late renewal holds nothing", async function () {
+  it("frozen (SIGSTOP) under a lease: runs fail in time, a dead holder's late write holds nothing", async function () {
     this.timeout(120_000);
     await assertOutageDies("azurite", az.url("molt-state", "outage-dies"), az);
   });

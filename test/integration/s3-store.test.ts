@@ -68,7 +68,7 @@ describe("the S3 object store and lease (molt-s3 on loopback)", function () {
     assert.equal(await readLease(new S3Store(url), "prod"), undefined, "released: nothing left in the bucket");
   });
 
-  it("frozen (SIGSTOP) under a lease: runs fail in time, a dead holder's late renewal holds nothing", async function () {
+  it("frozen (SIGSTOP) under a lease: runs fail in time, a dead holder's late write holds nothing", async function () {
     this.timeout(120_000);
     await assertOutageDies("molt-s3", s3.url("molt-state", "outage-dies"), s3);
   });
