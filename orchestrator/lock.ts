@@ -485,7 +485,8 @@ export function keepRenewed(o: {
       }
     } catch (e) {
       if (stopped || controller.signal.aborted) return;
-      lastError = (e as Error).message.split("\n")[0];
+      // A store's BackendError tells a run that is starting what to do; mid-run only what is wrong counts.
+      lastError = ((e as { detail?: string }).detail ?? (e as Error).message).split("\n")[0];
       o.onRenewError?.(e as Error);
     } finally {
       clearTimeout(timer);
