@@ -12,7 +12,8 @@
 import * as assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
-import { openStore, STORE_CALL_MS } from "../../orchestrator/backend/store";
+import { openStore } from "../../orchestrator/backend/store";
+import { STORE_CALL_MS } from "../../orchestrator/backend/object-store";
 import { BackendError } from "../../orchestrator/stack/driver";
 import { acquireLock, ConcurrentRolloutError, lossMarginMs, readLease, type HeldLock } from "../../orchestrator/lock";
 import { distDir } from "../../orchestrator/stack/engine";

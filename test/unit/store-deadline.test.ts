@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { createServer, type Server, type Socket } from "node:net";
 import { AzureBlobStore } from "../../orchestrator/backend/azblob";
 import { S3Store } from "../../orchestrator/backend/s3";
-import { CallAbandonedError, STORE_CALL_MS, type ObjectStore } from "../../orchestrator/backend/store";
+import { CallAbandonedError, STORE_CALL_MS, type ObjectStore } from "../../orchestrator/backend/object-store";
 import { BackendError } from "../../orchestrator/stack/driver";
 
 describe("a shared store that stops answering", function () {
