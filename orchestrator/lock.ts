@@ -471,6 +471,7 @@ export function keepRenewed(o: {
       () => abort.abort(new Error(`no answer within ${Math.round((abandonAt - t) / 100) / 10}s`)),
       Math.max(0, abandonAt - t),
     );
+    timer.unref();
     let settled!: () => void;
     inFlight = { abort, done: new Promise<void>((r) => (settled = r)) };
     try {
