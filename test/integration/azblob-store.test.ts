@@ -77,7 +77,8 @@ describe("the Azure Blob object store and lease (Azurite on loopback)", function
     assert.ok(openStore(url) instanceof AzureBlobStore);
     assert.ok(requireStore(url, "verification records") instanceof AzureBlobStore);
     assert.equal(lockStore(url).scope, "backend");
-    assert.doesNotMatch(new AzureBlobStore(url).location, new RegExp(az.credentials.AZURE_STORAGE_KEY.slice(0, 12)));
+    // A substring, not a RegExp: a base64 key may hold "+" and "/".
+    assert.ok(!new AzureBlobStore(url).location.includes(az.credentials.AZURE_STORAGE_KEY.slice(0, 12)));
   });
 
   it("reaches the container with a connection string as the engine's driver does", async () => {
