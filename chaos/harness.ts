@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { LabSettings } from "../infra/lab/settings";
 import { openStore } from "../orchestrator/backend/store";
 import { EtcdAccess } from "../orchestrator/edges/etcd";
-import { lockKey, parseLeaseRecord, readLease } from "../orchestrator/lock";
+import { inspectLease, lockKey, parseLeaseRecord, readLease } from "../orchestrator/lock";
 import { clusterLockKeys } from "../orchestrator/cluster-lock";
 import { engineLocks } from "../orchestrator/stack/engine-lock";
 import { cacheDir } from "../orchestrator/stack/engine";
@@ -865,10 +865,8 @@ export class Chaos {
         const store = openStore(this.env.PULUMI_BACKEND_URL, this.env)!;
         await pollUntil(
           async () => {
-            const cur = await store.get(lockKey(this.stack));
-            const ttl = this.lockSeconds ?? 30;
-            if (!cur) return true;
-            return (await store.now()).getTime() - cur.modified.getTime() > ttl * 1000 + 1000 ? true : undefined;
+            const lease = await inspectLease(store, this.stack);
+            return !lease?.live ? true : undefined;
           },
           {
             what: "runner A's lease to expire",

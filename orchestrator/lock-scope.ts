@@ -69,7 +69,8 @@ export async function holdStack(
   // Engines die with their molt where another machine may have to prove them dead (buckets).
   // (And wherever the cluster holds the lease: another machine takes it over once it expired.)
   const bind = (shared !== undefined || home === "cluster") && !backend.startsWith("file://") && canBindEngines();
-  const onRenewError = (e: Error) => emit({ type: "lock-renew-failed", message: e.message.split("\n")[0] });
+  const onRenewError = (e: Error) =>
+    emit({ type: "lock-renew-failed", message: ((e as { detail?: string }).detail ?? e.message).split("\n")[0] });
   // In the cluster: this machine's lease first (the cluster's is taken once its etcd can be reached).
   const base = await acquireLock(backend, stackName, command, {
     ttlSeconds,

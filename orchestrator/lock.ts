@@ -11,6 +11,11 @@
 //    the send of its last successful renewal) has lost the lease: `signal` aborts and `lost`
 //    resolves, before any other runner can take the lease over. The loop stops at its next
 //    boundary, and the engine it runs is stopped (orchestrator/stack/engine-fence.ts).
+//  - Every write is abandoned (its request aborted) by a deadline, and says by the store's
+//    clock when it must land to count (`landBy`) and when the lease expires if it lands later
+//    (`heldUntil`): a write a frozen store processes only after its writer gave it up (or died)
+//    extends nothing, though it carries the writer's name. A holder that gives the lease up
+//    (release, lost or not) deletes the version it holds, and any it wrote since, conditionally.
 // Backends molt cannot write objects to itself (Pulumi Cloud, gs://) get a lease in ~/.molt:
 // it covers this machine only, and the `lock` event says so. file://, s3:// and azblob://
 // backends hold it beside the state.
@@ -20,7 +25,7 @@ import { hostname } from "node:os";
 import { alive } from "../lib/process";
 import { FileStore } from "./backend/file";
 import { openStore } from "./backend/store";
-import { type ObjectStore } from "./backend/object-store";
+import { STORE_CALL_MS, storeTimeAtMost, type CallOptions, type ObjectStore } from "./backend/object-store";
 import { moltHome } from "./stack/engine";
 
 export interface LockHolder {
@@ -40,6 +45,10 @@ interface LeaseRecord {
   holder: LockHolder;
   ttlSeconds: number;
   renewedAt: string;
+  /** Store clock (ms): this write renews the lease only if it landed by then; its writer abandoned it after. */
+  landBy?: number;
+  /** Store clock (ms): when the lease expires if this write landed after `landBy` (0: it held nothing before). */
+  heldUntil?: number;
 }
 
 export const DEFAULT_TTL_SECONDS = 30;
@@ -162,6 +171,54 @@ export async function readLease(store: ObjectStore, stack: string): Promise<Leas
   return cur ? parseRecord(cur.body) : undefined;
 }
 
+/**
+ * When a lease written at `modified` (store clock, ms) expires by the store's clock: its time to
+ * live after the write, or, for a write that landed after its writer abandoned it, what the
+ * lease held before (`heldUntil`). The store's clock resolution is added either way.
+ */
+export function leaseExpiresAt(
+  rec: LeaseRecord | undefined,
+  modified: number,
+  ttlSeconds: number,
+  resolutionMs: number,
+): number {
+  if (rec?.landBy !== undefined && modified > rec.landBy) return (rec.heldUntil ?? 0) + resolutionMs;
+  return modified + ttlSeconds * 1000 + resolutionMs;
+}
+
+export interface LeaseView {
+  record?: LeaseRecord;
+  modified: Date;
+  /** Store clock (ms). */
+  expiresAt: number;
+  /** Its last write landed after its writer had abandoned it. */
+  landedLate: boolean;
+  /** Not expired by the store's clock now. */
+  live: boolean;
+}
+
+/** The stack's lease as a taker judges it (status, tests, the chaos harness), or undefined. */
+export async function inspectLease(store: ObjectStore, stack: string): Promise<LeaseView | undefined> {
+  const cur = await store.get(lockKey(stack));
+  if (!cur) return undefined;
+  const record = parseRecord(cur.body);
+  const modified = cur.modified.getTime();
+  const expiresAt = leaseExpiresAt(
+    record,
+    modified,
+    record?.ttlSeconds ?? DEFAULT_TTL_SECONDS,
+    store.clockResolutionMs,
+  );
+  const now = (await store.now()).getTime();
+  return {
+    ...(record ? { record } : {}),
+    modified: cur.modified,
+    expiresAt,
+    landedLate: record?.landBy !== undefined && modified > record.landBy,
+    live: now <= expiresAt,
+  };
+}
+
 function parseRecord(body: Buffer): LeaseRecord | undefined {
   try {
     const r = JSON.parse(body.toString("utf8")) as LeaseRecord;
@@ -190,22 +247,44 @@ export async function acquireLock(
   const { store, scope } = o.store ? { store: o.store, scope: o.scope ?? "backend" } : lockStore(backendUrl, o.env);
   const ttlSeconds = o.ttlSeconds ?? DEFAULT_TTL_SECONDS;
   await store.check();
+  // Every write says by the store's clock when it must land: read that clock once first.
+  if (storeTimeAtMost(store) === undefined) await store.now();
   const key = lockKey(stack);
   const where = `${key} in ${store.location}`;
   const holder = newHolder(command, o);
-  const record = (): Buffer => leaseRecord(holder, ttlSeconds);
+  /** This run's record, for a write abandoned at `abandonAt` on a lease held until `heldUntil` (performance.now()). */
+  const record = (abandonAt: number, heldUntil?: number): Buffer => {
+    const now = performance.now();
+    const storeNow = storeTimeAtMost(store, now);
+    if (storeNow === undefined) throw new Error(`${store.location} has not told its time: molt cannot stamp a lease`);
+    const at = (t: number) => Math.ceil(storeNow + t - now);
+    return leaseRecord(holder, ttlSeconds, { landBy: at(abandonAt), heldUntil: heldUntil ? at(heldUntil) : 0 });
+  };
 
   let etag: string | undefined;
   let recoveredFrom: HeldLock["recoveredFrom"];
   let sentAt = performance.now();
+  /** One write of the lease within the store's deadline; an answer that came after it counts as none. */
+  const write = async (put: (body: Buffer) => Promise<string | undefined>): Promise<string | undefined> => {
+    const t = performance.now();
+    const abandonAt = t + STORE_CALL_MS;
+    const written = await put(record(abandonAt));
+    if (!written || performance.now() > abandonAt) return undefined; // the next read finds it (ours)
+    sentAt = t;
+    return written;
+  };
   for (let attempt = 0; attempt < 4 && !etag; attempt++) {
-    sentAt = performance.now();
     const cur = await store.get(key);
     if (!cur) {
-      etag = await store.putIfAbsent(key, record());
+      etag = await write((b) => store.putIfAbsent(key, b));
       continue;
     }
     const rec = parseRecord(cur.body);
+    if (rec?.holder.runId === holder.runId) {
+      // Our own write, answered too late to count: written again, on that version.
+      etag = await write((b) => store.putIfMatch(key, b, cur.etag));
+      continue;
+    }
     const other: Partial<LockHolder> = rec?.holder ?? { host: "unknown (unreadable lock)", pid: 0 };
     const otherTtl = rec?.ttlSeconds ?? ttlSeconds;
     let reason: "process-gone" | "expired";
@@ -214,39 +293,55 @@ export async function acquireLock(
       if (alive(other.pid)) throw new ConcurrentRolloutError(stack, other, where);
       reason = "process-gone";
     } else {
-      const silentMs = (await store.now()).getTime() - cur.modified.getTime();
-      if (silentMs <= otherTtl * 1000 + store.clockResolutionMs)
-        throw new ConcurrentRolloutError(stack, other, where, otherTtl - silentMs / 1000, otherTtl);
+      const now = (await store.now()).getTime();
+      const expiresAt = leaseExpiresAt(rec, cur.modified.getTime(), otherTtl, store.clockResolutionMs);
+      if (now <= expiresAt)
+        throw new ConcurrentRolloutError(
+          stack,
+          other,
+          where,
+          (expiresAt - store.clockResolutionMs - now) / 1000,
+          otherTtl,
+        );
       reason = "expired";
-      silentSeconds = Math.round(silentMs / 100) / 10;
+      // Since its last renewal that counted (a write that landed too late renewed nothing).
+      silentSeconds = Math.round((now - (expiresAt - store.clockResolutionMs - otherTtl * 1000)) / 100) / 10;
     }
-    sentAt = performance.now();
-    etag = await store.putIfMatch(key, record(), cur.etag);
-    if (etag)
-      recoveredFrom = {
-        holder: other,
-        reason,
-        ...(rec?.renewedAt ? { renewedAt: rec.renewedAt } : {}),
-        ...(silentSeconds !== undefined ? { silentSeconds } : {}),
-      };
-    // Else another runner took it first: the next read sees its fresh lease and refuses.
+    recoveredFrom = {
+      holder: other,
+      reason,
+      ...(rec?.renewedAt ? { renewedAt: rec.renewedAt } : {}),
+      ...(silentSeconds !== undefined ? { silentSeconds } : {}),
+    };
+    etag = await write((b) => store.putIfMatch(key, b, cur.etag));
+    // Else another runner took it first (the next read sees its fresh lease and refuses), or our
+    // answer came too late (the next read finds our own record).
   }
   if (!etag) throw new ConcurrentRolloutError(stack, { host: "unknown", pid: 0 }, where, ttlSeconds, ttlSeconds);
 
+  /** Removes every version of the lease this run wrote (a renewal abandoned in flight may have landed). */
+  const removeOurs = async (c: CallOptions) => {
+    if (await store.delete(key, etag!, c)) return;
+    for (let i = 0; i < 3; i++) {
+      const cur = await store.get(key, c);
+      if (!cur || parseRecord(cur.body)?.holder.runId !== holder.runId) return;
+      if (await store.delete(key, cur.etag, c)) return;
+    }
+  };
   const kept = keepRenewed({
     stack,
     ttlSeconds,
     sentAt,
     ...(o.onRenewError ? { onRenewError: o.onRenewError } : {}),
     // Conditional: a lease taken over meanwhile is the new holder's and stays.
-    giveUp: async () => void (await store.delete(key, etag!)),
-    renew: async () => {
-      const next = await store.putIfMatch(key, record(), etag!);
+    giveUp: (signal) => removeOurs({ signal }),
+    renew: async ({ signal, abandonAt, expiresAt }) => {
+      const next = await store.putIfMatch(key, record(abandonAt, expiresAt), etag!, { signal });
       if (next) {
         etag = next;
         return { kind: "renewed" };
       }
-      const now = await store.get(key).catch(() => undefined);
+      const now = await store.get(key, { signal }).catch(() => undefined);
       const by = now ? parseRecord(now.body)?.holder : undefined;
       if (now && by?.runId === holder.runId) {
         // An earlier renewal landed although its answer was lost: the lease is still ours.
@@ -278,13 +373,18 @@ export function newHolder(command: string, o: Pick<LockOptions, "identity" | "en
 }
 
 /** A lease's record; a fresh timestamp on every write, so no two writes have the same bytes. */
-export function leaseRecord(holder: LockHolder, ttlSeconds: number): Buffer {
+export function leaseRecord(
+  holder: LockHolder,
+  ttlSeconds: number,
+  times: Pick<LeaseRecord, "landBy" | "heldUntil"> = {},
+): Buffer {
   return Buffer.from(
     JSON.stringify({
       kind: "molt-lease",
       holder,
       ttlSeconds,
       renewedAt: new Date().toISOString(),
+      ...times,
     } satisfies LeaseRecord),
   );
 }
@@ -296,18 +396,29 @@ export function parseLeaseRecord(body: Buffer): LeaseRecord | undefined {
 /** What one renewal did: renewed (re-arms the deadline), must be repeated at once, or found the lease gone. */
 export type RenewResult = { kind: "renewed" } | { kind: "again" } | { kind: "lost"; detail: string };
 
+/** One renewal: abandoned when `signal` aborts, at `abandonAt` at the latest (performance.now()). */
+export interface RenewAttempt {
+  signal: AbortSignal;
+  abandonAt: number;
+  /** When the lease expires as its holder knows it (performance.now()): its last answered renewal's send + ttl. */
+  expiresAt: number;
+}
+
 /**
  * The holder's side of any lease: renews every renewIntervalMs, and gives the lease up
  * lossMarginMs before it could expire, counted on this process's monotonic clock from the
- * send of the last answered renewal (`sentAt`: the acquisition's). `release()` ends the
- * renewals and, if the lease was still held, gives it up with `giveUp`.
+ * send of the last answered renewal (`sentAt`: the acquisition's). A renewal is abandoned (its
+ * requests aborted) by the time the holder would give up, or STORE_CALL_MS after it began, and
+ * when the lease is lost or released; an answer after that renews nothing. `release()` ends the
+ * renewals and gives the lease up with `giveUp` (also after a loss: it removes only what is
+ * still this holder's).
  */
 export function keepRenewed(o: {
   stack: string;
   ttlSeconds: number;
   sentAt: number;
-  renew: () => Promise<RenewResult>;
-  giveUp: () => Promise<void>;
+  renew: (attempt: RenewAttempt) => Promise<RenewResult>;
+  giveUp: (signal: AbortSignal) => Promise<void>;
   onRenewError?: (e: Error) => void;
 }): Pick<HeldLock, "signal" | "lost" | "release"> {
   const { stack, ttlSeconds } = o;
@@ -318,26 +429,31 @@ export function keepRenewed(o: {
   let renewTimer: NodeJS.Timeout | undefined;
   let deadlineTimer: NodeJS.Timeout | undefined;
   let lastError = "";
+  /** The send of the last answered renewal. */
+  let from = o.sentAt;
+  let inFlight: { abort: AbortController; done: Promise<void> } | undefined;
+  const giveUpAt = () => from + ttlSeconds * 1000 - lossMarginMs(ttlSeconds);
   const loseWith = (detail: string) => {
     if (stopped || controller.signal.aborted) return;
     clearTimeout(renewTimer);
     clearTimeout(deadlineTimer);
     const e = new LeaseLostError(stack, detail);
+    inFlight?.abort.abort(e);
     controller.abort(e);
     resolveLost(e);
   };
   // The lease is ours until ttl after the store received our last write; we stop believing it a margin earlier.
-  const armDeadline = (from: number) => {
+  const armDeadline = (sent: number) => {
+    from = sent;
     clearTimeout(deadlineTimer);
-    const ms = Math.max(0, from + ttlSeconds * 1000 - lossMarginMs(ttlSeconds) - performance.now());
     deadlineTimer = setTimeout(
       () =>
         loseWith(
-          `it could not be renewed for ${Math.round((performance.now() - from) / 1000)}s ` +
+          `it could not be renewed for ${Math.round((performance.now() - sent) / 1000)}s ` +
             `(${lastError || "no answer"}); ` +
             `another run may take it over ${ttlSeconds}s after the last renewal`,
         ),
-      ms,
+      Math.max(0, giveUpAt() - performance.now()),
     );
     deadlineTimer.unref();
   };
@@ -349,18 +465,36 @@ export function keepRenewed(o: {
   const renew = async () => {
     if (stopped || controller.signal.aborted) return;
     const t = performance.now();
+    const abandonAt = Math.min(giveUpAt(), t + STORE_CALL_MS);
+    const abort = new AbortController();
+    const timer = setTimeout(
+      () => abort.abort(new Error(`no answer within ${Math.round((abandonAt - t) / 100) / 10}s`)),
+      Math.max(0, abandonAt - t),
+    );
+    timer.unref();
+    let settled!: () => void;
+    inFlight = { abort, done: new Promise<void>((r) => (settled = r)) };
     try {
-      const r = await o.renew();
-      if (stopped) return;
+      const r = await o.renew({ signal: abort.signal, abandonAt, expiresAt: from + ttlSeconds * 1000 });
+      if (stopped || controller.signal.aborted) return;
       if (r.kind === "lost") return loseWith(r.detail);
       if (r.kind === "again") return schedule(0);
-      lastError = "";
-      armDeadline(t);
+      // An answer after the attempt was abandoned may be of a write readers count as late: no re-arm.
+      if (performance.now() <= abandonAt) {
+        lastError = "";
+        armDeadline(t);
+      }
     } catch (e) {
-      lastError = (e as Error).message.split("\n")[0];
+      if (stopped || controller.signal.aborted) return;
+      // A store's BackendError tells a run that is starting what to do; mid-run only what is wrong counts.
+      lastError = ((e as { detail?: string }).detail ?? (e as Error).message).split("\n")[0];
       o.onRenewError?.(e as Error);
+    } finally {
+      clearTimeout(timer);
+      inFlight = undefined;
+      settled();
     }
-    schedule(renewIntervalMs(ttlSeconds));
+    schedule(Math.max(0, t + renewIntervalMs(ttlSeconds) - performance.now()));
   };
   armDeadline(o.sentAt);
   schedule(renewIntervalMs(ttlSeconds));
@@ -372,7 +506,12 @@ export function keepRenewed(o: {
       stopped = true;
       clearTimeout(renewTimer);
       clearTimeout(deadlineTimer);
-      if (!controller.signal.aborted) await o.giveUp();
+      const pending = inFlight;
+      if (pending) {
+        pending.abort.abort(new Error("the lease is being released"));
+        await pending.done;
+      }
+      await o.giveUp(AbortSignal.timeout(STORE_CALL_MS));
     },
   };
 }

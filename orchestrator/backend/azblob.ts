@@ -11,11 +11,12 @@
 //    DefaultAzureCredential (Entra ID: environment, workload or managed identity, Azure CLI).
 // Conditional writes are the service's own: Put Blob with If-None-Match: * or If-Match: <ETag>,
 // Delete Blob with If-Match (a 412 or 409 means another writer won). Azure's ETag changes on
-// every write, whatever the bytes.
+// every write, whatever the bytes. Every call ends by its deadline (store.ts STORE_CALL_MS, or
+// the caller's signal); each try within it by its own (TRY_MS).
 // The SDK is loaded on first use only (~160 ms): other backends' commands never pay for it.
 import type { ContainerClient, RestError, StoragePipelineOptions } from "@azure/storage-blob";
 import { BackendError } from "../stack/driver";
-import type { ObjectStore, StoredObject } from "./object-store";
+import { withinDeadline, type CallOptions, type ObjectStore, type StoreClock, type StoredObject } from "./object-store";
 
 type Env = Record<string, string | undefined>;
 
@@ -134,6 +135,9 @@ export function parseAzblobUrl(url: string, env: Env = {}): AzblobLocation {
   return { container: u.hostname, prefix: prefixParam + decodeURIComponent(path), serviceUrl, account, credential };
 }
 
+/** One try of a call: a hung try is retried within the call's deadline. */
+export const TRY_MS = 5000;
+
 const NET = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNRESET|EHOSTUNREACH|socket hang up|timed? ?out/i;
 
 export class AzureBlobStore implements ObjectStore {
@@ -141,6 +145,7 @@ export class AzureBlobStore implements ObjectStore {
   readonly loc: AzblobLocation;
   private readonly env: Env;
   private client?: Promise<ContainerClient>;
+  private clock?: StoreClock;
 
   /** `env`: the engine's environment where it is given (a library caller's), over process.env. */
   constructor(
@@ -155,82 +160,136 @@ export class AzureBlobStore implements ObjectStore {
     return `azblob://${this.loc.container}/${this.loc.prefix} at ${this.endpoint()}`;
   }
 
-  async check(): Promise<void> {
-    await this.properties();
+  lastClock(): StoreClock | undefined {
+    return this.clock;
   }
 
-  async get(key: string): Promise<StoredObject | undefined> {
-    const blob = (await this.container()).getBlobClient(this.key(key));
-    try {
-      const r = await blob.download(0);
-      const chunks: Buffer[] = [];
-      for await (const c of r.readableStreamBody!) chunks.push(Buffer.from(c as Buffer));
-      return { body: Buffer.concat(chunks), etag: r.etag!, modified: r.lastModified! };
-    } catch (e) {
-      if (isRest(e) && e.statusCode === 404 && errorCode(e) !== "ContainerNotFound") return undefined;
-      throw this.backendError(e);
-    }
+  async check(o?: CallOptions): Promise<void> {
+    await this.properties(o);
   }
 
-  async putIfAbsent(key: string, body: Buffer): Promise<string | undefined> {
-    return this.put(key, body, { ifNoneMatch: "*" });
+  async get(key: string, o?: CallOptions): Promise<StoredObject | undefined> {
+    return this.call(o, async (abortSignal) => {
+      const blob = (await this.container()).getBlobClient(this.key(key));
+      try {
+        const r = await this.timed(() => blob.download(0, undefined, { abortSignal }));
+        const chunks: Buffer[] = [];
+        for await (const c of r.readableStreamBody!) chunks.push(Buffer.from(c as Buffer));
+        return { body: Buffer.concat(chunks), etag: r.etag!, modified: r.lastModified! };
+      } catch (e) {
+        if (isRest(e) && e.statusCode === 404 && errorCode(e) !== "ContainerNotFound") return undefined;
+        throw this.backendError(e);
+      }
+    });
   }
 
-  async putIfMatch(key: string, body: Buffer, etag: string): Promise<string | undefined> {
-    return this.put(key, body, { ifMatch: etag });
+  async putIfAbsent(key: string, body: Buffer, o?: CallOptions): Promise<string | undefined> {
+    return this.put(key, body, { ifNoneMatch: "*" }, o);
   }
 
-  async delete(key: string, etag: string): Promise<boolean> {
-    const blob = (await this.container()).getBlobClient(this.key(key));
-    try {
-      await blob.delete({ conditions: { ifMatch: etag } });
-      return true;
-    } catch (e) {
-      if (isRest(e) && (e.statusCode === 412 || (e.statusCode === 404 && !containerGone(e)))) return false;
-      throw this.backendError(e);
-    }
+  async putIfMatch(key: string, body: Buffer, etag: string, o?: CallOptions): Promise<string | undefined> {
+    return this.put(key, body, { ifMatch: etag }, o);
   }
 
-  async list(prefix: string): Promise<string[]> {
-    const keys: string[] = [];
-    try {
-      for await (const b of (await this.container()).listBlobsFlat({ prefix: this.key(prefix) }))
-        keys.push(b.name.slice(this.loc.prefix.length));
-    } catch (e) {
-      throw this.backendError(e);
-    }
-    return keys;
+  async delete(key: string, etag: string, o?: CallOptions): Promise<boolean> {
+    return this.call(o, async (abortSignal) => {
+      const blob = (await this.container()).getBlobClient(this.key(key));
+      try {
+        await this.timed(() => blob.delete({ conditions: { ifMatch: etag }, abortSignal }));
+        return true;
+      } catch (e) {
+        if (isRest(e) && (e.statusCode === 412 || (e.statusCode === 404 && !containerGone(e)))) return false;
+        throw this.backendError(e);
+      }
+    });
   }
 
-  async now(): Promise<Date> {
-    const date = (await this.properties()).date;
+  async list(prefix: string, o?: CallOptions): Promise<string[]> {
+    return this.call(o, async (abortSignal) => {
+      const keys: string[] = [];
+      try {
+        for await (const b of (await this.container()).listBlobsFlat({ prefix: this.key(prefix), abortSignal }))
+          keys.push(b.name.slice(this.loc.prefix.length));
+      } catch (e) {
+        throw this.backendError(e);
+      }
+      return keys;
+    });
+  }
+
+  async now(o?: CallOptions): Promise<Date> {
+    const date = (await this.properties(o)).date;
     if (!date || Number.isNaN(date.getTime()))
       throw new Error(`${this.location} sent no Date header: molt cannot tell whether a lease there expired`);
     return date;
   }
 
-  private async properties() {
-    try {
-      return await (await this.container()).getProperties();
-    } catch (e) {
-      throw this.backendError(e);
-    }
+  private async properties(o?: CallOptions) {
+    return this.call(o, async (abortSignal) => {
+      try {
+        return await this.timed(async () => (await this.container()).getProperties({ abortSignal }));
+      } catch (e) {
+        throw this.backendError(e);
+      }
+    });
   }
 
-  private async put(key: string, body: Buffer, conditions: { ifNoneMatch?: string; ifMatch?: string }) {
-    const blob = (await this.container()).getBlockBlobClient(this.key(key));
+  private async put(
+    key: string,
+    body: Buffer,
+    conditions: { ifNoneMatch?: string; ifMatch?: string },
+    o?: CallOptions,
+  ) {
+    return this.call(o, async (abortSignal) => {
+      const blob = (await this.container()).getBlockBlobClient(this.key(key));
+      try {
+        const r = await this.timed(() =>
+          blob.upload(body, body.length, {
+            conditions,
+            blobHTTPHeaders: { blobContentType: "application/json" },
+            abortSignal,
+          }),
+        );
+        return r.etag!;
+      } catch (e) {
+        // 412 ConditionNotMet; 409 BlobAlreadyExists (If-None-Match: * lost); 404: If-Match on nothing.
+        if (isRest(e) && !containerGone(e))
+          if (e.statusCode === 412 || e.statusCode === 409 || (conditions.ifMatch && e.statusCode === 404))
+            return undefined;
+        throw this.backendError(e);
+      }
+    });
+  }
+
+  /** One call within its deadline (store.ts withinDeadline). */
+  private call<T>(o: CallOptions | undefined, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    return withinDeadline(
+      o,
+      (ms) =>
+        new BackendError(
+          this.shown(),
+          `${this.endpoint()} did not answer within ${ms / 1000} s (the service is stopped, overloaded or ` +
+            "unreachable); check the account, domain and the network",
+        ),
+      run,
+    );
+  }
+
+  /** A request, reading the service's clock from its answer (an error's too), with how long it took. */
+  private async timed<T extends { date?: Date }>(request: () => Promise<T>): Promise<T> {
+    const sent = performance.now();
+    const read = (date: number | undefined) => {
+      const at = performance.now();
+      if (date !== undefined && !Number.isNaN(date)) this.clock = { date, at, rttMs: at - sent };
+    };
     try {
-      const r = await blob.upload(body, body.length, {
-        conditions,
-        blobHTTPHeaders: { blobContentType: "application/json" },
-      });
-      return r.etag!;
+      const r = await request();
+      read(r.date?.getTime());
+      return r;
     } catch (e) {
-      // 412 ConditionNotMet; 409 BlobAlreadyExists (If-None-Match: * lost); 404: If-Match on nothing.
-      if (isRest(e) && !containerGone(e))
-        if (e.statusCode === 412 || e.statusCode === 409 || (conditions.ifMatch && e.statusCode === 404))
-          return undefined;
-      throw this.backendError(e);
+      const h = isRest(e) ? e.response?.headers.get("date") : undefined;
+      if (h) read(Date.parse(h));
+      throw e;
     }
   }
 
@@ -250,7 +309,7 @@ export class AzureBlobStore implements ObjectStore {
       require("@azure/storage-blob") as typeof import("@azure/storage-blob");
     const get = envOf(this.env);
     const options: StoragePipelineOptions = {
-      retryOptions: { maxTries: 3, retryDelayInMs: 200, maxRetryDelayInMs: 1000, tryTimeoutInMs: 20_000 },
+      retryOptions: { maxTries: 3, retryDelayInMs: 200, maxRetryDelayInMs: 1000, tryTimeoutInMs: TRY_MS },
     };
     const containerUrl = `${this.loc.serviceUrl}/${this.loc.container}`;
     switch (this.loc.credential) {

@@ -3,7 +3,8 @@
 // is the current version and an empty file marks a deletion. A write creates the next number
 // with link(2), which fails if that name exists: of two writers of the same next version
 // exactly one wins, on a local file system and on NFS alike (the same exclusive-create the
-// earlier lock file relied on). Older versions are removed after each write.
+// earlier lock file relied on). Older versions are removed after each write. Calls are
+// synchronous file system calls: a caller's signal is checked before each, none is cut short.
 import { randomBytes } from "node:crypto";
 import {
   existsSync,
@@ -18,20 +19,32 @@ import {
 } from "node:fs";
 import { join, relative, sep } from "node:path";
 import { BackendError } from "../stack/driver";
-import type { ObjectStore, StoredObject } from "./object-store";
+import {
+  CallAbandonedError,
+  type CallOptions,
+  type ObjectStore,
+  type StoreClock,
+  type StoredObject,
+} from "./object-store";
 
 const SUFFIX = ".versions";
 const VERSION = /^\d{10}$/;
 
 export class FileStore implements ObjectStore {
   readonly clockResolutionMs = 1;
+  private clock?: StoreClock;
   constructor(readonly root: string) {}
 
   get location(): string {
     return this.root;
   }
 
-  async check(): Promise<void> {
+  lastClock(): StoreClock | undefined {
+    return this.clock;
+  }
+
+  async check(o?: CallOptions): Promise<void> {
+    live(o);
     // The backend's folder is never created here: a mistyped PULUMI_BACKEND_URL would
     // otherwise become a new, empty backend (and a rollout would create a new cluster).
     if (!existsSync(this.root)) throw new BackendError(`file://${this.root}`, `the folder ${this.root} does not exist`);
@@ -43,7 +56,8 @@ export class FileStore implements ObjectStore {
     }
   }
 
-  async get(key: string): Promise<StoredObject | undefined> {
+  async get(key: string, o?: CallOptions): Promise<StoredObject | undefined> {
+    live(o);
     const path = this.path(key);
     let st: Stats;
     try {
@@ -72,7 +86,8 @@ export class FileStore implements ObjectStore {
     throw new Error(`${path}${SUFFIX} kept changing while it was read`);
   }
 
-  async putIfAbsent(key: string, body: Buffer): Promise<string | undefined> {
+  async putIfAbsent(key: string, body: Buffer, o?: CallOptions): Promise<string | undefined> {
+    live(o);
     const dir = this.path(key) + SUFFIX;
     mkdirSync(dir, { recursive: true });
     const cur = this.current(dir);
@@ -80,14 +95,16 @@ export class FileStore implements ObjectStore {
     return this.create(dir, next(cur), body);
   }
 
-  async putIfMatch(key: string, body: Buffer, etag: string): Promise<string | undefined> {
+  async putIfMatch(key: string, body: Buffer, etag: string, o?: CallOptions): Promise<string | undefined> {
+    live(o);
     const dir = this.path(key) + SUFFIX;
     const cur = existsSync(dir) ? this.current(dir) : undefined;
     if (!cur || etag !== `v${cur}` || statSync(join(dir, cur)).size === 0) return undefined;
     return this.create(dir, next(cur), body);
   }
 
-  async delete(key: string, etag: string): Promise<boolean> {
+  async delete(key: string, etag: string, o?: CallOptions): Promise<boolean> {
+    live(o);
     const path = this.path(key);
     if (etag.startsWith("f")) {
       // A plain file: removed if unchanged since it was read.
@@ -102,7 +119,8 @@ export class FileStore implements ObjectStore {
     return (await this.create(dir, next(cur), Buffer.alloc(0))) !== undefined;
   }
 
-  async list(prefix: string): Promise<string[]> {
+  async list(prefix: string, o?: CallOptions): Promise<string[]> {
+    live(o);
     const base = prefix.replace(/\/+$/, "") === "" ? this.root : this.path(prefix.replace(/\/+$/, ""));
     const keys: string[] = [];
     const walk = (dir: string): void => {
@@ -125,17 +143,26 @@ export class FileStore implements ObjectStore {
     return keys;
   }
 
-  async now(): Promise<Date> {
+  async now(o?: CallOptions): Promise<Date> {
+    live(o);
     // The file system's clock: the mtime of a file written now (a shared folder's server may
     // stamp it, and every `modified` is read from the same clock).
     const probe = join(this.root, ".molt", `.tmp-clock-${randomBytes(6).toString("hex")}`);
     mkdirSync(join(this.root, ".molt"), { recursive: true });
+    const sent = performance.now();
     writeFileSync(probe, "");
     try {
-      return statSync(probe).mtime;
+      return this.read(statSync(probe), sent);
     } finally {
       unlinkSync(probe);
     }
+  }
+
+  /** A file's mtime as a reading of the file system's clock (stamped between `sent` and now). */
+  private read(st: Stats, sent: number): Date {
+    const at = performance.now();
+    this.clock = { date: st.mtimeMs, at, rttMs: at - sent };
+    return st.mtime;
   }
 
   private path(key: string): string {
@@ -165,7 +192,9 @@ export class FileStore implements ObjectStore {
   /** Creates version `name` exclusively (with its whole content), then removes older ones. */
   private create(dir: string, name: string, body: Buffer): string | undefined {
     const tmp = join(dir, `.tmp-${randomBytes(8).toString("hex")}`);
+    const sent = performance.now();
     writeFileSync(tmp, body);
+    this.read(statSync(tmp), sent); // the version's mtime: the same inode
     try {
       linkSync(tmp, join(dir, name));
     } catch (e) {
@@ -193,6 +222,11 @@ export class FileStore implements ObjectStore {
     }
     return `v${name}`;
   }
+}
+
+/** A call whose caller already gave up is not made. */
+function live(o: CallOptions | undefined): void {
+  if (o?.signal?.aborted) throw new CallAbandonedError(o.signal.reason);
 }
 
 function next(cur: string | undefined): string {

@@ -2,7 +2,8 @@
 // same URL the Pulumi engine reads (s3://bucket[/prefix]?region=..&endpoint=..&use_path_style=true)
 // and the AWS SDK's default credential chain (environment, profile, web identity, instance
 // role). Conditional writes are S3's own: PutObject with If-None-Match: * or If-Match: <ETag>,
-// DeleteObject with If-Match (a 412 means another writer won).
+// DeleteObject with If-Match (a 412 means another writer won). Every call ends by its deadline
+// (store.ts STORE_CALL_MS, or the caller's signal); each HTTP attempt within it by its own.
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -13,7 +14,7 @@ import {
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
 import { BackendError } from "../stack/driver";
-import type { ObjectStore, StoredObject } from "./object-store";
+import { withinDeadline, type CallOptions, type ObjectStore, type StoreClock, type StoredObject } from "./object-store";
 
 /** The URL parameters the engine's S3 driver reads (gocloud.dev/blob/s3blob) that matter here. */
 export interface S3Location {
@@ -95,12 +96,19 @@ interface AwsError extends Error {
 
 const status = (e: unknown) => (e as AwsError).$metadata?.httpStatusCode;
 
+/**
+ * One HTTP attempt: connected within CONNECT_MS and answered within ATTEMPT_MS (the SDK only
+ * warns about a late answer unless told to throw), so a hung attempt is retried within the call's deadline.
+ */
+export const CONNECT_MS = 3000;
+export const ATTEMPT_MS = 5000;
+
 export class S3Store implements ObjectStore {
   readonly clockResolutionMs = 1000;
   readonly loc: S3Location;
   private readonly client: S3Client;
   /** The server's clock, from the Date header of the last response. */
-  private serverDate?: Date;
+  private clock?: StoreClock;
 
   /**
    * `env`: where to read AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN) from when
@@ -127,7 +135,7 @@ export class S3Store implements ObjectStore {
         this.loc.region ?? env.AWS_REGION ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? "us-east-1",
       forcePathStyle: this.loc.pathStyle,
       maxAttempts: 3,
-      requestHandler: { connectionTimeout: 5000, requestTimeout: 20_000 },
+      requestHandler: { connectionTimeout: CONNECT_MS, requestTimeout: ATTEMPT_MS, throwOnRequestTimeout: true },
       ...(this.loc.profile || env.AWS_PROFILE ? { profile: this.loc.profile ?? env.AWS_PROFILE } : {}),
       ...(this.loc.endpoint
         ? {
@@ -139,12 +147,23 @@ export class S3Store implements ObjectStore {
         : {}),
     };
     this.client = new S3Client(config);
+    // Each attempt's Date header, with how long the attempt took (errors carry one too).
     this.client.middlewareStack.add(
       (next) => async (args) => {
-        const out = await next(args);
-        const date = (out.response as { headers?: Record<string, string> }).headers?.date;
-        if (date && !Number.isNaN(Date.parse(date))) this.serverDate = new Date(date);
-        return out;
+        const sent = performance.now();
+        const read = (response: unknown) => {
+          const date = Date.parse((response as { headers?: Record<string, string> } | undefined)?.headers?.date ?? "");
+          const at = performance.now();
+          if (!Number.isNaN(date)) this.clock = { date, at, rttMs: at - sent };
+        };
+        try {
+          const out = await next(args);
+          read(out.response);
+          return out;
+        } catch (e) {
+          read((e as { $response?: unknown }).$response);
+          throw e;
+        }
       },
       { step: "deserialize", name: "moltServerDate" },
     );
@@ -154,89 +173,124 @@ export class S3Store implements ObjectStore {
     return `s3://${this.loc.bucket}/${this.loc.prefix}${this.loc.endpoint ? ` at ${this.loc.endpoint}` : ""}`;
   }
 
-  async check(): Promise<void> {
-    try {
-      await this.client.send(new HeadBucketCommand({ Bucket: this.loc.bucket }));
-    } catch (e) {
-      throw this.backendError(e);
-    }
+  lastClock(): StoreClock | undefined {
+    return this.clock;
   }
 
-  async get(key: string): Promise<StoredObject | undefined> {
-    try {
-      const r = await this.client.send(new GetObjectCommand({ Bucket: this.loc.bucket, Key: this.key(key) }));
-      const body = Buffer.from(await r.Body!.transformToByteArray());
-      return { body, etag: r.ETag!, modified: r.LastModified! };
-    } catch (e) {
-      if (status(e) === 404) return undefined;
-      throw this.backendError(e);
-    }
+  async check(o?: CallOptions): Promise<void> {
+    await this.call(o, (abortSignal) =>
+      this.client.send(new HeadBucketCommand({ Bucket: this.loc.bucket }), { abortSignal }).catch((e: unknown) => {
+        throw this.backendError(e);
+      }),
+    );
   }
 
-  async putIfAbsent(key: string, body: Buffer): Promise<string | undefined> {
-    return this.put(key, body, { IfNoneMatch: "*" });
+  async get(key: string, o?: CallOptions): Promise<StoredObject | undefined> {
+    return this.call(o, async (abortSignal) => {
+      try {
+        const r = await this.client.send(new GetObjectCommand({ Bucket: this.loc.bucket, Key: this.key(key) }), {
+          abortSignal,
+        });
+        const body = Buffer.from(await r.Body!.transformToByteArray());
+        return { body, etag: r.ETag!, modified: r.LastModified! };
+      } catch (e) {
+        if (status(e) === 404) return undefined;
+        throw this.backendError(e);
+      }
+    });
   }
 
-  async putIfMatch(key: string, body: Buffer, etag: string): Promise<string | undefined> {
-    return this.put(key, body, { IfMatch: etag });
+  async putIfAbsent(key: string, body: Buffer, o?: CallOptions): Promise<string | undefined> {
+    return this.put(key, body, { IfNoneMatch: "*" }, o);
   }
 
-  async delete(key: string, etag: string): Promise<boolean> {
-    try {
-      await this.client.send(new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: this.key(key), IfMatch: etag }));
-      return true;
-    } catch (e) {
-      if (status(e) === 412 || status(e) === 404) return false;
-      throw this.backendError(e);
-    }
+  async putIfMatch(key: string, body: Buffer, etag: string, o?: CallOptions): Promise<string | undefined> {
+    return this.put(key, body, { IfMatch: etag }, o);
   }
 
-  async list(prefix: string): Promise<string[]> {
+  async delete(key: string, etag: string, o?: CallOptions): Promise<boolean> {
+    return this.call(o, async (abortSignal) => {
+      try {
+        await this.client.send(
+          new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: this.key(key), IfMatch: etag }),
+          { abortSignal },
+        );
+        return true;
+      } catch (e) {
+        if (status(e) === 412 || status(e) === 404) return false;
+        throw this.backendError(e);
+      }
+    });
+  }
+
+  async list(prefix: string, o?: CallOptions): Promise<string[]> {
     const keys: string[] = [];
     let token: string | undefined;
     do {
-      const r = await this.client
-        .send(
-          new ListObjectsV2Command({
-            Bucket: this.loc.bucket,
-            Prefix: this.key(prefix),
-            ...(token ? { ContinuationToken: token } : {}),
+      // A deadline per page.
+      const r = await this.call(o, (abortSignal) =>
+        this.client
+          .send(
+            new ListObjectsV2Command({
+              Bucket: this.loc.bucket,
+              Prefix: this.key(prefix),
+              ...(token ? { ContinuationToken: token } : {}),
+            }),
+            { abortSignal },
+          )
+          .catch((e: unknown) => {
+            throw this.backendError(e);
           }),
-        )
-        .catch((e: unknown) => {
-          throw this.backendError(e);
-        });
-      for (const o of r.Contents ?? []) if (o.Key) keys.push(o.Key.slice(this.loc.prefix.length));
+      );
+      for (const c of r.Contents ?? []) if (c.Key) keys.push(c.Key.slice(this.loc.prefix.length));
       token = r.IsTruncated ? r.NextContinuationToken : undefined;
     } while (token);
     return keys;
   }
 
-  async now(): Promise<Date> {
-    this.serverDate = undefined;
-    await this.check();
-    if (!this.serverDate)
+  async now(o?: CallOptions): Promise<Date> {
+    const asked = performance.now();
+    await this.check(o);
+    const c = this.lastClock();
+    if (!c || c.at < asked)
       throw new Error(`${this.location} sent no Date header: molt cannot tell whether a lease there expired`);
-    return this.serverDate;
+    return new Date(c.date);
   }
 
-  private async put(key: string, body: Buffer, cond: { IfNoneMatch?: string; IfMatch?: string }) {
-    try {
-      const r = await this.client.send(
-        new PutObjectCommand({
-          Bucket: this.loc.bucket,
-          Key: this.key(key),
-          Body: body,
-          ContentType: "application/json",
-          ...cond,
-        }),
-      );
-      return r.ETag!;
-    } catch (e) {
-      // 412: the condition failed; 409: a concurrent conditional write won; 404: If-Match on nothing.
-      if (status(e) === 412 || status(e) === 409 || (cond.IfMatch && status(e) === 404)) return undefined;
-      throw this.backendError(e);
-    }
+  private async put(key: string, body: Buffer, cond: { IfNoneMatch?: string; IfMatch?: string }, o?: CallOptions) {
+    return this.call(o, async (abortSignal) => {
+      try {
+        const r = await this.client.send(
+          new PutObjectCommand({
+            Bucket: this.loc.bucket,
+            Key: this.key(key),
+            Body: body,
+            ContentType: "application/json",
+            ...cond,
+          }),
+          { abortSignal },
+        );
+        return r.ETag!;
+      } catch (e) {
+        // 412: the condition failed; 409: a concurrent conditional write won; 404: If-Match on nothing.
+        if (status(e) === 412 || status(e) === 409 || (cond.IfMatch && status(e) === 404)) return undefined;
+        throw this.backendError(e);
+      }
+    });
+  }
+
+  /** One call within its deadline (store.ts withinDeadline). */
+  private call<T>(o: CallOptions | undefined, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    return withinDeadline(
+      o,
+      (ms) =>
+        new BackendError(
+          this.url,
+          `${this.loc.endpoint ?? "S3"} did not answer within ${ms / 1000} s (the server is stopped, overloaded or ` +
+            "unreachable); check the endpoint and the network",
+        ),
+      run,
+    );
   }
 
   private key(key: string): string {

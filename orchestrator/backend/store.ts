@@ -9,6 +9,11 @@
 // Keys are relative, "/"-separated paths ("molt/locks/prod.json"). S3's ETag is the content's
 // MD5: a writer must never write the same bytes twice (the lease's records carry a run id and
 // a timestamp), or a stale If-Match would still match.
+// Every call has a deadline (STORE_CALL_MS, retries included, or less where the caller's
+// signal says so): a store that stops answering fails the call with a BackendError instead of
+// holding the run. An abandoned request may still land later (a frozen server processes what
+// its socket buffered once it runs again): the lease's records say by when a write must land
+// to count (orchestrator/lock.ts).
 import type { ObjectStore } from "./object-store";
 import { fileURLToPath } from "node:url";
 import { BackendError } from "../stack/driver";

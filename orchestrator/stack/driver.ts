@@ -59,7 +59,8 @@ export class StackNotFoundError extends Error {
 export class BackendError extends Error {
   constructor(
     readonly backend: string,
-    detail: string,
+    /** What is wrong, without the advice (a lease's renewal reports it mid-run). */
+    readonly detail: string,
   ) {
     super(
       `cannot open the Pulumi backend ${backend}: ${detail}; nothing was changed. ` +

@@ -1,12 +1,14 @@
 // The object store and the stack lease on a real S3-compatible server (molt-s3 on loopback):
 // S3's own conditional writes decide every race, the server's clock decides expiry, and a
 // bucket that does not exist, refused credentials or an endpoint nobody listens on are bad
-// input with a message that says which.
+// input with a message that says which. A server frozen (SIGSTOP) during a held lease holds
+// no run longer than the store's deadline, and no late write keeps a dead holder's lease.
 import * as assert from "node:assert/strict";
 import { BackendError } from "../../orchestrator/stack/driver";
 import { S3Store } from "../../orchestrator/backend/s3";
 import { readLease } from "../../orchestrator/lock";
 import { leaseTakeover } from "../support/lease-takeover";
+import { assertOutageDies, assertOutageReleases } from "../support/lease-outage";
 import { freePort, startS3Server, type S3Server } from "../support/s3";
 import { runCli } from "../support/cli";
 
@@ -64,6 +66,16 @@ describe("the S3 object store and lease (molt-s3 on loopback)", function () {
     assert.equal(b.recoveredFrom?.holder.runId, runId);
     await b.release();
     assert.equal(await readLease(new S3Store(url), "prod"), undefined, "released: nothing left in the bucket");
+  });
+
+  it("frozen (SIGSTOP) under a lease: runs fail in time, a dead holder's late write holds nothing", async function () {
+    this.timeout(120_000);
+    await assertOutageDies("molt-s3", s3.url("molt-state", "outage-dies"), s3);
+  });
+
+  it("frozen while its holder gives the lease up and releases it: then the stack is free", async function () {
+    this.timeout(120_000);
+    await assertOutageReleases("molt-s3", s3.url("molt-state", "outage-releases"), s3);
   });
 
   it("says what is wrong with a bucket that does not exist, refused credentials, or no server", async () => {

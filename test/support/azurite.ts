@@ -16,6 +16,10 @@ export interface AzuriteServer {
   credentials: { AZURE_STORAGE_ACCOUNT: string; AZURE_STORAGE_KEY: string };
   /** A backend URL for a container (and an optional prefix), as a user writes it for an emulator. */
   url(container: string, prefix?: string): string;
+  /** SIGSTOP: it answers nothing (its kernel still accepts connections and buffers requests). */
+  freeze(): void;
+  /** SIGCONT: it processes what was buffered. */
+  thaw(): void;
   stop(): Promise<void>;
 }
 
@@ -78,6 +82,8 @@ export async function startAzurite(containers: string[]): Promise<AzuriteServer>
     account,
     credentials: { AZURE_STORAGE_ACCOUNT: account, AZURE_STORAGE_KEY: key },
     url: (container, prefix) => `azblob://${container}${prefix ? `/${prefix}` : ""}?domain=${address}&protocol=http`,
+    freeze: () => void child.kill("SIGSTOP"),
+    thaw: () => void child.kill("SIGCONT"),
     stop: () =>
       new Promise<void>((resolve) => {
         const done = () => {
@@ -89,6 +95,7 @@ export async function startAzurite(containers: string[]): Promise<AzuriteServer>
         // Azurite closes gracefully, waiting for idle keep-alive connections: 3 s, then SIGKILL.
         const kill = setTimeout(() => child.kill("SIGKILL"), 3000);
         child.once("exit", () => clearTimeout(kill));
+        child.kill("SIGCONT"); // a frozen server would hold SIGTERM until then
         child.kill("SIGTERM");
       }),
   };

@@ -14,6 +14,10 @@ export interface S3Server {
   credentials: { AWS_ACCESS_KEY_ID: string; AWS_SECRET_ACCESS_KEY: string };
   /** A backend URL for a bucket (and an optional prefix), as a user writes it for an S3-compatible store. */
   url(bucket: string, prefix?: string): string;
+  /** SIGSTOP: it answers nothing (its kernel still accepts connections and buffers requests). */
+  freeze(): void;
+  /** SIGCONT: it processes what was buffered. */
+  thaw(): void;
   stop(): Promise<void>;
 }
 
@@ -60,10 +64,13 @@ export async function startS3Server(buckets: string[]): Promise<S3Server> {
     url: (bucket, prefix) =>
       `s3://${bucket}${prefix ? `/${prefix}` : ""}?endpoint=http://${address}&s3ForcePathStyle=true&region=us-east-1` +
       "&response_checksum_validation=when_required",
+    freeze: () => void child.kill("SIGSTOP"),
+    thaw: () => void child.kill("SIGCONT"),
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
         child.once("exit", () => resolve());
+        child.kill("SIGCONT"); // a frozen server would hold SIGTERM until then
         child.kill("SIGTERM");
       }),
   };

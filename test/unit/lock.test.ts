@@ -167,6 +167,130 @@ describe("the rollout lock (a lease in the backend)", () => {
   });
 });
 
+describe("the lease when its store stops answering", () => {
+  let dir: string;
+  let backend: string;
+  const held: HeldLock[] = [];
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "molt-lock-"));
+    backend = pathToFileURL(dir).href;
+  });
+  afterEach(async () => {
+    for (const l of held.splice(0)) await l.release().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const take = async (o: Parameters<typeof acquireLock>[3]) => {
+    const l = await acquireLock(backend, "prod", "rollout", { ttlSeconds: 3, ...o });
+    held.push(l);
+    return l;
+  };
+  const until = async (what: string, ok: () => boolean, ms = 5000) => {
+    const end = performance.now() + ms;
+    while (!ok()) {
+      if (performance.now() > end) throw new Error(`${what}: not within ${ms} ms`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+
+  it("abandons (aborts) a renewal that gets no answer by the time it gives the lease up", async function () {
+    this.timeout(10_000);
+    const real = new FileStore(dir);
+    let hang = false;
+    const signals: Array<AbortSignal | undefined> = [];
+    const silent: ObjectStore = Object.assign(Object.create(real) as FileStore, {
+      putIfMatch: (k: string, b: Buffer, e: string, c?: { signal?: AbortSignal }) => {
+        if (!hang) return real.putIfMatch(k, b, e);
+        signals.push(c?.signal);
+        return new Promise<string | undefined>((_, reject) =>
+          c?.signal?.addEventListener("abort", () => reject(new Error("aborted"))),
+        );
+      },
+    });
+    const a = await take({ store: silent, identity: runnerA });
+    hang = true;
+    await a.lost;
+    assert.ok(signals.length >= 1, "a renewal was sent");
+    assert.ok(
+      signals.every((sig) => sig?.aborted),
+      "every renewal in flight was aborted when the lease was given up",
+    );
+  });
+
+  it("lets no renewal a frozen store processes after its holder gave up (and died) hold the stack", async function () {
+    this.timeout(15_000);
+    const real = new FileStore(dir);
+    let frozen = false;
+    const buffered: Array<() => void> = [];
+    // A frozen server: what was sent is in its socket, and lands once it runs again, whatever the
+    // writer did meanwhile; the writer sees no answer (and gives up when it aborts).
+    const freezable: ObjectStore = Object.assign(Object.create(real) as FileStore, {
+      putIfMatch: (k: string, b: Buffer, e: string, c?: { signal?: AbortSignal }) => {
+        if (!frozen) return real.putIfMatch(k, b, e);
+        return new Promise<string | undefined>((resolve, reject) => {
+          buffered.push(() => void real.putIfMatch(k, b, e).then(resolve, reject));
+          c?.signal?.addEventListener("abort", () => reject(new Error("aborted")));
+        });
+      },
+    });
+    const a = await take({ store: freezable, identity: runnerA });
+    const frozenAt = performance.now();
+    frozen = true;
+    await a.lost; // a gives up; then it dies (never releases)
+    await until("a renewal sent while frozen", () => buffered.length > 0);
+    // Frozen for longer than the lease: every renewal a sent before it gave up is still buffered.
+    await until("frozen past the ttl", () => performance.now() - frozenAt > 3200);
+    frozen = false;
+    for (const land of buffered.splice(0)) land(); // the file store writes at once
+    const lease = await readLease(new FileStore(dir), "prod");
+    assert.equal(lease?.holder.runId, a.holder.runId, "a's late renewal landed: the record names a");
+    const t0 = performance.now();
+    const b = await take({ identity: runnerB });
+    assert.equal(b.recoveredFrom?.reason, "expired");
+    assert.equal(b.recoveredFrom?.holder.runId, a.holder.runId);
+    assert.ok(performance.now() - t0 < 1000, "taken at the first try, not one more lease period later");
+  });
+
+  it("removes its lease on release although a renewal in flight landed first", async function () {
+    this.timeout(10_000);
+    const real = new FileStore(dir);
+    let slow = false;
+    let inFlight = 0;
+    // The write lands at once; its answer never comes (the writer aborts it).
+    const lossy: ObjectStore = Object.assign(Object.create(real) as FileStore, {
+      putIfMatch: async (k: string, b: Buffer, e: string, c?: { signal?: AbortSignal }) => {
+        const r = await real.putIfMatch(k, b, e);
+        if (!slow) return r;
+        inFlight++;
+        return new Promise<string | undefined>((_, reject) =>
+          c?.signal?.addEventListener("abort", () => reject(new Error("aborted"))),
+        );
+      },
+    });
+    const a = await take({ store: lossy, identity: runnerA });
+    slow = true;
+    await until("a renewal in flight", () => inFlight > 0);
+    await a.release();
+    assert.equal(await readLease(new FileStore(dir), "prod"), undefined, "released: no lease left");
+    await take({ identity: runnerB });
+  });
+
+  it("removes its own lease when it releases after it lost it (the store answers again)", async function () {
+    this.timeout(10_000);
+    const real = new FileStore(dir);
+    let broken = false;
+    const flaky: ObjectStore = Object.assign(Object.create(real) as FileStore, {
+      putIfMatch: (k: string, b: Buffer, e: string) =>
+        broken ? Promise.reject(new Error("ECONNREFUSED")) : real.putIfMatch(k, b, e),
+    });
+    const a = await take({ store: flaky, identity: runnerA });
+    broken = true;
+    await a.lost;
+    broken = false;
+    await a.release();
+    assert.equal(await readLease(new FileStore(dir), "prod"), undefined, "no record of a dead lease left behind");
+  });
+});
+
 describe("the file backend's object store", () => {
   let dir: string;
   let s: FileStore;
