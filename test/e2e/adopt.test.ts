@@ -15,6 +15,8 @@ import { generateSshKeyPair, fingerprintOf, type BastionTarget } from "../../inf
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { inspect } from "../../orchestrator/inspect";
 import type { StoredState } from "../../orchestrator/core/nodes";
+import { openStack } from "../../orchestrator/stack/driver";
+import { readStoredState } from "../../orchestrator/stack/state";
 import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { createForeignCluster, type ForeignCluster } from "../support/foreign";
@@ -26,6 +28,8 @@ import { longRun } from "../support/long";
 const publicLab = testLab(17);
 const lab = { ...testLab(18), isolated: true as const };
 const STACK = "legacy";
+/** A second stack that tries to adopt the same cluster. */
+const RIVAL = "legacy-rival";
 const NAMES = ["legacy-etcd-a", "legacy-etcd-b", "legacy-etcd-c"];
 
 describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
@@ -381,6 +385,51 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     assert.equal(again.code, 2);
     assert.match(errorOf(again)!.message, /already holds nodes/);
     adopted = true;
+  });
+
+  it("a second stack's adoption of the same cluster is refused (exit 2), naming the owner", async function () {
+    this.timeout(300_000);
+    assert.ok(adopted, "the cluster was adopted");
+    const marker = await withEtcd((access) => access.leaseKv().get("/molt/owner"));
+    const before = await members();
+    suite.wd.writeStackConfig(RIVAL, stackYaml("etcd-v3.5.11"));
+    const run = await cli(
+      "adopt",
+      "--stack",
+      RIVAL,
+      "--json",
+      ...hostArgs(foreign),
+      "--known-hosts",
+      knownHosts(foreign),
+    );
+    assert.equal(run.code, 2, run.stdout + run.stderr);
+    const message = errorOf(run)!.message;
+    assert.ok(
+      message.includes(`owned by stack ${STACK} (backend ${env.PULUMI_BACKEND_URL})`),
+      `the refusal names the owner: ${message}`,
+    );
+    assert.match(message, new RegExp(`molt disown --stack ${STACK}`), "it says how to release it");
+    assert.match(message, new RegExp(`--take-over ${STACK}`), "and how to take it over");
+    // The first adoption's marker in the cluster's etcd names its stack and backend.
+    assert.ok(marker, "the cluster holds an ownership marker");
+    const owner = JSON.parse(marker.value.toString()) as Record<string, unknown>;
+    assert.equal(owner.stack, STACK);
+    assert.equal(owner.backend, env.PULUMI_BACKEND_URL);
+    assert.equal(owner.by, "adopt");
+    assert.deepEqual(await members(), before, "the members are the same");
+    const after = await withEtcd((access) => access.leaseKv().get("/molt/owner"));
+    assert.equal(after?.revision, marker.revision, "the marker is unchanged");
+    const rival = await openStack({
+      stackName: RIVAL,
+      workDir: suite.wd.dir,
+      env,
+      create: false,
+      program: async () => ({}),
+    }).then(
+      (s) => readStoredState(s).then((st) => st.nodes.length),
+      () => 0,
+    );
+    assert.equal(rival, 0, `stack ${RIVAL} recorded nothing`);
   });
 
   it("refuses etcd 3.5.11 -> 3.6 up front (etcd's patch floor, 3.5.32), nothing changed", async function () {
