@@ -17,6 +17,7 @@
 import type { KvEntry, LeaseKv } from "./core/edges";
 import type { Etcd3 } from "etcd3";
 import { alive } from "../lib/process";
+import { anyMember as anyMemberOf, fastest as fastestOf } from "./edges/etcd-members";
 import {
   ConcurrentRolloutError,
   keepRenewed,
@@ -155,32 +156,8 @@ const CALL_MS = 5_000;
  * `clients` is asked on every call (the members change as the rollout replaces nodes).
  */
 export function etcdLeaseKv(location: string, clients: () => Etcd3[]): LeaseKv {
-  const anyMember = async <T>(what: string, call: (c: Etcd3) => Promise<T>): Promise<T> => {
-    const all = clients();
-    if (all.length === 0) throw new Error(`no etcd member is reachable (${what})`);
-    const errors: string[] = [];
-    for (const c of all) {
-      try {
-        return await call(c);
-      } catch (e) {
-        errors.push((e as Error).message.split("\n")[0]);
-      }
-    }
-    throw new Error(`${what} failed on every reachable member: ${[...new Set(errors)].join("; ")}`);
-  };
-  // Reads and keep-alives (idempotent) go to every member at once and take the first answer: a
-  // member that hangs (partitioned, being replaced) costs no renewal its deadline.
-  const fastest = async <T>(what: string, call: (c: Etcd3) => Promise<T>): Promise<T> => {
-    const all = clients();
-    if (all.length === 0) throw new Error(`no etcd member is reachable (${what})`);
-    try {
-      return await Promise.any(all.map(call));
-    } catch (e) {
-      const errors = e instanceof AggregateError ? e.errors : [e];
-      const lines = errors.map((x: unknown) => String((x as Error)?.message ?? x).split("\n")[0]);
-      throw new Error(`${what} failed on every reachable member: ${[...new Set(lines)].join("; ")}`);
-    }
-  };
+  const anyMember = <T>(what: string, call: (c: Etcd3) => Promise<T>) => anyMemberOf(clients, what, call);
+  const fastest = <T>(what: string, call: (c: Etcd3) => Promise<T>) => fastestOf(clients, what, call);
   const entry = (kv: { value: Buffer; lease: string; mod_revision: string } | undefined): KvEntry | undefined =>
     kv ? { value: Buffer.from(kv.value), lease: kv.lease, revision: kv.mod_revision } : undefined;
   return {

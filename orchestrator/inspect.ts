@@ -22,6 +22,7 @@ import { nodeViews } from "./views";
 import { hexMemberId } from "./etcd-id";
 import { releaseStatus, type ReleaseStatus } from "./promotion/status";
 import { S3Store } from "./backend/s3";
+import { ownerBackend } from "./backend/store";
 import { fileBackendDir } from "./backend/file-sidecars";
 import { existsSync } from "node:fs";
 import { checkpointExists } from "./stack/checkpoint";
@@ -87,7 +88,7 @@ export async function inspect(o: {
   const exists = !(edges.stack instanceof EmptyStack);
   let snapshot: World;
   try {
-    snapshot = await observe(edges, intent, { expired: [] });
+    snapshot = await observe(edges, intent, { expired: [] }, { stack: o.stack, backend: ownerBackend(backend) });
   } finally {
     await edges.nodes.close();
   }

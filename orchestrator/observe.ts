@@ -17,9 +17,13 @@ import type {
   World,
   WorldMemory,
 } from "./core/model";
+import { ownerReadOf, type ClusterOwner } from "./core/ownership";
 
-/** Reads the stack state, etcd and (when the intent runs Kubernetes) the Kubernetes control plane. */
-export async function observe(edges: Edges, intent: Intent, memory: WorldMemory): Promise<World> {
+/**
+ * Reads the stack state, etcd and (when the intent runs Kubernetes) the Kubernetes control plane;
+ * with `self`, the cluster's ownership marker too (World.ownership).
+ */
+export async function observe(edges: Edges, intent: Intent, memory: WorldMemory, self?: ClusterOwner): Promise<World> {
   const state = await edges.stack.state();
   const world: World = {
     intent,
@@ -47,6 +51,13 @@ export async function observe(edges: Edges, intent: Intent, memory: WorldMemory)
       (o) => void (world.etcd = o),
       (e: unknown) => void (world.etcdError = (e as Error).message),
     ),
+    // Which stack owns the cluster (core/ownership.ts); a failed read is the planner's to judge.
+    self &&
+      etcd.readOwner().then(
+        (r) => void (world.ownership = { self, marker: ownerReadOf(r) }),
+        (e: unknown) =>
+          void (world.ownership = { self, marker: { kind: "unobserved", error: (e as Error).message.split("\n")[0] } }),
+      ),
     // molt:rollout.replaceCertificatesExpiringWithinDays: each node's first certificate to expire.
     days !== undefined &&
       observeCertificates(edges.nodes, state.nodes, days, Date.now()).then((c) => void (world.certificates = c)),

@@ -24,6 +24,7 @@ import { decide, plannedReplacements, waitDeadlineSeconds, type PlannedReplaceme
 import { EngineCancelledError } from "./stack/driver";
 import { backendUrl, moltHome, repoRoot } from "./stack/engine";
 import { redactDeep, redactText, rememberEnvSecrets } from "./report/redact";
+import { ownerBackend } from "./backend/store";
 import type { StackState } from "./core/edges";
 import { isHealthyNode, nodeViews } from "./views";
 import { checkWindowAtStart, controlsClock, windowClosedReason } from "./controls/window";
@@ -72,6 +73,11 @@ export interface RolloutOptions {
   hooks?: HookCallbacks;
   /** The wall clock molt:rollout.window is judged on (ms since the epoch); default: now. */
   wallClock?: () => number;
+  /**
+   * --take-over: the stack the cluster's ownership marker names, whose state is gone; this stack
+   * takes the cluster over before any change (core/ownership.ts). Must name the owner exactly.
+   */
+  takeOver?: string;
 }
 
 /** A watched wait re-reads its node this often, and observes everything at least this often. */
@@ -124,6 +130,8 @@ async function run(
     time: new Date().toISOString(),
   });
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
+  // Who this run is, as the cluster's ownership marker names its owner.
+  const self = { stack: o.stack, backend: ownerBackend(backend) };
   // A run that may `up` needs the provider's engine plugins, which molt never downloads during
   // a run: missing ones are refused before anything is written, the lease included.
   if (!o.edges) checkProviderPlugins(cfg.intent.provider, o.env);
@@ -218,7 +226,7 @@ async function run(
       const t = Date.now();
       const e = edges;
       const world = await clock.timed("observe", "wait", undefined, () =>
-        observe(e, intent, worldMemory(memory, windowClosedReason(intent.rollout.window, wall()))),
+        observe(e, intent, worldMemory(memory, windowClosedReason(intent.rollout.window, wall())), self),
       );
       views = nodeViews(world);
       memory = afterObservation(memory, (n) => isHealthyNode(views, n, intent.kubernetesVersion !== undefined));
@@ -297,7 +305,12 @@ async function run(
 /** The intent of this run: the stack's config, with the command line's overrides. */
 function intentOf(cfg: StackConfig, o: RolloutOptions): Intent {
   const rollout = { ...cfg.intent.rollout, ...(o.onFailure ? { onFailure: o.onFailure } : {}) };
-  return { ...cfg.intent, rollout, ...(o.replaceDead?.length ? { replaceDead: o.replaceDead } : {}) };
+  return {
+    ...cfg.intent,
+    rollout,
+    ...(o.replaceDead?.length ? { replaceDead: o.replaceDead } : {}),
+    ...(o.takeOver !== undefined ? { takeOver: o.takeOver } : {}),
+  };
 }
 
 function startOf(intent: Intent) {

@@ -9,6 +9,7 @@ import { prune, pruneAndSurge, pruneOrphans, rollback, surge } from "./provision
 import { releaseVip } from "./endpoint";
 import { retireAdopted } from "./adopted";
 import { hook } from "./hooks";
+import { claimOwnership } from "./ownership";
 
 export type Change = Exclude<Operation, { kind: "done" | "wait" | "refuse" | "pause" }>;
 
@@ -31,6 +32,7 @@ const ACTS: { [K in Change["kind"]]: (op: Extract<Operation, { kind: K }>, ctx: 
   "update-addons": updateAddons,
   "release-vip": releaseVip,
   hook,
+  "claim-ownership": claimOwnership,
 };
 
 /** Does the operation change the cluster or the stack (rather than wait or end the run)? */

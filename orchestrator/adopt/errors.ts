@@ -40,7 +40,9 @@ export class HostKeysNotConfirmedError extends Error {
 export type AdoptEvent =
   | { type: "host-key"; host: string; port: number; fingerprint: string; trust: string }
   | { type: "check"; check: string; ok: true; detail: string }
-  | { type: "recorded"; stack: string; nodes: AdoptedView[] };
+  | { type: "recorded"; stack: string; nodes: AdoptedView[] }
+  /** Something the user must know that did not stop the command (or its refusal). */
+  | { type: "warning"; message: string };
 
 export interface AdoptedView {
   name: string;

@@ -1,9 +1,11 @@
 // `molt adopt`: a running cluster molt did not create (KubeOne, kubeadm by hand) becomes a
-// stack whose node list holds "adopted" entries. Adoption changes nothing on the cluster: it
-// checks, then records. Every check runs before anything is recorded, and a failed one
-// refuses with its reason (exit 2). Host keys are never trusted silently.
+// stack whose node list holds "adopted" entries. Adoption changes nothing on the cluster but
+// its ownership marker: it checks, claims the cluster for the stack, then records. Every check
+// runs before anything is recorded, and a failed one refuses with its reason (exit 2). Host
+// keys are never trusted silently.
 //   reach.ts        bastion, host keys, logins       etcd-checks.ts  stacked etcd, members == hosts
-//   kube-checks.ts  API endpoint, kubeadm-config     record.ts       the entries, one engine run
+//   kube-checks.ts  API endpoint, kubeadm-config     ownership.ts    no other stack owns it; claimed
+//   record.ts       the entries, one engine run
 import type { Stack } from "@pulumi/pulumi/automation";
 import type { NodeEndpoint, NodeEntry } from "../core/nodes";
 import { buildProgram } from "../../infra/program";
@@ -31,6 +33,8 @@ import { resolveEndpoint } from "./endpoint";
 import { cloudProviderOf } from "../../infra/providers/registry";
 import { adoptCredentials, bastionOf, pinnedHostKeys, probeAll } from "./reach";
 import { adoptedEntries, adoptedView, record } from "./record";
+import { claimForAdoption } from "./ownership";
+import { ownerBackend } from "../backend/store";
 
 export { InvalidAdoptionInputError, parseHostList, parseKubeOneOutput, type AdoptionInput } from "./input";
 export { ExpectedHostKeys, InvalidHostKeyInputError } from "./host-keys";
@@ -55,6 +59,11 @@ export interface AdoptOptions {
   onEvent?: (e: AdoptEvent) => void;
   /** `--import HOST=ID`: machines taken into the stack, destroyed by molt when their nodes retire. */
   imports?: ImportRequest[];
+  /**
+   * `--take-over STACK`: the cluster's ownership marker names STACK, whose state is gone; this
+   * adoption takes the cluster over. Must name the current owner exactly.
+   */
+  takeOver?: string;
 }
 
 export interface AdoptResult {
@@ -197,22 +206,38 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
           ? await resolveEndpoint(access!.session(first.address)!, first.address, o.input.apiEndpoint)
           : undefined;
 
-      // 7. Record: the leader last (retired last: one leadership move fewer).
+      // 7. Ownership: no other stack's; claimed for this one (kept open: undone if the record fails).
+      const self = { stack: o.stack, backend: ownerBackend(backend) };
+      const claim = await claimForAdoption(access!, { self, ...(o.takeOver ? { takeOver: o.takeOver } : {}) }, refuse);
+      emit({ type: "check", check: "ownership", ok: true, detail: claim.detail });
+
+      // 8. Record: the leader last (retired last: one leadership move fewer).
       const entries = adoptedEntries(o.input, etcd, seen, kubeVersions, cfg, bastion, imports, identities.providerIds);
-      // The lease in the cluster is kept alive through the sessions until the record is written.
-      if (!clusterLock) {
-        await access!.close();
-        access = undefined;
+      // The sessions stay open until the record is written: the lease in the cluster is kept
+      // alive through them, and a failed record undoes the claim through them.
+      let recorded: NodeEntry[];
+      try {
+        recorded = await record(
+          o,
+          workDir,
+          owned,
+          entries,
+          refuse,
+          home === "cluster" ? guardToken : undefined,
+          endpointCheck,
+        );
+      } catch (e) {
+        await claim.undo().catch((u: unknown) =>
+          emit({
+            type: "warning",
+            message:
+              `the cluster's ownership marker still names stack ${o.stack}, though nothing was recorded: ` +
+              `${(u as Error).message.split("\n")[0]}. Run this adoption again, or \`molt adopt ... --take-over ` +
+              `${o.stack}\` from the stack that should own the cluster`,
+          }),
+        );
+        throw e;
       }
-      const recorded = await record(
-        o,
-        workDir,
-        owned,
-        entries,
-        refuse,
-        home === "cluster" ? guardToken : undefined,
-        endpointCheck,
-      );
       if (endpointCheck)
         emit({
           type: "check",

@@ -50,6 +50,17 @@ export function requireStore(
   return store;
 }
 
+/**
+ * A backend URL as it names a cluster's owner (core/ownership.ts), kept in the cluster and shown
+ * in messages: no user info (credentials), no query or fragment (tokens), no trailing slash.
+ */
+export function ownerBackend(url: string): string {
+  return url
+    .replace(/^([a-z0-9+.-]+:\/\/)[^@/]*@/i, "$1")
+    .replace(/[?#].*$/s, "")
+    .replace(/(?<=[^/:])\/+$/, "");
+}
+
 /** A backend URL without user info (a URL may carry credentials; messages never do). */
 export function redactUrl(url: string): string {
   return url.replace(/^([a-z0-9+.-]+:\/\/)[^@/]*@/i, "$1****@");

@@ -20,6 +20,7 @@ import {
 } from "../adopt";
 import { PromotionNotConfirmedError, PromotionRefusedError } from "../promotion/errors";
 import { redactText } from "../report/redact";
+import { DisownRefusedError } from "../disown";
 
 export const EXIT = {
   ok: 0,
@@ -96,6 +97,7 @@ export function errorExit(e: unknown, json: boolean, stack?: string): number {
     [PromotionNotConfirmedError, EXIT.notConfirmed],
     [OutsideWindowError, EXIT.outsideWindow],
     [InvalidOptionError, EXIT.invalid],
+    [DisownRefusedError, EXIT.invalid],
   ];
   const code = known.find(([cls]) => e instanceof cls)?.[1] ?? EXIT.unexpected;
   const message = redactText(e instanceof Error ? e.message : String(e));

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// molt's command line: rollout, plan, status, adopt, version; verify and promote (cli/promotion.ts).
+// molt's command line: rollout, plan, status, adopt, disown, version; verify and promote (cli/promotion.ts).
 // Exit codes are part of the interface:
 //   0 succeeded or nothing to do      2 invalid input or refused preflight (nothing changed)
 //   3 another run holds the stack     4 a new node failed and was rolled back (old nodes intact)
@@ -25,6 +25,7 @@ import {
   type AdoptEvent,
 } from "../adopt";
 import { registerPromotionCommands } from "./promotion";
+import { disown } from "../disown";
 import { EXIT, NotConfirmedError, exitFor, errorExit } from "./exit";
 import { cancelOnSignals } from "./signals";
 import { ts, humanRenderer, waitDeadlines, notifySettings, printInspection, humanAdopt, printJson } from "./render";
@@ -80,6 +81,10 @@ export async function main(argv: string[]): Promise<number> {
     )
     .option("--metrics-file <path>", "write the run's figures in the Prometheus text format (textfile collector)")
     .option("--notify <url>", "POST the start, failures and pauses, and the summary as JSON to this webhook")
+    .option(
+      "--take-over <stack>",
+      "the cluster's ownership marker names this stack, which is gone: take the cluster over from it first",
+    )
     .action(
       async (opts: {
         stack: string;
@@ -92,6 +97,7 @@ export async function main(argv: string[]): Promise<number> {
         maxReplacements?: number;
         metricsFile?: string;
         notify?: string;
+        takeOver?: string;
       }) => {
         const json = !!opts.json;
         try {
@@ -143,6 +149,7 @@ export async function main(argv: string[]): Promise<number> {
             ...(opts.onFailure ? { onFailure: opts.onFailure } : {}),
             ...(opts.replaceDead ? { replaceDead: opts.replaceDead } : {}),
             ...(opts.maxReplacements !== undefined ? { maxReplacements: opts.maxReplacements } : {}),
+            ...(opts.takeOver !== undefined ? { takeOver: opts.takeOver } : {}),
             engineOutput: !!opts.verbose,
             verify: !!opts.verify,
             onEvent: (e) => {
@@ -190,7 +197,7 @@ export async function main(argv: string[]): Promise<number> {
     .command("adopt")
     .description(
       "record a running cluster molt did not create (KubeOne, kubeadm by hand) in an empty stack; changes nothing " +
-        "on it",
+        "on it but its ownership marker",
     )
     .addOption(stackOpt())
     .option("--terraform-output <file>", "KubeOne's `terraform output -json` (kubeone_api, kubeone_hosts); - for stdin")
@@ -210,6 +217,10 @@ export async function main(argv: string[]): Promise<number> {
       collect,
       [],
     )
+    .option(
+      "--take-over <stack>",
+      "the cluster's ownership marker names this stack, which is gone: adopt the cluster from it",
+    )
     .option("--json", "one JSON event per line on stdout")
     .action(
       async (opts: {
@@ -220,6 +231,7 @@ export async function main(argv: string[]): Promise<number> {
         hostKey: string[];
         knownHosts?: string;
         import: string[];
+        takeOver?: string;
         json?: boolean;
       }) => {
         const json = !!opts.json;
@@ -250,6 +262,7 @@ export async function main(argv: string[]): Promise<number> {
             input,
             hostKeys: keys,
             imports: imports.requests,
+            ...(opts.takeOver !== undefined ? { takeOver: opts.takeOver } : {}),
             ...(!json && process.stdin.isTTY ? { confirmHostKeys: confirmKeysOnTty } : {}),
             onEvent: print,
           });
@@ -265,6 +278,26 @@ export async function main(argv: string[]): Promise<number> {
     .description("molt's version, the Pulumi engine's molt would run and Node.js's")
     .option("--json", "print one JSON document")
     .action((opts: { json?: boolean }) => printVersions(!!opts.json));
+
+  program
+    .command("disown")
+    .description(
+      "release the cluster from the stack: remove its ownership marker, if it names this stack (nothing else changes)",
+    )
+    .addOption(stackOpt())
+    .option("--json", "print one JSON document")
+    .action(async (opts: { stack: string; json?: boolean }) => {
+      try {
+        const r = await disown({ stack: opts.stack });
+        if (opts.json) process.stdout.write(JSON.stringify({ type: "disown-summary", ...r }) + "\n");
+        else
+          process.stdout.write(
+            `${ts()}  ${r.result === "released" ? "RELEASED" : "NOTHING TO RELEASE"}: ${r.message}\n`,
+          );
+      } catch (e) {
+        code = errorExit(e, !!opts.json, opts.stack);
+      }
+    });
 
   registerPromotionCommands(program, { setCode: (c) => (code = c), errorExit, cancelOnSignals });
 

@@ -329,8 +329,10 @@ export function humanAdopt(e: AdoptEvent | { type: "summary"; stack: string; nod
       return out(`host key of ${e.host}:${e.port}: ${e.fingerprint} (${e.trust})`);
     case "check":
       return out(`✓ ${e.check}: ${e.detail}`);
+    case "warning":
+      return out(`! ${e.message}`);
     case "recorded":
-      out(`recorded in stack ${e.stack} (nothing on the cluster was changed):`);
+      out(`recorded in stack ${e.stack} (nothing on the cluster was changed but its ownership marker):`);
       for (const line of table(
         e.nodes.map((n) => [
           n.name,

@@ -3,6 +3,7 @@
 // engine (orchestrator/stack/edge.ts); test/support/fake-edges.ts implements them in memory.
 import type { Operation } from "./model";
 import type { NodeEntry, SshAccessSettings, StoredState } from "./nodes";
+import type { OwnerRecord } from "./ownership";
 import type {
   Alarm,
   ComponentHealth,
@@ -28,6 +29,18 @@ export interface EtcdEdge {
   snapshot(node: string, path: string): Promise<number>;
   /** The calls a lease in the cluster needs (orchestrator/cluster-lock.ts), through whichever member answers. */
   leaseKv(): LeaseKv;
+  /** The cluster's ownership marker (core/ownership.ts OWNER_KEY), read linearizably; undefined when absent. */
+  readOwner(): Promise<OwnerRecord | undefined>;
+  /**
+   * Writes the marker in one transaction: only if the key is absent or, with `ifRevision`, still
+   * at that revision; else returns what it holds (undefined: deleted meanwhile).
+   */
+  writeOwner(
+    value: string,
+    ifRevision?: string,
+  ): Promise<{ ok: true; revision: string } | { ok: false; current?: OwnerRecord }>;
+  /** Deletes the marker if it is still at `revision`; true when it was. */
+  removeOwner(revision: string): Promise<boolean>;
 }
 
 export interface KubeEdge {

@@ -3,6 +3,7 @@
 import type { HostFile } from "./host-files";
 import type { NodeEndpoint, NodeEntry } from "./nodes";
 import type { Alarm, EndpointStatus, KubeObservation, Member, VipObservation } from "./observations";
+import type { ClusterOwner, Ownership } from "./ownership";
 
 export type { Alarm, EndpointStatus, KubeObservation, Member, NodeEndpoint, NodeEntry, VipObservation };
 
@@ -26,6 +27,11 @@ export interface Intent {
    * etcd advises for a failed member. Never applied to a healthy member.
    */
   replaceDead?: string[];
+  /**
+   * `--take-over STACK`: the cluster's ownership marker names STACK, whose state is gone; this
+   * stack takes the cluster over (core/ownership.ts). Must name the current owner exactly.
+   */
+  takeOver?: string;
   /** The provider's failure domains (zones, fault domains, vSphere hosts/clusters), in config order. */
   failureDomains?: string[];
   /** vSphere molt:vsphere.staticAddresses.pool, expanded: a new node's address comes from it. */
@@ -107,7 +113,9 @@ export type WaitKey =
   | "leader"
   | "kube"
   | "addons"
-  | "vip";
+  | "vip"
+  /** The cluster's ownership marker could not be read. */
+  | "owner";
 
 /** The world as one pass observed it: the stack's node list, etcd, Kubernetes, and the loop's memory. */
 export interface World {
@@ -145,6 +153,11 @@ export interface World {
   certificates?: Record<string, CertificateObservation>;
   /** The host files kubeadm-config references and who holds them (Kubernetes, when it names any). */
   hostFiles?: HostFilesObservation;
+  /**
+   * The cluster's ownership marker (core/ownership.ts) and who this run is; absent where the
+   * caller does not ask (nothing is checked then).
+   */
+  ownership?: Ownership;
 }
 
 /** The part of the World the loop's memory supplies. */
@@ -224,6 +237,11 @@ export type Operation =
   /** Runs an operator hook for `node` (orchestrator/act/hooks.ts). */
   | { kind: "hook"; hook: HookName; node: string; reason: string }
   | { kind: "refuse"; condition: string; reason: string }
+  /**
+   * Writes the cluster's ownership marker naming `owner`: where it is absent, or (`--take-over`)
+   * where it still is at `ifRevision`. Comes before any other change of the cluster.
+   */
+  | { kind: "claim-ownership"; owner: ClusterOwner; ifRevision?: string; reason: string }
   | { kind: "update-cluster-config"; version: string; via: string; reason: string }
   | { kind: "drain"; node: string; via: string; reason: string }
   | { kind: "stop-apiserver"; node: string; reason: string }

@@ -9,7 +9,8 @@ import type { NodeEndpoint } from "../core/nodes";
 import type { SshSession } from "../../infra/remote/ssh";
 import { SessionPool, type SshCredentials } from "./sessions";
 import { etcdLeaseKv } from "../cluster-lock";
-import { type LeaseKv } from "../core/edges";
+import { type EtcdEdge, type LeaseKv } from "../core/edges";
+import { etcdOwnerCalls } from "./etcd-owner";
 
 const CALL_DEADLINE_MS = 5_000;
 const PKI = "/etc/kubernetes/pki/etcd";
@@ -65,7 +66,7 @@ export interface TlsClientCredentials {
   key: string;
 }
 
-export class EtcdAccess {
+export class EtcdAccess implements EtcdEdge {
   private readonly tunnels = new Map<string, Tunnel>();
   private readonly tunnelFailures = new Map<string, string>();
   private readonly clients = new Set<Etcd3>();
@@ -349,17 +350,35 @@ export class EtcdAccess {
    * turn: the tunnels follow the node list, so the lease outlives the nodes it was taken through.
    */
   leaseKv(): LeaseKv {
-    return etcdLeaseKv("the cluster's etcd", () =>
-      this.nodes()
-        .map((n) => {
-          try {
-            return this.endpoint(n);
-          } catch {
-            return undefined;
-          }
-        })
-        .filter((c): c is Etcd3 => c !== undefined),
-    );
+    return etcdLeaseKv("the cluster's etcd", () => this.memberClients());
+  }
+
+  /** The cluster's ownership marker (core/ownership.ts), through whichever member answers. */
+  private readonly owner = etcdOwnerCalls(() => this.memberClients());
+
+  readOwner(): ReturnType<EtcdEdge["readOwner"]> {
+    return this.owner.readOwner();
+  }
+
+  writeOwner(value: string, ifRevision?: string): ReturnType<EtcdEdge["writeOwner"]> {
+    return this.owner.writeOwner(value, ifRevision);
+  }
+
+  removeOwner(revision: string): Promise<boolean> {
+    return this.owner.removeOwner(revision);
+  }
+
+  /** A client per member with a tunnel: the tunnels follow the node list. */
+  private memberClients(): Etcd3[] {
+    return this.nodes()
+      .map((n) => {
+        try {
+          return this.endpoint(n);
+        } catch {
+          return undefined;
+        }
+      })
+      .filter((c): c is Etcd3 => c !== undefined);
   }
 
   /** The SSH session to a node (for commands such as a reset). */

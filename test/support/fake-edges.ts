@@ -8,6 +8,7 @@ import type { EdgeFactory } from "../../orchestrator/edges/open";
 import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "../../orchestrator/core/edges";
 import type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry } from "../../orchestrator/core/model";
 import type { ClearedOperation } from "../../orchestrator/core/edges";
+import type { OwnerRecord } from "../../orchestrator/core/ownership";
 import type { NodeListChange, StackEdge, StackState } from "../../orchestrator/core/edges";
 import { UpFailedError } from "../../orchestrator/stack/up-events";
 
@@ -43,6 +44,9 @@ export class FakeWorld {
   members: Member[] = [];
   /** The cluster's etcd keys and leases (molt:lock.in cluster holds its lease here). */
   kv = new MemoryLeaseKv();
+  /** The cluster's ownership marker key (core/ownership.ts), with its revision. */
+  owner?: OwnerRecord;
+  private ownerRevision = 1;
   leaderId = "0";
   alarms: Alarm[] = [];
   etcdVersion = "3.6.16";
@@ -80,6 +84,10 @@ export class FakeWorld {
     vipNewNodesFault?: boolean;
     /** Starting keepalived again on a node that released the VIP fails. */
     vipResumeFails?: boolean;
+    /** Reading the ownership marker fails (no member answers that read). */
+    ownerReadFails?: boolean;
+    /** Another stack's claim lands between this run's read of the marker and its write: this value. */
+    ownerClaimedFirst?: string;
   } = {};
   /**
    * The API endpoint VIP (molt:apiEndpoint mode vip), when the test enables it: its holder,
@@ -94,6 +102,11 @@ export class FakeWorld {
   statusReads = new Map<string, number>();
   /** Certificate expiry per node (openssl's notAfter text); a node not named has one years away. */
   certificates: Record<string, string> = {};
+
+  /** Sets the ownership marker key as another writer would (a new revision). */
+  setOwner(value: string | undefined): void {
+    this.owner = value === undefined ? undefined : { value, revision: String(++this.ownerRevision) };
+  }
 
   /** A cluster of `n` healthy nodes on `image`, made by hand (as if an earlier run made them). */
   static cluster(n: number, image: string, stack = "lab"): FakeWorld {
@@ -251,6 +264,31 @@ class FakeEtcd implements EtcdEdge {
     return this.w.kv;
   }
 
+  async readOwner(): Promise<OwnerRecord | undefined> {
+    if (this.w.faults.ownerReadFails) throw new Error("reading the ownership marker failed on every reachable member");
+    return this.w.owner && { ...this.w.owner };
+  }
+
+  async writeOwner(value: string, ifRevision?: string) {
+    const w = this.w;
+    if (w.faults.ownerClaimedFirst !== undefined) {
+      w.setOwner(w.faults.ownerClaimedFirst);
+      w.faults.ownerClaimedFirst = undefined;
+    }
+    w.log.push(`etcd writeOwner ${value}${ifRevision ? ` if revision ${ifRevision}` : ""}`);
+    const free = ifRevision === undefined ? !w.owner : w.owner?.revision === ifRevision;
+    if (!free) return { ok: false as const, ...(w.owner ? { current: { ...w.owner } } : {}) };
+    w.setOwner(value);
+    return { ok: true as const, revision: w.owner!.revision };
+  }
+
+  async removeOwner(revision: string): Promise<boolean> {
+    this.w.log.push(`etcd removeOwner if revision ${revision}`);
+    if (this.w.owner?.revision !== revision) return false;
+    this.w.owner = undefined;
+    return true;
+  }
+
   private machine(node: string): FakeMachine {
     const m = this.w.machines.get(node);
     if (!m?.up) throw new Error(`14 UNAVAILABLE: no connection to ${node}`);
@@ -387,6 +425,11 @@ class FakeNodes implements NodeAccess {
   }
   async resetKube(): Promise<void> {}
   async close(): Promise<void> {}
+}
+
+/** The etcd edge over `w` alone (adoption's ownership claim). */
+export function fakeEtcd(w: FakeWorld): EtcdEdge {
+  return new FakeEtcd(w);
 }
 
 /** Edges over `w` for rollout({ edges }). */

@@ -27,6 +27,7 @@ import { humanRenderer } from "../../orchestrator/cli/render";
 import { WebhookNotifier } from "../../orchestrator/report/notify";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { ownerMarkerJson, parseOwnerMarker } from "../../orchestrator/core/ownership";
 
 describe("the rollout loop (fake edges)", function () {
   let dir: string;
@@ -116,6 +117,9 @@ describe("the rollout loop (fake edges)", function () {
   }
 
   const images = (w: FakeWorld) => w.list.map((n) => `${n.name}:${n.image}`);
+  /** An ownership marker naming `stack` (in this suite's backend unless told). */
+  const markerOf = (stack: string, backend = env.PULUMI_BACKEND_URL, by: "adopt" | "rollout" = "adopt") =>
+    ownerMarkerJson({ stack, backend, claimedAt: "2026-01-02T03:04:05.000Z", by });
 
   it(
     "rolls 3 nodes to a new image add-first: surge, move leadership away, remove the member, prune; one node at a " +
@@ -156,7 +160,9 @@ describe("the rollout loop (fake edges)", function () {
       // An etcd snapshot before the first membership change, on the summary.
       assert.ok(w.log.indexOf("etcd snapshot lab-cp-1") < moved);
       assert.ok(summary.snapshotPath?.includes("lab-"));
-      assert.equal(summary.operations, 10); // 3 surges, 1 move-leader, 3 member removals, 3 prunes
+      // The cluster had no ownership marker: claimed first, before any other change.
+      assert.match(w.log[0], /^etcd writeOwner \{"stack":"lab",/);
+      assert.equal(summary.operations, 11); // the claim, 3 surges, 1 move-leader, 3 member removals, 3 prunes
       assert.equal(events.filter((e) => e.type === "decision" && e.operation.kind === "surge").length, 3);
       // A second run has nothing to do.
       const again = await run(w);
@@ -475,6 +481,136 @@ describe("the rollout loop (fake edges)", function () {
     });
   });
 
+  describe("ownership of the cluster (core/ownership.ts)", () => {
+    const changes = (w: FakeWorld) => w.log.filter((l) => !l.startsWith("etcd snapshot"));
+
+    it("another stack's marker stops the run before any change: refused, no membership call", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      // Another stack's new, healthy voter: a stray to this stack (the harm of two adoptions).
+      w.members.push({
+        id: "77",
+        name: "other-cp-4",
+        peerURLs: ["https://10.0.9.4:2380"],
+        clientURLs: [],
+        isLearner: false,
+      });
+      w.setOwner(markerOf("other", "s3://state/other"));
+      const before = w.owner;
+      const { summary } = await run(w);
+      assert.equal(summary.result, "refused", summary.reason);
+      assert.match(
+        summary.reason,
+        /^ClusterOwnedByAnotherStack: the cluster is owned by stack other \(backend s3:\/\/state\/other\)/,
+      );
+      assert.match(summary.reason, /molt disown --stack other/);
+      assert.deepEqual(w.log, [], "no call changed anything: no member removed, no node made, no marker written");
+      assert.equal(w.members.length, 4);
+      assert.deepEqual(w.owner, before);
+      assert.equal(summary.operations, 0);
+    });
+
+    it("a cluster without a marker is claimed first, naming this stack and its backend; kept after", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const { summary, events } = await run(w);
+      assert.equal(summary.result, "succeeded", summary.reason);
+      const decisions = events.flatMap((e) => (e.type === "decision" ? [e.operation.kind] : []));
+      assert.equal(decisions[0], "claim-ownership");
+      assert.equal(decisions.filter((k) => k === "claim-ownership").length, 1);
+      const m = parseOwnerMarker(w.owner!.value);
+      assert.ok(!("invalid" in m));
+      assert.deepEqual(
+        { stack: m.stack, backend: m.backend, by: m.by },
+        {
+          stack: "lab",
+          backend: env.PULUMI_BACKEND_URL,
+          by: "rollout",
+        },
+      );
+      const revision = w.owner!.revision;
+      const again = await run(w);
+      assert.equal(again.summary.result, "noop", again.summary.reason);
+      assert.equal(w.owner!.revision, revision, "its own marker is not written again");
+    });
+
+    it("a new cluster is claimed by the run that made it, right after its first node", async () => {
+      stack("lab-v1", { replicas: 1 });
+      const w = new FakeWorld();
+      const { summary } = await run(w);
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(
+        changes(w).map((l) => l.split(" ").slice(0, 2).join(" ")),
+        ["up create-first", "etcd writeOwner"],
+      );
+    });
+
+    it("a claim that lands second is refused, changing no member (two runs racing)", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      w.faults.ownerClaimedFirst = markerOf("other", "s3://state/other", "rollout");
+      const { summary } = await run(w);
+      assert.equal(summary.result, "refused", summary.reason);
+      assert.match(
+        summary.reason,
+        /ClusterOwnedByAnotherStack: stack lab .* could not claim the cluster: stack other \(backend s3:\/\/state\/other\) claimed it first/,
+      );
+      assert.deepEqual(
+        changes(w).map((l) => l.split(" ").slice(0, 2).join(" ")),
+        ["etcd writeOwner"],
+      );
+      assert.equal(JSON.parse(w.owner!.value).stack, "other");
+    });
+
+    it("--take-over naming the owner takes the cluster from it, then rolls", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      w.setOwner(markerOf("gone", "s3://old-bucket"));
+      const revision = w.owner!.revision;
+      const { summary } = await run(w, { takeOver: "gone" });
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.ok(w.log[0].startsWith("etcd writeOwner") && w.log[0].endsWith(`if revision ${revision}`), w.log[0]);
+      assert.equal(JSON.parse(w.owner!.value).stack, "lab");
+      assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
+      // The same command again: the cluster is this stack's already.
+      assert.equal((await run(w, { takeOver: "gone" })).summary.result, "noop");
+    });
+
+    it("bad input: --take-over naming the wrong stack, or no owner, refuses and changes nothing", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      w.setOwner(markerOf("other"));
+      let r = await run(w, { takeOver: "otter" });
+      assert.equal(r.summary.result, "refused");
+      assert.match(r.summary.reason, /--take-over otter does not name it/);
+      w.owner = undefined;
+      r = await run(w, { takeOver: "other" });
+      assert.equal(r.summary.result, "refused");
+      assert.match(r.summary.reason, /^ClusterNotOwned: --take-over other: the cluster has no ownership marker/);
+      assert.deepEqual(w.log, []);
+      assert.equal(w.owner, undefined);
+    });
+
+    it("a marker not JSON refuses, changing nothing; an unreadable one is waited on, then refuses", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      w.setOwner("owned-by-ops");
+      let r = await run(w);
+      assert.equal(r.summary.result, "refused");
+      assert.match(r.summary.reason, /^ClusterOwnerMarkerInvalid: .*not valid JSON \("owned-by-ops"\)/);
+      w.owner = undefined;
+      w.faults.ownerReadFails = true;
+      r = await run(w);
+      assert.equal(r.summary.result, "refused");
+      assert.match(r.summary.reason, /^ClusterOwnerUnknown: .*reading the ownership marker failed/);
+      assert.ok(
+        r.events.some((e) => e.type === "decision" && e.operation.kind === "wait"),
+        "it waited first",
+      );
+      assert.deepEqual(w.log, []);
+    });
+  });
+
   it("refuses an alarmed cluster before changing anything", async () => {
     stack("lab-v2");
     const w = FakeWorld.cluster(3, "lab-v1");
@@ -514,6 +650,7 @@ describe("the rollout loop (fake edges)", function () {
     this.timeout(20_000);
     stack("lab-v2", { lockSeconds: 10 });
     const w = FakeWorld.cluster(3, "lab-v1");
+    w.setOwner(markerOf("lab"));
     const events: RolloutEvent[] = [];
     let taken: string | undefined;
     const { summary } = await run(w, {

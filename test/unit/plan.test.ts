@@ -31,6 +31,7 @@ import {
   waitDeadlineSeconds,
 } from "../../orchestrator/core/plan";
 import { afterAct, afterDecision, afterObservation, initialMemory } from "../../orchestrator/core/memory";
+import { ownerMarkerJson, ownerReadOf, type OwnerMarker, type Ownership } from "../../orchestrator/core/ownership";
 import { isHealthyNode, nodeViews } from "../../orchestrator/views";
 
 const STACK = "lab";
@@ -69,6 +70,8 @@ interface World {
   joining?: string;
   /** Kubernetes, when the intent has a version. */
   kube?: SimKube;
+  /** The cluster's ownership marker and who runs (Observed.ownership); absent: not checked. */
+  ownership?: Ownership;
 }
 
 interface SimKube {
@@ -151,10 +154,12 @@ function makeIntent(
     maxAppliedLag?: number;
     replaceDead?: string[];
     pruneWithNextSurge?: boolean;
+    takeOver?: string;
   } = {},
 ): Intent {
   return {
     ...(o.replaceDead ? { replaceDead: o.replaceDead } : {}),
+    ...(o.takeOver ? { takeOver: o.takeOver } : {}),
     provider: "lab",
     replicas: o.replicas ?? 3,
     image: o.image ?? NEW,
@@ -223,6 +228,7 @@ function snapshotOf(w: World): Observed {
     orphans: [],
     expired: [...w.expired],
     ...(w.joining ? { joining: w.joining } : {}),
+    ...(w.ownership && w.nodes.length > 0 ? { ownership: w.ownership } : {}),
     ...(kube
       ? { kube }
       : w.intent.kubernetesVersion !== undefined && w.nodes.length > 0
@@ -286,6 +292,7 @@ interface WorldOpts {
   expired?: WaitKey[];
   etcdError?: string;
   joining?: string;
+  ownership?: Ownership;
   /**
    * Kubernetes state (default with a Kubernetes intent: kubeadm-config and kube-proxy at the
    * oldest node's version, 2 pods per node).
@@ -322,6 +329,7 @@ function world(nodes: SimNode[], o: WorldOpts = {}): World {
     etcdError: o.etcdError,
     nextId: 100,
     ...(o.joining ? { joining: o.joining } : {}),
+    ...(o.ownership ? { ownership: o.ownership } : {}),
     ...(kube ? { kube } : {}),
   };
 }
@@ -502,6 +510,114 @@ describe("planner (orchestrator/core/plan/)", () => {
         "remove-member",
         { node: "lab-cp-1" },
       );
+    });
+
+    describe("ownership (core/ownership.ts): one stack owns the cluster", () => {
+      const SELF = { stack: STACK, backend: "s3://state/molt" };
+      const marker = (stack: string, backend = SELF.backend): OwnerMarker => ({
+        stack,
+        backend,
+        claimedAt: "2026-01-02T03:04:05.000Z",
+        by: "adopt",
+      });
+      const owned = (m: OwnerMarker): Ownership => ({
+        self: SELF,
+        marker: ownerReadOf({ value: ownerMarkerJson(m), revision: "41" }),
+      });
+      const absent: Ownership = { self: SELF, marker: { kind: "absent" } };
+
+      it("refuses before removing a stray when another stack owns the cluster (its voter is no stray of ours)", () => {
+        // Without the marker, this member would be removed (the harm of two adoptions).
+        expectOp(plan([N(1), N(2), N(3)], { strays: [stray(1)] }), "remove-stray-member");
+        const op = plan([N(1), N(2), N(3)], { strays: [stray(1)], ownership: owned(marker("other")) });
+        expectOp(op, "refuse", { condition: "ClusterOwnedByAnotherStack" });
+        assert.match(op.reason, /owned by stack other \(backend s3:\/\/state\/molt\), claimed by molt adopt at 2026/);
+        assert.match(op.reason, /nothing was changed/);
+        assert.match(op.reason, /`molt disown --stack other`/);
+        assert.match(op.reason, /`molt rollout --stack lab --take-over other`/);
+      });
+
+      it("refuses before any other change too: a learner's promotion, a --replace-dead removal, a surge", () => {
+        const other = owned(marker("other"));
+        const cases: [SimNode[], WorldOpts][] = [
+          [[N(1), N(2), N(3), N(4, NEW, { learner: true })], {}],
+          [[N(1), N(2), N(3, OLD, { health: "down" })], { intent: { replaceDead: ["lab-cp-3"] } }],
+          [[N(1), N(2), N(3)], {}],
+        ];
+        for (const [nodes, o] of cases) {
+          assert.notEqual(plan(nodes, o).kind, "refuse", "it would change the cluster without the marker");
+          expectOp(plan(nodes, { ...o, ownership: other }), "refuse", { condition: "ClusterOwnedByAnotherStack" });
+        }
+      });
+
+      it("a marker of the same stack name in another backend is another owner", () => {
+        const op = plan([N(1), N(2), N(3)], { ownership: owned(marker(STACK, "file:///home/ops/state")) });
+        expectOp(op, "refuse", { condition: "ClusterOwnedByAnotherStack" });
+        assert.match(op.reason, /stack lab \(backend file:\/\/\/home\/ops\/state\)/);
+      });
+
+      it("claims a cluster without a marker before anything else (before a stray's removal)", () => {
+        expectOp(plan([N(1), N(2), N(3)], { strays: [stray(1)], ownership: absent }), "claim-ownership", {
+          owner: SELF,
+        });
+        const op = plan([N(1, NEW)], { ownership: absent });
+        expectOp(op, "claim-ownership", { owner: SELF });
+        assert.equal(op.kind === "claim-ownership" && op.ifRevision, undefined, "only where the key is absent");
+      });
+
+      it("its own marker changes nothing: the plan is the one without ownership", () => {
+        for (const [nodes, o] of [
+          [[N(1), N(2), N(3)], { strays: [stray(1)] }],
+          [[N(1), N(2), N(3)], {}],
+          [[N(1, NEW), N(2, NEW), N(3, NEW)], {}],
+        ] as [SimNode[], WorldOpts][])
+          assert.deepEqual(plan(nodes, { ...o, ownership: owned(marker(STACK)) }), plan(nodes, o));
+      });
+
+      it("an empty stack creates its first node: there is no cluster to own yet", () => {
+        expectOp(plan([], { ownership: absent, intent: { kubernetesVersion: undefined } }), "create-first");
+      });
+
+      it("--take-over naming the owner claims it where the marker is still the one read", () => {
+        const op = plan([N(1), N(2), N(3)], { ownership: owned(marker("gone")), intent: { takeOver: "gone" } });
+        expectOp(op, "claim-ownership", { owner: SELF, ifRevision: "41" });
+        assert.match(op.reason, /--take-over gone: the cluster passes from stack gone .* to stack lab/);
+        // Once taken (a rerun of the same command): its own marker, nothing more to do about it.
+        expectOp(plan([N(1), N(2), N(3)], { ownership: owned(marker(STACK)), intent: { takeOver: "gone" } }), "surge");
+      });
+
+      it("bad input: --take-over naming another stack than the owner, or no owner, refuses (nothing changed)", () => {
+        let op = plan([N(1), N(2), N(3)], { ownership: owned(marker("other")), intent: { takeOver: "otter" } });
+        expectOp(op, "refuse", { condition: "ClusterOwnedByAnotherStack" });
+        assert.match(op.reason, /--take-over otter does not name it \(it must name the current owner\)/);
+        assert.match(op.reason, /owned by stack other/);
+        op = plan([N(1), N(2), N(3)], { ownership: absent, intent: { takeOver: "gone" } });
+        expectOp(op, "refuse", { condition: "ClusterNotOwned" });
+        assert.match(op.reason, /--take-over gone: the cluster has no ownership marker.*Run it without --take-over/);
+      });
+
+      it("a marker molt did not write (not JSON, or a field missing) refuses, saying how to look at it", () => {
+        for (const [value, why] of [
+          ["lab", /not valid JSON/],
+          ['{"stack":"lab"}', /no backend, claimedAt/],
+          ['{"stack":"a","backend":"b","claimedAt":"c","by":"hand"}', /"by" is "hand"/],
+        ] as const) {
+          const op = plan([N(1), N(2), N(3)], {
+            ownership: { self: SELF, marker: ownerReadOf({ value, revision: "7" }) },
+          });
+          expectOp(op, "refuse", { condition: "ClusterOwnerMarkerInvalid" });
+          assert.match(op.reason, why);
+          assert.match(op.reason, /etcdctl get \/molt\/owner.*etcdctl del \/molt\/owner/);
+        }
+      });
+
+      it("a marker that cannot be read: wait within the settle deadline, then refuse", () => {
+        const unread: Ownership = { self: SELF, marker: { kind: "unobserved", error: "no member answered" } };
+        expectOp(plan([N(1), N(2), N(3)], { ownership: unread }), "wait", { key: "owner" });
+        const op = plan([N(1), N(2), N(3)], { ownership: unread, expired: ["owner"] });
+        expectOp(op, "refuse", { condition: "ClusterOwnerUnknown" });
+        assert.match(op.reason, /no member answered/);
+      });
     });
 
     it("removes a stray member before adding", () => {
@@ -2323,6 +2439,51 @@ describe("planner (orchestrator/core/plan/)", () => {
               }
             }),
             { numRuns: 10000 },
+          );
+        },
+      );
+
+      it(
+        "decide changes nothing while another stack owns the cluster, claims an unmarked one first, and its own " +
+          "marker changes no decision",
+        () => {
+          const SELF = { stack: STACK, backend: "s3://state" };
+          const CHANGES = new Set<Operation["kind"]>(["refuse", "wait", "claim-ownership"]);
+          fc.assert(
+            fc.property(
+              arb,
+              fc.constantFrom("other", "same-name", "absent", "own", "invalid", "unobserved"),
+              (r, kind) => {
+                const w = build(r);
+                const plain = decide(snapshotOf(w), STACK);
+                const m = (stack: string, backend: string) =>
+                  ownerReadOf({
+                    value: ownerMarkerJson({ stack, backend, claimedAt: "2026-01-01T00:00:00Z", by: "rollout" }),
+                    revision: "9",
+                  });
+                w.ownership = {
+                  self: SELF,
+                  marker:
+                    kind === "other"
+                      ? m("other", SELF.backend)
+                      : kind === "same-name"
+                        ? m(STACK, "s3://elsewhere")
+                        : kind === "own"
+                          ? m(STACK, SELF.backend)
+                          : kind === "invalid"
+                            ? ownerReadOf({ value: "{", revision: "9" })
+                            : kind === "unobserved"
+                              ? { kind: "unobserved", error: "no member answered" }
+                              : { kind: "absent" },
+                };
+                const op = decide(snapshotOf(w), STACK);
+                if (kind === "own") return assert.deepEqual(op, plain);
+                assert.ok(CHANGES.has(op.kind), `${kind}: decided ${op.kind} (${op.reason})`);
+                if (op.kind === "claim-ownership") assert.equal(kind, "absent");
+                if (kind === "other" || kind === "same-name" || kind === "invalid") assert.equal(op.kind, "refuse");
+              },
+            ),
+            { numRuns: 5000 },
           );
         },
       );

@@ -6,6 +6,7 @@ import { learners, leader, memberlessNode, replaceDeadGuard, strayMember, unheal
 import { addons, kubernetesHealth } from "./kube-steps";
 import { hookFailure, postJoinHook, postRetireHook, preRetireHook, replacementBoundary, soak } from "./control-steps";
 import { newEntry } from "./rules";
+import { ownership } from "./ownership";
 import { withNextSurge } from "./overlap";
 import { scopeOf, type Scope } from "./scope";
 import { kubernetesVersionProblem } from "./versions";
@@ -18,6 +19,9 @@ export function decide(s: World, stack: string): Operation {
   if (early) return early;
   const c = scopeOf(s, stack);
   const steps: Step[] = [
+    // One stack owns the cluster: another's marker stops everything below (its members are
+    // strays to this stack); none is claimed first.
+    ownership,
     replaceDeadGuard,
     hookFailure,
     strayMember,
