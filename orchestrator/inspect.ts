@@ -23,12 +23,19 @@ import { hexMemberId } from "./etcd-id";
 import { releaseStatus, type ReleaseStatus } from "./promotion/status";
 import { S3Store } from "./backend/s3";
 import { ownerBackend } from "./backend/store";
+import { describeOwner, sameOwner, type Ownership } from "./core/ownership";
 import { fileBackendDir } from "./backend/file-sidecars";
 import { existsSync } from "node:fs";
 import { checkpointExists } from "./stack/checkpoint";
 
 export interface Condition {
-  type: "EtcdClusterHealthy" | "EtcdMembersMatchNodes" | "MachinesUpToDate" | "ControlPlaneHealthy" | "Available";
+  type:
+    | "EtcdClusterHealthy"
+    | "EtcdMembersMatchNodes"
+    | "MachinesUpToDate"
+    | "ControlPlaneHealthy"
+    | "ClusterOwned"
+    | "Available";
   status: "True" | "False" | "Unknown";
   reason: string;
 }
@@ -164,6 +171,7 @@ export async function inspect(o: {
           reason: stored.nodes.length ? `all on ${intent.image}` : "no nodes",
         },
     ...(intent.kubernetesVersion !== undefined ? [kubeCondition(snapshot)] : []),
+    ...(stored.nodes.length ? [ownedCondition(snapshot.ownership)] : []),
     next.kind === "done"
       ? { type: "Available", status: "True", reason: next.reason }
       : { type: "Available", status: snapshot.etcd ? "True" : "False", reason: `next: ${next.kind}: ${next.reason}` },
@@ -247,4 +255,25 @@ class EmptyStack implements StackEdge {
 function rolloutProgress(s: World, intent: World["intent"]): Inspection["progress"] {
   const outdated = s.nodes.filter((n) => isOutdated(n, intent, s.certificates)).map((n) => n.name);
   return { upToDate: s.nodes.length - outdated.length, replicas: intent.replicas, outdated };
+}
+
+/** Whether this stack owns the cluster (core/ownership.ts): its marker in the cluster's etcd. */
+function ownedCondition(o: Ownership | undefined): Condition {
+  const type = "ClusterOwned";
+  if (!o) return { type, status: "Unknown", reason: "etcd not observed" };
+  const m = o.marker;
+  switch (m.kind) {
+    case "unobserved":
+      return { type, status: "Unknown", reason: `the ownership marker could not be read: ${m.error}` };
+    case "absent":
+      return { type, status: "False", reason: "no ownership marker: the next rollout claims the cluster" };
+    case "invalid":
+      return { type, status: "False", reason: `the ownership marker is not one molt writes: ${m.why}` };
+    case "claimed":
+      return {
+        type,
+        status: sameOwner(m.marker, o.self) ? "True" : "False",
+        reason: `${describeOwner(m.marker)}, claimed by molt ${m.marker.by} at ${m.marker.claimedAt}`,
+      };
+  }
 }

@@ -550,6 +550,45 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     },
   );
 
+  it("disown releases the cluster (a marker not molt's is refused, exit 2); a rollout claims it", async function () {
+    this.timeout(300_000);
+    assert.ok(adopted, "the cluster was adopted");
+    const owner = () => withEtcd((access) => access.readOwner());
+    const own = await owner();
+    assert.ok(own, "the cluster is marked");
+    assert.equal(JSON.parse(own.value).stack, STACK, "the rollouts kept the adoption's owner");
+    const disown = () => cli("disown", "--stack", STACK, "--json");
+    const summary = (run: CliRun) => run.events.find((e) => e.type === "disown-summary") as { result?: string };
+    // Bad input: a marker molt did not write (someone's etcdctl put) is refused, and stays.
+    const foreignValue = `${STACK} is ours`;
+    const w = await withEtcd((access) => access.writeOwner(foreignValue, own.revision));
+    assert.ok(w.ok);
+    let run = await disown();
+    assert.equal(run.code, 2, run.stdout + run.stderr);
+    assert.match(errorOf(run)!.message, /not valid JSON .*etcdctl get \/molt\/owner/);
+    assert.equal((await owner())?.value, foreignValue, "the marker is unchanged");
+    assert.ok((await withEtcd((access) => access.writeOwner(own.value, w.ok ? w.revision : ""))).ok);
+    // Its own marker: removed, and said so; again: nothing to release.
+    run = await disown();
+    assert.equal(run.code, 0, run.stdout + run.stderr);
+    assert.equal(summary(run)?.result, "released");
+    assert.equal(await owner(), undefined, "the marker is gone");
+    run = await disown();
+    assert.equal(run.code, 0, run.stdout + run.stderr);
+    assert.equal(summary(run)?.result, "nothing");
+    // A rollout of a cluster without a marker (as one made by an older molt) claims it first.
+    run = await rollout();
+    assert.equal(run.code, 0, run.stdout + run.stderr);
+    const kinds = run.events.filter((e) => e.type === "decision").map((e) => (e.operation as { kind: string }).kind);
+    assert.deepEqual(kinds, ["claim-ownership", "done"]);
+    const claimed = await owner();
+    assert.ok(claimed, "claimed again");
+    assert.deepEqual(
+      (({ stack, backend, by }) => ({ stack, backend, by }))(JSON.parse(claimed.value) as Record<string, string>),
+      { stack: STACK, backend: env.PULUMI_BACKEND_URL, by: "rollout" },
+    );
+  });
+
   async function etcdVersions(st: StoredState): Promise<Record<string, string>> {
     const access = await EtcdAccess.open(st.endpoints, {
       user: "root",

@@ -20,6 +20,7 @@ import { stringify } from "yaml";
 import type { RolloutEvent } from "../../orchestrator/events";
 import { claimLab, labOwner, readLabClaim, releaseLab } from "../../infra/lab/owner";
 import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/rollout";
+import { inspect } from "../../orchestrator/inspect";
 import { fakeEdges, FakeWorld } from "../support/fake-edges";
 import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lock";
 import { pollUntil } from "../../lib/poll";
@@ -543,6 +544,29 @@ describe("the rollout loop (fake edges)", function () {
         changes(w).map((l) => l.split(" ").slice(0, 2).join(" ")),
         ["up create-first", "etcd writeOwner"],
       );
+    });
+
+    it("plan shows the claim of an unmarked cluster, and status whether this stack owns it", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const owned = async () =>
+        (await inspect({ stack: "lab", workDir: dir, env, edges: fakeEdges(w) })).conditions.find(
+          (c) => c.type === "ClusterOwned",
+        );
+      let i = await inspect({ stack: "lab", workDir: dir, env, edges: fakeEdges(w) });
+      assert.equal(i.next.kind, "claim-ownership");
+      assert.deepEqual(await owned(), {
+        type: "ClusterOwned",
+        status: "False",
+        reason: "no ownership marker: the next rollout claims the cluster",
+      });
+      w.setOwner(markerOf("other", "s3://state/other"));
+      i = await inspect({ stack: "lab", workDir: dir, env, edges: fakeEdges(w) });
+      assert.equal(i.next.kind, "refuse");
+      assert.match((await owned())!.reason, /^stack other \(backend s3:\/\/state\/other\), claimed by molt adopt/);
+      w.setOwner(markerOf("lab"));
+      assert.equal((await owned())?.status, "True");
+      assert.deepEqual(w.log, [], "plan and status change nothing");
     });
 
     it("a claim that lands second is refused, changing no member (two runs racing)", async () => {
