@@ -14,7 +14,7 @@ export interface LoopMemory {
   joining?: string;
   /** The new node this run is rolling back: why its surge failed, or the rollback's reason. */
   rollingBack?: { node: string; why?: string; reason?: string };
-  /** Changes made so far (refused etcd calls that are retried do not count). */
+  /** Changes made so far (refused etcd calls that are retried and the ownership claim do not count). */
   operations: number;
   /** The operator controls' memory: retirements done, the node under watch, hooks passed or failed. */
   controls: RunControls;
@@ -114,7 +114,9 @@ export function afterAct(
   now: number,
   intent: Intent,
 ): { memory: LoopMemory; stop?: Stop } {
-  const counted = { ...m, operations: m.operations + 1 };
+  // Claiming the cluster's ownership marker is bookkeeping any run does first: it does not turn
+  // a refusal after it into a failure "after changes", nor a converged cluster's run into work.
+  const counted = op.kind === "claim-ownership" ? m : { ...m, operations: m.operations + 1 };
   switch (outcome.kind) {
     case "retry": {
       const started = m.waits[outcome.key] ?? now;

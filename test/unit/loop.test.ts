@@ -163,7 +163,7 @@ describe("the rollout loop (fake edges)", function () {
       assert.ok(summary.snapshotPath?.includes("lab-"));
       // The cluster had no ownership marker: claimed first, before any other change.
       assert.match(w.log[0], /^etcd writeOwner \{"stack":"lab",/);
-      assert.equal(summary.operations, 11); // the claim, 3 surges, 1 move-leader, 3 member removals, 3 prunes
+      assert.equal(summary.operations, 10); // 3 surges, 1 move-leader, 3 member removals, 3 prunes (the claim: none)
       assert.equal(events.filter((e) => e.type === "decision" && e.operation.kind === "surge").length, 3);
       // A second run has nothing to do.
       const again = await run(w);
@@ -533,6 +533,21 @@ describe("the rollout loop (fake edges)", function () {
       const again = await run(w);
       assert.equal(again.summary.result, "noop", again.summary.reason);
       assert.equal(w.owner!.revision, revision, "its own marker is not written again");
+    });
+
+    it("a refusal after the claim is still a refusal (exit 2), not a failure after changes", async () => {
+      stack("lab-v2");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      w.machines.get("lab-cp-2")!.up = false;
+      const { summary } = await run(w);
+      assert.equal(summary.result, "refused", summary.reason);
+      assert.match(summary.reason, /^EtcdMemberHealthy: etcd member of lab-cp-2 is not healthy/);
+      assert.equal(summary.operations, 0);
+      assert.deepEqual(
+        w.log.map((l) => l.split(" ").slice(0, 2).join(" ")),
+        ["etcd writeOwner"],
+        "the marker was written, nothing else",
+      );
     });
 
     it("a new cluster is claimed by the run that made it, right after its first node", async () => {
