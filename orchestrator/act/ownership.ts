@@ -1,7 +1,6 @@
 // Claiming the cluster for the stack (core/ownership.ts): the marker is written in one
 // transaction that requires it absent (or, for --take-over, unchanged since it was read). A
-// claim that lands second finds another stack's marker: the run stops there, refused, having
-// changed nothing of the cluster.
+// claim that lands second finds another stack's marker: the run stops there, refused.
 import { describeOwner, ownerMarkerJson, ownerReadOf, sameOwner } from "../core/ownership";
 import type { Act } from "./context";
 
@@ -23,7 +22,8 @@ export const claimOwnership: Act<"claim-ownership"> = async (op, ctx) => {
     kind: "stop",
     result: "refused",
     reason:
-      `ClusterOwnedByAnotherStack: ${describeOwner(op.owner)} could not claim the cluster: ${holder}; no member ` +
-      `was changed. Run \`molt plan --stack ${op.owner.stack}\` to see who owns it now`,
+      `ClusterOwnedByAnotherStack: ${describeOwner(op.owner)} could not claim the cluster: ${holder}; the run ` +
+      `stops here, before it changes anything else. Run \`molt plan --stack ${op.owner.stack}\` to see who owns ` +
+      `it now`,
   };
 };

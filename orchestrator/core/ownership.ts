@@ -112,7 +112,7 @@ const KEY_BY_HAND =
  */
 export function claimDecision(c: Claimant, read: OwnerRead): ClaimDecision {
   const { self, takeOver } = c;
-  const retry = c.command === "adopt" ? "this command with" : `molt rollout --stack ${self.stack}`;
+  const retry = c.command === "adopt" ? "this command" : `\`molt rollout --stack ${self.stack}\``;
   switch (read.kind) {
     case "unobserved":
       return { kind: "unobserved", error: read.error };

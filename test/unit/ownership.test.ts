@@ -147,7 +147,7 @@ describe("the cluster's ownership marker", () => {
         "a marker that is not valid JSON",
         (w) => w.setOwner("{oops"),
         undefined,
-        /not valid JSON.*etcdctl get \/molt\/owner/,
+        /not valid JSON.*etcdctl get \/molt\/owner.*, then run this command again$/,
       ],
       ["--take-over of a marker that is not JSON", (w) => w.setOwner("{oops"), "prod", /not valid JSON/],
       [

@@ -608,6 +608,7 @@ describe("planner (orchestrator/core/plan/)", () => {
           expectOp(op, "refuse", { condition: "ClusterOwnerMarkerInvalid" });
           assert.match(op.reason, why);
           assert.match(op.reason, /etcdctl get \/molt\/owner.*etcdctl del \/molt\/owner/);
+          assert.match(op.reason, /, then run `molt rollout --stack lab` again$/);
         }
       });
 
