@@ -7,7 +7,7 @@
 // and a second rollout is a no-op.
 import { readClusterLease } from "../../orchestrator/cluster-lock";
 import * as assert from "node:assert/strict";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import type { NodeEndpoint } from "../../orchestrator/core/nodes";
@@ -28,8 +28,9 @@ import { longRun } from "../support/long";
 const publicLab = testLab(17);
 const lab = { ...testLab(18), isolated: true as const };
 const STACK = "legacy";
-/** A second stack that tries to adopt the same cluster. */
+/** A second stack that tries to adopt the same cluster (from a lab name of its own: nothing is made there). */
 const RIVAL = "legacy-rival";
+const RIVAL_LAB = `${lab.lab}-rival`;
 const NAMES = ["legacy-etcd-a", "legacy-etcd-b", "legacy-etcd-c"];
 
 describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
@@ -40,7 +41,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
   const figures: Record<string, unknown> = {};
   const outputs: string[] = [];
 
-  const stackYaml = (image: string, o: { bastionUser?: string } = {}) =>
+  const stackYaml = (image: string, o: { bastionUser?: string; labName?: string } = {}) =>
     stringify({
       config: {
         "molt:provider": "lab",
@@ -56,7 +57,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
           },
         },
         "molt:lab": {
-          name: lab.lab,
+          name: o.labName ?? lab.lab,
           bridge: lab.bridge,
           subnet: lab.subnet,
           isolated: true,
@@ -193,6 +194,8 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     await suite?.teardown();
     await stranger?.destroy();
     await foreign?.destroy();
+    // The refused rival stack's claim of its (never made) lab.
+    rmSync(join(lab.labRoot, "labs", RIVAL_LAB), { recursive: true, force: true });
     if (savedSock === undefined) delete process.env.SSH_AUTH_SOCK;
     else process.env.SSH_AUTH_SOCK = savedSock;
     for (const l of [lab, publicLab]) {
@@ -392,7 +395,9 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     assert.ok(adopted, "the cluster was adopted");
     const marker = await withEtcd((access) => access.leaseKv().get("/molt/owner"));
     const before = await members();
-    suite.wd.writeStackConfig(RIVAL, stackYaml("etcd-v3.5.11"));
+    // A lab of its own (a lab belongs to one stack, lab-claim.ts): as two stacks on two machines
+    // would, it reaches the cluster, whose marker refuses it.
+    suite.wd.writeStackConfig(RIVAL, stackYaml("etcd-v3.5.11", { labName: RIVAL_LAB }));
     const run = await cli(
       "adopt",
       "--stack",
