@@ -220,7 +220,7 @@ function bootstrapToken(): string {
   return `${pick(6)}.${pick(16)}`;
 }
 
-interface Plan {
+export interface Plan {
   clusterName: string;
   endpoint: string;
   certSANs: string[];
@@ -229,7 +229,7 @@ interface Plan {
 }
 
 /** KubeOne's ClusterConfiguration (pkg/templates/kubeadm/v1beta4/kubeadm.go NewConfig, features on). */
-function clusterConfiguration(p: Plan, kubernetesVersion: string): Record<string, unknown> {
+export function clusterConfiguration(p: Plan, kubernetesVersion: string): Record<string, unknown> {
   return {
     apiVersion: "kubeadm.k8s.io/v1beta4",
     kind: "ClusterConfiguration",
@@ -363,7 +363,7 @@ function joinConfig(p: Plan, n: ForeignNode, hostname: string): string {
 }
 
 /** The feature files, as KubeOne renders them (encryption: pkg/templates/encryptionproviders). */
-function featureFiles(keyName: string, key: string): Record<string, string> {
+export function featureFiles(keyName: string, key: string): Record<string, string> {
   return {
     "encryption-providers.yaml": stringify({
       apiVersion: "apiserver.config.k8s.io/v1",
