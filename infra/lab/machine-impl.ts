@@ -51,6 +51,9 @@ export const MACHINE_PATHS = [
   "var/log/molt",
   // keepalived's configuration (VIP mode): each machine's own, like /etc/keepalived on a VM.
   "etc/keepalived",
+  // Where an API server with an audit policy writes its log (KubeOne's staticAuditLog
+  // default): each machine's own, so an audit log seen on a machine was written there.
+  "var/log/kubernetes",
 ];
 
 function allocateAddress(i: LabMachineInputs): string {

@@ -4,8 +4,10 @@
 // over SSH with the system's OpenSSH client the way an installer would:
 //   - etcd only: a CA made here, member certificates on each node, a static 3-member
 //     bootstrap (initial-cluster-state new), kubeadm's paths;
-//   - Kubernetes: like KubeOne, `kubeadm init --upload-certs` on the first node, then
-//     `kubeadm join --control-plane --certificate-key` on the others, through the LB.
+//   - Kubernetes: plain kubeadm, `kubeadm init --upload-certs` on the first node, then
+//     `kubeadm join --control-plane --certificate-key` on the others, through the LB
+//     (KubeOne copies the PKI over SSH instead, and switches features on that need files
+//     on the hosts: test/support/kubeone-foreign.ts, built on createForeignMachines).
 // Everything it writes on a machine is under the machine's own paths (/etc/kubernetes,
 // /var/lib/etcd, /var/log/molt: infra/lab/machine-impl.ts MACHINE_PATHS), never the host's.
 // Optionally the nodes sit on an isolated bridge (the host has no address on it), reached
@@ -78,7 +80,28 @@ function run(cmd: string, args: string[], stdin?: string): Promise<string> {
   });
 }
 
-export async function createForeignCluster(o: ForeignOptions): Promise<ForeignCluster> {
+/** What createForeignMachines makes: the machines, bastion and LB, nothing bootstrapped yet. */
+export interface ForeignMachines extends Omit<ForeignCluster, "kubernetes"> {
+  /**
+   * Makes one more machine on the nodes' bridge (a VM the installer did not set up: no
+   * cluster files, not in the LB nor in the terraform output), reachable with ssh().
+   */
+  addMachine(name: string): Promise<ForeignNode>;
+  /** The machines made by addMachine. */
+  spares: ForeignNode[];
+}
+
+export interface ForeignMachinesOptions extends Omit<ForeignOptions, "kubernetes"> {
+  /** Make the cluster's HAProxy (in the bastion's namespace when there is one). */
+  loadBalancer: boolean;
+}
+
+/**
+ * The machines of a foreign cluster, its bastion and its HAProxy (empty: no server attached),
+ * with an OpenSSH client set up for them; bootstrapping is the caller's (createForeignCluster,
+ * test/support/kubeone-foreign.ts).
+ */
+export async function createForeignMachines(o: ForeignMachinesOptions): Promise<ForeignMachines> {
   const parent = o.viaBastionOf;
   const operator = parent?.operatorKey ?? generateSshKeyPair("operator@installer");
   const agent = parent?.agent ?? startAgent(operator.privateKey);
@@ -103,11 +126,25 @@ export async function createForeignCluster(o: ForeignOptions): Promise<ForeignCl
     };
   };
   const nodes: ForeignNode[] = [];
+  const spares: ForeignNode[] = [];
   const destroy = async () => {
     if (lb) await removeLb(lb.inputs).catch(() => undefined);
     for (const m of made.reverse()) await removeMachine(m).catch(() => undefined);
     if (!parent) agent.stop();
     rmSync(dir, { recursive: true, force: true });
+  };
+  const knownHosts = (all: boolean) =>
+    [
+      ...(bastion ? [`${bastion.address} ${bastion.hostKey}`] : []),
+      ...[...nodes, ...(all ? spares : [])].map((n) => `${n.address} ${n.hostKey}`),
+    ]
+      .join("\n")
+      .concat("\n");
+  const makeNode = async (name: string): Promise<ForeignNode> => {
+    const m = machine(o.lab, name, !!bastion);
+    made.push(m);
+    const outs = (await createMachine(m)).outs;
+    return { name, address: outs.address, hostKey: m.hostPublicKey, machine: m };
   };
   try {
     if (o.bastionLab && !parent) {
@@ -121,20 +158,8 @@ export async function createForeignCluster(o: ForeignOptions): Promise<ForeignCl
       await addInterface(b, o.lab.bridge, privateAddress, sub.bits);
       bastion = { address: outs.address, privateAddress, hostKey: b.hostPublicKey, netns: outs.netns, machine: b };
     }
-    for (const name of o.names) {
-      const m = machine(o.lab, name, !!bastion);
-      made.push(m);
-      const outs = (await createMachine(m)).outs;
-      nodes.push({ name, address: outs.address, hostKey: m.hostPublicKey, machine: m });
-    }
-    writeFileSync(
-      join(dir, "known_hosts"),
-      [
-        ...(bastion ? [`${bastion.address} ${bastion.hostKey}`] : []),
-        ...nodes.map((n) => `${n.address} ${n.hostKey}`),
-        "",
-      ].join("\n"),
-    );
+    for (const name of o.names) nodes.push(await makeNode(name));
+    writeFileSync(join(dir, "known_hosts"), knownHosts(true));
     writeFileSync(
       join(dir, "ssh_config"),
       [
@@ -149,7 +174,7 @@ export async function createForeignCluster(o: ForeignOptions): Promise<ForeignCl
       ].join("\n"),
     );
     const ssh = (node: string, command: string, stdin?: string) => {
-      const n = nodes.find((x) => x.name === node);
+      const n = [...nodes, ...spares].find((x) => x.name === node);
       if (!n) throw new Error(`no foreign node ${node}`);
       return run(
         "ssh",
@@ -163,9 +188,8 @@ export async function createForeignCluster(o: ForeignOptions): Promise<ForeignCl
         stdin,
       );
     };
-    // The cluster's HAProxy: in front of the API servers; behind a bastion, in its namespace
-    // (an etcd-only cluster has one too there: molt attaches its new nodes to the cluster's LB).
-    if (o.kubernetes || (bastion && !parent)) {
+    // The cluster's HAProxy: in front of the API servers; behind a bastion, in its namespace.
+    if (o.loadBalancer) {
       const inputs: LabLbInputs = {
         lab: o.lab.lab,
         labRoot: o.lab.labRoot,
@@ -178,28 +202,16 @@ export async function createForeignCluster(o: ForeignOptions): Promise<ForeignCl
       const endpoint = bastion ? `${bastion.privateAddress}:6443` : `${sub.gateway}:6443`;
       lb = { inputs, endpoint, hostEndpoint: bastion ? `${bastion.address}:6443` : endpoint };
     }
-    if (o.kubernetes && lb) {
-      for (const n of nodes) await attach({ lb: lb.inputs, server: n.name, address: n.address, port: 6443 });
-      await bootstrapKubernetes(nodes, lb, o.clusterName, ssh);
-    } else {
-      await bootstrapEtcd(nodes, dir, ssh);
-    }
     return {
       nodes,
-      kubernetes: o.kubernetes,
+      spares,
       ...(bastion ? { bastion } : {}),
       ...(lb ? { lb } : {}),
       agent,
       operatorKey: operator,
       clusterName: o.clusterName,
       ssh,
-      knownHosts: () =>
-        [
-          ...(bastion ? [`${bastion.address} ${bastion.hostKey}`] : []),
-          ...nodes.map((n) => `${n.address} ${n.hostKey}`),
-        ]
-          .join("\n")
-          .concat("\n"),
+      knownHosts: () => knownHosts(false),
       terraformOutput: (t = {}) =>
         kubeoneOutput({
           clusterName: o.clusterName,
@@ -208,12 +220,37 @@ export async function createForeignCluster(o: ForeignOptions): Promise<ForeignCl
           ...(bastion ? { bastion: bastion.address } : {}),
           withHostKeys: !!t.withHostKeys,
         }),
+      addMachine: async (name) => {
+        const n = await makeNode(name);
+        spares.push(n);
+        writeFileSync(join(dir, "known_hosts"), knownHosts(true));
+        return n;
+      },
       destroy,
     };
   } catch (e) {
     await destroy();
     throw e;
   }
+}
+
+export async function createForeignCluster(o: ForeignOptions): Promise<ForeignCluster> {
+  const { kubernetes, ...rest } = o;
+  // An etcd-only cluster behind its own bastion has an LB too: molt attaches its new nodes to it.
+  const m = await createForeignMachines({ ...rest, loadBalancer: kubernetes || (!!o.bastionLab && !o.viaBastionOf) });
+  try {
+    if (kubernetes && m.lb) {
+      for (const n of m.nodes) await attach({ lb: m.lb.inputs, server: n.name, address: n.address, port: 6443 });
+      await bootstrapKubernetes(m.nodes, m.lb, o.clusterName, m.ssh);
+    } else {
+      await bootstrapEtcd(m.nodes, m.ssh);
+    }
+  } catch (e) {
+    await m.destroy();
+    throw e;
+  }
+  const { addMachine: _a, spares: _s, ...cluster } = m;
+  return { ...cluster, kubernetes };
 }
 
 /** The servers the cluster's HAProxy lists (what molt attached and detached). */
@@ -267,36 +304,41 @@ function kubeoneOutput(o: {
 /** A 3-member etcd bootstrapped statically, with kubeadm's paths (what stacked etcd looks like on disk). */
 async function bootstrapEtcd(
   nodes: ForeignNode[],
-  dir: string,
   ssh: (node: string, cmd: string, stdin?: string) => Promise<string>,
 ): Promise<void> {
-  await run("openssl", [
-    "genpkey",
-    "-algorithm",
-    "EC",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-out",
-    join(dir, "ca.key"),
-  ]);
-  await run("openssl", [
-    "req",
-    "-x509",
-    "-new",
-    "-key",
-    join(dir, "ca.key"),
-    "-subj",
-    "/CN=etcd-ca",
-    "-days",
-    "365",
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-    "-out",
-    join(dir, "ca.crt"),
-  ]);
-  const ca = readFileSync(join(dir, "ca.crt"), "utf8") + readFileSync(join(dir, "ca.key"), "utf8");
+  const dir = mkdtempSync(join(tmpdir(), "molt-foreign-ca-"));
+  let ca: string;
+  try {
+    await run("openssl", [
+      "genpkey",
+      "-algorithm",
+      "EC",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-out",
+      join(dir, "ca.key"),
+    ]);
+    await run("openssl", [
+      "req",
+      "-x509",
+      "-new",
+      "-key",
+      join(dir, "ca.key"),
+      "-subj",
+      "/CN=etcd-ca",
+      "-days",
+      "365",
+      "-addext",
+      "basicConstraints=critical,CA:TRUE",
+      "-addext",
+      "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+      "-out",
+      join(dir, "ca.crt"),
+    ]);
+    ca = readFileSync(join(dir, "ca.crt"), "utf8") + readFileSync(join(dir, "ca.key"), "utf8");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
   const cluster = nodes.map((n) => `${n.name}=https://${n.address}:2380`).join(",");
   await Promise.all(
     nodes.map((n) =>
