@@ -7,7 +7,7 @@
 // Lab t25 (the bastion on 10.77.125.0/24; the nodes on an isolated bridge). Not in `npm test`:
 // `npx mocha --no-config --timeout 1800000 dist/test/long/kubeone-foreign.test.js` under the lab lock.
 import * as assert from "node:assert/strict";
-import type { LabSettings } from "../../infra/lab/node";
+import type { LabSettings } from "../../infra/lab/settings";
 import {
   createKubeOneCluster,
   KUBEONE_AUDIT_LOG,

@@ -22,7 +22,7 @@
 import { randomBytes } from "node:crypto";
 import { parse, stringify } from "yaml";
 import { attach } from "../../infra/lab/lb-impl";
-import type { LabSettings } from "../../infra/lab/node";
+import type { LabSettings } from "../../infra/lab/settings";
 import { createForeignMachines, type ForeignCluster, type ForeignMachines, type ForeignNode } from "./foreign";
 
 /** The files KubeOne's features put on every control-plane host, as KubeOne leaves them. */
