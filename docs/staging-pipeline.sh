@@ -10,6 +10,9 @@
 # The runner needs what any molt run needs: the repository, the stacks' backend(s)
 # (PULUMI_BACKEND_URL, or per stack in CI variables) and PULUMI_CONFIG_PASSPHRASE (or a KMS
 # secrets provider). Secrets come from the CI system's secret store, never the command line.
+# The staging job also holds staging's signing key (MOLT_SIGNING_KEY_FILE, a file the CI
+# system writes from its secret store, or the key itself in MOLT_SIGNING_KEY; `molt keygen`
+# makes one); the promote and prod jobs need only the public key, in stacks/Pulumi.$TO.yaml.
 set -eu
 
 MOLT=${MOLT:-"npm run -s molt --"}
@@ -24,12 +27,17 @@ release_of() {
 
 roll_staging() {
   # Rolls, then soaks inline (molt:promotion.soakMinutes) and records the verification in
-  # staging's backend. Exit 7: the cluster did not stay healthy; there is no record.
+  # staging's backend, signed with MOLT_SIGNING_KEY_FILE. Exit 7: the cluster did not stay
+  # healthy; there is no record.
+  if [ -z "${MOLT_SIGNING_KEY_FILE:-}${MOLT_SIGNING_KEY:-}" ]; then
+    echo "note: no MOLT_SIGNING_KEY_FILE: the record is unsigned, and a stack that names a publicKey refuses it" >&2
+  fi
   $MOLT rollout --stack "$FROM" --yes --verify
 }
 
 promote() {
-  # Refused (exit 2) unless staging's record is intact, soaked and staging is healthy now.
+  # Refused (exit 2) unless staging's record is intact, soaked, signed with the key prod's
+  # requireVerifiedOn names (if it names one), and staging still runs the release healthy.
   $MOLT promote --from "$FROM" --to "$TO" --yes
   if ! git diff --quiet -- "stacks/Pulumi.$TO.yaml"; then
     git add "stacks/Pulumi.$TO.yaml"

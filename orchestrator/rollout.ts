@@ -67,6 +67,11 @@ export interface RolloutOptions {
   now?: () => number;
   /** With molt:release: soak the converged release inline (molt:promotion.soakMinutes), as `molt verify` does. */
   verify?: boolean;
+  /**
+   * With `verify`: the ed25519 private key file that signs the record
+   * (default: $MOLT_SIGNING_KEY_FILE, then $MOLT_SIGNING_KEY).
+   */
+  signingKeyFile?: string;
   /** --max-replacements: start no replacement after this many; the run ends paused and the next continues. */
   maxReplacements?: number;
   /** Hook callbacks (postJoin, preRetire, postRetire), run after the molt:hooks command of the same name. */
@@ -136,8 +141,9 @@ async function run(
   // a run: missing ones are refused before anything is written, the lease included.
   if (!o.edges) checkProviderPlugins(cfg.intent.provider, o.env);
   // Staging across environments (orchestrator/promotion/): refuse an unverified release; record a converged one.
-  await releasePreflight({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
-  const release = releaseRecorder({ cfg, stack: o.stack, backend, env: o.env, emit, verify: o.verify });
+  const promotion = { cfg, stack: o.stack, workDir, backend, env: o.env, emit, verify: o.verify };
+  await releasePreflight(promotion);
+  const release = releaseRecorder({ ...promotion, signingKeyFile: o.signingKeyFile });
   // The stack's lease (orchestrator/lock-scope.ts): `lock.signal` aborts if it is ever lost,
   // which cancels an engine step in flight as the caller's signal does.
   const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env, cfg.lockIn);

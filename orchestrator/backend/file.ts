@@ -22,6 +22,7 @@ import { BackendError } from "../stack/driver";
 import {
   CallAbandonedError,
   type CallOptions,
+  type CheckOptions,
   type ObjectStore,
   type StoreClock,
   type StoredObject,
@@ -43,11 +44,20 @@ export class FileStore implements ObjectStore {
     return this.clock;
   }
 
-  async check(o?: CallOptions): Promise<void> {
+  async check(o?: CheckOptions): Promise<void> {
     live(o);
     // The backend's folder is never created here: a mistyped PULUMI_BACKEND_URL would
     // otherwise become a new, empty backend (and a rollout would create a new cluster).
     if (!existsSync(this.root)) throw new BackendError(`file://${this.root}`, `the folder ${this.root} does not exist`);
+    if (o?.readOnly) {
+      try {
+        if (!statSync(this.root).isDirectory()) throw Object.assign(new Error(), { code: "ENOTDIR" });
+        readdirSync(this.root);
+      } catch (e) {
+        throw new BackendError(`file://${this.root}`, `cannot read the folder ${this.root} (${errCode(e)})`);
+      }
+      return;
+    }
     const dir = join(this.root, ".molt");
     try {
       mkdirSync(dir, { recursive: true });

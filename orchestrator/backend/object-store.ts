@@ -15,6 +15,11 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** check's: `readOnly`, the caller only reads (another stack's records), so nothing may be created. */
+export interface CheckOptions extends CallOptions {
+  readOnly?: boolean;
+}
+
 /** How long one call of a store may take, its retries included, unless the caller gives it less. */
 export const STORE_CALL_MS = 10_000;
 
@@ -30,7 +35,7 @@ export interface ObjectStore {
   /** Where the objects live, for messages (never holds a credential). */
   readonly location: string;
   /** Fails with BackendError (exit 2) when the store cannot be used: no bucket, refused credentials, unreachable. */
-  check(o?: CallOptions): Promise<void>;
+  check(o?: CheckOptions): Promise<void>;
   get(key: string, o?: CallOptions): Promise<StoredObject | undefined>;
   /** The new version's etag, or undefined when the key already holds something. */
   putIfAbsent(key: string, body: Buffer, o?: CallOptions): Promise<string | undefined>;

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// molt's command line: rollout, plan, status, adopt, disown, version; verify and promote (cli/promotion.ts).
+// molt's command line: rollout, plan, status, adopt, disown, version; verify, promote, keygen (cli/promotion.ts).
 // Exit codes are part of the interface:
 //   0 succeeded or nothing to do      2 invalid input or refused preflight (nothing changed)
 //   3 another run holds the stack     4 a new node failed and was rolled back (old nodes intact)
@@ -71,6 +71,11 @@ export async function main(argv: string[]): Promise<number> {
       "with molt:release: soak the converged release now (molt:promotion.soakMinutes), as molt verify",
     )
     .option(
+      "--signing-key <file>",
+      "with --verify: the ed25519 private key file that signs the record " +
+        "(default: $MOLT_SIGNING_KEY_FILE, then $MOLT_SIGNING_KEY)",
+    )
+    .option(
       "--replace-dead <node...>",
       "replace these nodes whose etcd member is dead, remove-first (quorum checked); never applied to a healthy member",
     )
@@ -94,6 +99,7 @@ export async function main(argv: string[]): Promise<number> {
         verbose?: boolean;
         replaceDead?: string[];
         verify?: boolean;
+        signingKey?: string;
         maxReplacements?: number;
         metricsFile?: string;
         notify?: string;
@@ -152,6 +158,7 @@ export async function main(argv: string[]): Promise<number> {
             ...(opts.takeOver !== undefined ? { takeOver: opts.takeOver } : {}),
             engineOutput: !!opts.verbose,
             verify: !!opts.verify,
+            ...(opts.signingKey !== undefined ? { signingKeyFile: opts.signingKey } : {}),
             onEvent: (e) => {
               notifier?.handle(e);
               if (json) {

@@ -46,6 +46,8 @@ export type VerifyEvent =
 
 export type PromoteEvent =
   | { type: "promote-check"; check: string; ok: true; detail: string }
+  /** A record accepted without a trusted key to check it (molt:promotion.requireVerifiedOn names none). */
+  | { type: "warning"; message: string }
   | { type: "promote-diff"; file: string; diff: string }
   | {
       type: "promoted";

@@ -13,12 +13,26 @@ import type { Stop } from "../core/memory";
 import { PromotionRefusedError } from "./errors";
 import { readRecord, UnreadableRecordError, writeRecord, type StoredRecord } from "./record";
 import { releaseDigest } from "./release";
-import { describeRelease, releaseIntentProblems, verificationProblem } from "./rules";
+import {
+  describeRelease,
+  recordIntegrityProblem,
+  releaseIntentProblems,
+  signatureDetail,
+  verificationProblem,
+  verificationWarning,
+  type Trust,
+} from "./rules";
+import { loadSigner, SigningKeyError, type RecordSigner } from "./signing";
 import { runSoak } from "./soak";
+import { configuredSoakMinutes, readSourceRecord } from "./source";
+
+const optional = <K extends string, V>(k: K, v: V | undefined) => (v === undefined ? {} : { [k]: v });
 
 export interface PromotionContext {
   cfg: StackConfig;
   stack: string;
+  /** The project (stacks/): where the required stacks' own soakMinutes are read, when their configs are there. */
+  workDir?: string;
   /** This stack's backend URL. */
   backend: string;
   env?: Record<string, string>;
@@ -52,39 +66,39 @@ export async function releasePreflight(c: PromotionContext & { verify?: boolean 
         `(molt:promotion.requireVerifiedOn), but its config names no molt:release; nothing was changed. ` +
         `Write it with molt promote --from ${sources[0].stack} --to ${stack}.`,
     );
+  const warnings: string[] = [];
   const results = await Promise.all(
     sources.map(async (s) => {
       const url = s.backend ?? c.backend;
       const where = redactUrl(url);
-      const store = openStore(url, c.env);
-      if (!store) return { stack: s.stack, where, verified: false, detail: `molt cannot read records from ${where}` };
+      const origin = s.backend
+        ? `molt:promotion.requireVerifiedOn in ${cfg.file}`
+        : `stack ${stack}'s own backend: molt:promotion.requireVerifiedOn in ${cfg.file} names none for ` + s.stack;
+      const trust: Trust = {
+        ...(s.publicKey ? { publicKey: s.publicKey } : {}),
+        ...(c.workDir ? optional("soakMinutes", configuredSoakMinutes(c.workDir, s.stack)) : {}),
+      };
       try {
-        await store.check();
-        const stored = await readRecord(store, s.stack, release.name);
-        const problem = verificationProblem(stored?.record, release, s.stack);
-        return problem
-          ? { stack: s.stack, where, verified: false, detail: problem }
-          : {
-              stack: s.stack,
-              where,
-              verified: true,
-              detail:
-                `verified: converged ${stored!.record.converged.at}, ` +
-                `soaked ${stored!.record.soak.minutes} min until ${stored!.record.soak.passedAt}`,
-            };
-      } catch (e) {
+        const stored = await readSourceRecord({ url, origin }, s.stack, release.name, c.env);
+        const problem = verificationProblem(stored?.record, release, s.stack, trust);
+        if (problem) return { stack: s.stack, where, verified: false, detail: problem };
+        const r = stored!.record;
+        const warning = verificationWarning(r, s.stack, trust);
+        if (warning) warnings.push(warning);
         return {
           stack: s.stack,
           where,
-          verified: false,
+          verified: true,
           detail:
-            e instanceof UnreadableRecordError
-              ? (e as Error).message
-              : `the records of stack ${s.stack} cannot be read from ${where}: ${(e as Error).message.split("\n")[0]}`,
+            `verified: converged ${r.converged.at}, soaked ${r.soak.minutes} min until ${r.soak.passedAt}, ` +
+            signatureDetail(r, trust),
         };
+      } catch (e) {
+        return { stack: s.stack, where, verified: false, detail: (e as Error).message };
       }
     }),
   );
+  for (const message of warnings) c.emit({ type: "warning", message });
   c.emit({ type: "release-check", stack, release: release.name, digest: releaseDigest(release), sources: results });
   const missing = results.filter((r) => !r.verified);
   if (missing.length)
@@ -107,8 +121,19 @@ export interface ConvergedRun {
  * Writes the verification record when a run converges on a stack with a release (and, with
  * `verify`, soaks inline). Returns the run's end, changed only when recording or the soak failed.
  */
-export function releaseRecorder(c: PromotionContext & { verify?: boolean; soakIntervalMs?: number }) {
+export function releaseRecorder(
+  c: PromotionContext & { verify?: boolean; soakIntervalMs?: number; signingKeyFile?: string },
+) {
   const startedAt = Date.now();
+  // The key is read now, before the lease: a key that cannot sign refuses the run unchanged.
+  if (c.signingKeyFile !== undefined && !c.verify)
+    throw new SigningKeyError(
+      `--signing-key signs the record of a soak: give it with --verify, or to molt verify --stack ${c.stack}`,
+    );
+  const signer: RecordSigner | undefined =
+    c.verify && c.cfg.release
+      ? loadSigner({ file: c.signingKeyFile, env: { ...process.env, ...(c.env ?? {}) } })
+      : undefined;
   return {
     async settle(end: Stop, run: ConvergedRun): Promise<Stop> {
       const release = c.cfg.release;
@@ -127,7 +152,9 @@ export function releaseRecorder(c: PromotionContext & { verify?: boolean; soakIn
         const current = await currentRecord(store, c.stack, release.name);
         let stored = current.stored;
         const digest = releaseDigest(release);
-        const same = stored && stored.record.digest === digest && releaseDigest(stored.record.release) === digest;
+        // A record edited since it was written is replaced, as one that cannot be read is.
+        const broken = stored && recordIntegrityProblem(stored.record, c.stack);
+        const same = stored && !broken && stored.record.digest === digest;
         const where = store.location;
         if (same) {
           c.emit({
@@ -146,7 +173,6 @@ export function releaseRecorder(c: PromotionContext & { verify?: boolean; soakIn
           const now = new Date().toISOString();
           const record = {
             kind: "molt-verification" as const,
-            version: 1 as const,
             stack: c.stack,
             release,
             digest,
@@ -170,15 +196,15 @@ export function releaseRecorder(c: PromotionContext & { verify?: boolean; soakIn
               result: "running" as const,
             },
           };
-          const etag = await writeRecord(store, record, current.etag);
-          if (etag === undefined)
+          const written = await writeRecord(store, record, current.etag);
+          if (written === undefined)
             return {
               result: "failed",
               reason:
                 `converged on release ${release.name}, but its verification record was changed by another run ` +
                 `while this one wrote it; rerun molt rollout --stack ${c.stack}`,
             };
-          stored = { record: { ...record, writtenAt: now, writtenBy: "" }, etag };
+          stored = written;
           c.emit({
             type: "verification",
             stack: c.stack,
@@ -188,7 +214,8 @@ export function releaseRecorder(c: PromotionContext & { verify?: boolean; soakIn
             state: "soaking",
             detail:
               `converged (${run.operations} operation(s), none failed); soak of ${c.cfg.promotion.soakMinutes} min ` +
-              (c.verify ? "starts now" : `to run: molt verify --stack ${c.stack}`),
+              (c.verify ? "starts now" : `to run: molt verify --stack ${c.stack}`) +
+              (broken ? `; the record there was replaced: ${broken}` : ""),
           });
         }
         if (!c.verify) return end;
@@ -199,10 +226,15 @@ export function releaseRecorder(c: PromotionContext & { verify?: boolean; soakIn
           store,
           stored: stored!,
           emit: c.emit,
+          minutes: c.cfg.promotion.soakMinutes,
+          ...(signer ? { signer } : {}),
           ...(run.signal ? { signal: run.signal } : {}),
           ...(c.soakIntervalMs !== undefined ? { intervalMs: c.soakIntervalMs } : {}),
         });
-        if (soak.result === "passed") return end;
+        if (soak.result === "passed") {
+          if (!soak.record.signature) c.emit({ type: "warning", message: unsignedNote(c.stack) });
+          return end;
+        }
         if (soak.result === "cancelled") return { result: "cancelled", reason: soak.reason };
         return {
           result: "failed",
@@ -220,6 +252,14 @@ export function releaseRecorder(c: PromotionContext & { verify?: boolean; soakIn
       }
     },
   };
+}
+
+/** Said when a soak passes without a signing key. */
+export function unsignedNote(stack: string): string {
+  return (
+    `the verification record of stack ${stack} is not signed (no --signing-key, MOLT_SIGNING_KEY_FILE or ` +
+    `MOLT_SIGNING_KEY): a stack that names a publicKey for ${stack} will not accept it (README, "Signed records")`
+  );
 }
 
 /** The stored record and its version; one that cannot be read is replaced by a new convergence. */

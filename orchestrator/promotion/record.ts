@@ -4,14 +4,21 @@
 // (`.molt/verifications/<stack>/<release>.json`, next to `.pulumi/` and the lease), so every
 // runner and every other stack's rollout reads the same record. Writes are conditional
 // (orchestrator/backend/store.ts): a record is never overwritten on a version that was not read.
+// Every field is covered: `recordDigest` is the sha256 of the record's canonical text
+// (canonical.ts), and a record whose soak passed where a signing key was given carries an
+// ed25519 signature over that same text (signing.ts).
+import { createHash } from "node:crypto";
 import { hostname } from "node:os";
 import { z } from "zod";
 import type { ObjectStore } from "../backend/object-store";
+import { canonicalJson } from "./canonical";
 import { releaseSchema, type Release } from "./release";
+import type { RecordSigner } from "./signing";
 
 export interface VerificationRecord {
   kind: "molt-verification";
-  version: 1;
+  /** 2: `recordDigest` covers the whole record. 1 (older molt): only the release was covered; never accepted. */
+  version: 1 | 2;
   stack: string;
   release: Release;
   /** releaseDigest(release) when the record was written: a record edited afterwards no longer matches. */
@@ -38,37 +45,74 @@ export interface VerificationRecord {
   };
   writtenAt: string;
   writtenBy: string;
+  /** sha256 of recordBytes(record): every field but this one and `signature`. */
+  recordDigest?: string;
+  /** The signing environment's signature over recordBytes(record), once the soak has passed. */
+  signature?: RecordSignature;
 }
+
+export interface RecordSignature {
+  algorithm: "ed25519";
+  /** The signer's key as it names itself (SHA256:<base64 of its public key's DER>): a hint, not a proof. */
+  keyId: string;
+  /** base64. */
+  value: string;
+}
+
+/** Fields the record's writer fills in (writeRecord). */
+type Sealed = "version" | "writtenAt" | "writtenBy" | "recordDigest" | "signature";
+export type RecordContent = Omit<VerificationRecord, Sealed>;
+
+const isoTime = z.string().refine((v) => Number.isFinite(Date.parse(v)), "a time (ISO 8601)");
+const count = z.number().int().min(0);
 
 export const recordSchema = z
   .object({
     kind: z.literal("molt-verification"),
-    version: z.literal(1),
+    version: z.union([z.literal(1), z.literal(2)]),
     stack: z.string(),
     release: releaseSchema,
     digest: z.string(),
     converged: z.object({
-      at: z.string(),
+      at: isoTime,
       result: z.enum(["succeeded", "noop"]),
-      operations: z.number(),
+      operations: count,
       failures: z.literal(0),
-      wallMs: z.number(),
+      wallMs: count,
       nodes: z.array(
         z.object({ name: z.string(), image: z.string(), kubernetesVersion: z.string().optional() }).strict(),
       ),
     }),
     soak: z.object({
-      minutes: z.number(),
-      startedAt: z.string(),
-      lastHealthyAt: z.string(),
-      observations: z.number(),
+      minutes: z.number().min(0),
+      startedAt: isoTime,
+      lastHealthyAt: isoTime,
+      observations: count,
       result: z.enum(["running", "passed"]),
-      passedAt: z.string().optional(),
+      passedAt: isoTime.optional(),
     }),
-    writtenAt: z.string(),
+    writtenAt: isoTime,
     writtenBy: z.string(),
+    recordDigest: z
+      .string()
+      .regex(/^sha256:[0-9a-f]{64}$/)
+      .optional(),
+    signature: z
+      .object({ algorithm: z.literal("ed25519"), keyId: z.string(), value: z.string().regex(/^[A-Za-z0-9+/]+=*$/) })
+      .strict()
+      .optional(),
   })
   .strict();
+
+/** What the digest and the signature cover: the record without them, as canonical JSON, with a purpose label. */
+export function recordBytes(record: VerificationRecord): Buffer {
+  const { recordDigest: _d, signature: _s, ...covered } = record;
+  return Buffer.from("molt-verification-record\n" + canonicalJson(covered));
+}
+
+export function recordDigestOf(record: VerificationRecord): string {
+  return "sha256:" + createHash("sha256").update(recordBytes(record)).digest("hex");
+}
 
 export function recordKey(stack: string, release: string): string {
   return `.molt/verifications/${stack}/${release}.json`;
@@ -118,19 +162,41 @@ export async function readRecord(
 }
 
 /**
- * Writes `record` over version `etag` (undefined: only if there is none). False when
+ * Writes `content` over version `etag` (undefined: only if there is none), with its digest,
+ * and signed by `signer` when its soak has passed. The stored record, or undefined when
  * another writer got there first: the caller reads again.
  */
 export async function writeRecord(
   store: ObjectStore,
-  record: Omit<VerificationRecord, "writtenAt" | "writtenBy">,
+  content: RecordContent,
   etag: string | undefined,
-): Promise<string | undefined> {
+  signer?: RecordSigner,
+): Promise<StoredRecord | undefined> {
   // A timestamp in every version: S3's ETag is the content's MD5, so no two writes are equal.
-  const full: VerificationRecord = { ...record, writtenAt: new Date().toISOString(), writtenBy: hostname() };
-  const body = Buffer.from(JSON.stringify(full, null, 2) + "\n");
-  const key = recordKey(record.stack, record.release.name);
-  return etag === undefined ? store.putIfAbsent(key, body) : store.putIfMatch(key, body, etag);
+  const covered: VerificationRecord = {
+    ...content,
+    version: 2,
+    writtenAt: new Date().toISOString(),
+    writtenBy: hostname(),
+  };
+  const bytes = recordBytes(covered);
+  const record: VerificationRecord = {
+    ...covered,
+    recordDigest: recordDigestOf(covered),
+    ...(signer && content.soak.result === "passed"
+      ? { signature: { algorithm: "ed25519" as const, keyId: signer.keyId, value: signer.sign(bytes) } }
+      : {}),
+  };
+  const body = Buffer.from(JSON.stringify(record, null, 2) + "\n");
+  const key = recordKey(content.stack, content.release.name);
+  const written = etag === undefined ? await store.putIfAbsent(key, body) : await store.putIfMatch(key, body, etag);
+  return written === undefined ? undefined : { record, etag: written };
+}
+
+/** The content of `record`, as writeRecord takes it (what a later write carries forward). */
+export function contentOf(record: VerificationRecord): RecordContent {
+  const { version: _v, writtenAt: _a, writtenBy: _b, recordDigest: _d, signature: _s, ...content } = record;
+  return content;
 }
 
 export async function deleteRecord(store: ObjectStore, stored: StoredRecord): Promise<boolean> {

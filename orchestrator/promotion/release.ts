@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import * as semver from "semver";
 import { z } from "zod";
 import { STORE_SCHEMES, STORE_URL } from "../backend/schemes";
+import { parsePublicKey } from "./signing";
 
 export interface Release {
   name: string;
@@ -16,10 +17,16 @@ export interface Release {
   images: Record<string, string>;
 }
 
-/** A stack whose verification a rollout requires, and the backend its records live in (default: this stack's). */
+/**
+ * A stack whose verification a rollout requires, the backend its records live in (default:
+ * this stack's), and the public key its records must be signed with (none: unsigned records
+ * are accepted, with a warning).
+ */
 export interface VerificationSource {
   stack: string;
   backend?: string;
+  /** The ed25519 public key, base64 of its DER (normalised from PEM or base64). */
+  publicKey?: string;
 }
 
 export interface PromotionSettings {
@@ -31,6 +38,13 @@ export interface PromotionSettings {
 export const DEFAULT_SOAK_MINUTES = 30;
 
 const STACK_NAME = /^[A-Za-z0-9_.-]+$/;
+
+/** Why `name` cannot name a stack (stacks/Pulumi.<name>.yaml, a record's folder), or undefined. */
+export function stackNameProblem(name: string): string | undefined {
+  if (!STACK_NAME.test(name) || /^\.+$/.test(name))
+    return "a stack name has letters, digits, '-', '_' and '.' only (its config is stacks/Pulumi.<name>.yaml)";
+  return undefined;
+}
 const fullVersion = (what: string) =>
   z
     .string({ message: `a full ${what} version such as ${what === "Kubernetes" ? "1.37.2" : "3.6.16"}` })
@@ -73,10 +87,21 @@ const sourceSchema = z.union(
               "(molt reads verification records from those backends only)",
           )
           .optional(),
+        publicKey: z
+          .string({ message: "the ed25519 public key its records are signed with (molt keygen prints it)" })
+          .superRefine((v, ctx) => {
+            try {
+              parsePublicKey(v, "it");
+            } catch (e) {
+              ctx.addIssue({ code: "custom", message: (e as Error).message });
+            }
+          })
+          .transform((v) => parsePublicKey(v, "it").base64)
+          .optional(),
       })
       .strict(),
   ],
-  { message: "a stack name, or { stack, backend } when its backend is not this stack's" },
+  { message: "a stack name, or { stack, backend?, publicKey? } (its backend, the key its records are signed with)" },
 );
 
 export const promotionSchema = z
@@ -92,6 +117,11 @@ export const promotionSchema = z
       .optional(),
   })
   .strict();
+
+/** Is a refused value (or what it holds) a key's text, never to be quoted back? */
+function holdsKey(path: PropertyKey[], input: unknown): boolean {
+  return path.includes("publicKey") || (typeof input === "object" && input !== null && "publicKey" in input);
+}
 
 /** Normalised: no "v" prefix, images sorted, so equal releases have equal digests. */
 function canonical(r: Release): Release {
@@ -123,11 +153,14 @@ export function resolvePromotion(
   stack: string,
   problems: string[],
 ): { release?: Release; promotion: PromotionSettings } {
+  // A key's text is never quoted back (it may be a private key pasted where the public one belongs).
   const describe = (key: string, r: z.ZodSafeParseError<unknown>) =>
     r.error.issues.map(
       (i) =>
         `${[key, ...i.path].join(".")}: ${i.message}` +
-        ("input" in i && i.input !== undefined ? ` (got ${JSON.stringify(i.input)})` : ""),
+        ("input" in i && i.input !== undefined && !holdsKey(i.path, i.input)
+          ? ` (got ${JSON.stringify(i.input)})`
+          : ""),
     );
   let release: Release | undefined;
   if (raw["molt:release"] !== undefined) {

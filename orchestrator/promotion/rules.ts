@@ -1,51 +1,177 @@
 // The promotion rules, as plain functions over plain data (records, releases, one observed
-// world): what makes a record a valid verification, how a soak advances or resumes, what a
-// release must agree with. The edges (stores, observation, files) are in the other modules.
+// world): what makes a record a valid verification (intact, consistent, this release, soaked,
+// signed where a key is trusted), how a soak advances or resumes, what a release must agree
+// with. The edges (stores, observation, files, keys on disk) are in the other modules.
 import type { Intent, World } from "../core/model";
 import { decide } from "../core/plan";
 import { isHealthyNode, nodeViews } from "../views";
-import type { VerificationRecord } from "./record";
+import { recordBytes, recordDigestOf, type VerificationRecord } from "./record";
 import { releaseDigest, type Release } from "./release";
+import { parsePublicKey, signatureValid } from "./signing";
+
+/** What a stack that reads another stack's records trusts them for. */
+export interface Trust {
+  /** The ed25519 public key (base64 DER) the source's records must be signed with; none: unsigned is accepted. */
+  publicKey?: string;
+  /** The soak the source stack's config asks for, where it is known: a shorter soak does not count. */
+  soakMinutes?: number;
+}
 
 /**
  * Why `record` (read from stack `source`) does not verify `release`, or undefined when it
- * does: the record must be intact (its digest is its release's), be about this very release
- * (same digest, not only the same name), and have passed its soak.
+ * does: the record is intact (its digest covers all of it), holds together (its nodes run the
+ * release, its soak lasted its minutes with repeated observations), is about this very release
+ * (same digest, not only the same name), has passed its soak, and - where `trust` names a
+ * public key - is signed with that key.
  */
 export function verificationProblem(
   record: VerificationRecord | undefined,
   release: Release,
   source: string,
+  trust: Trust = {},
 ): string | undefined {
   if (!record)
     return (
       `release ${release.name} has no verification record on stack ${source}: ` +
       `roll ${source} to it and let it soak (molt rollout --stack ${source} --verify, or molt verify --stack ${source})`
     );
-  if (record.stack !== source)
-    return (
-      `the record of release ${release.name} on stack ${source} names stack ${record.stack}: ` +
-      `it was copied, not written there`
-    );
-  const recomputed = releaseDigest(record.release);
-  if (record.digest !== recomputed)
-    return (
-      `the record of release ${release.name} on stack ${source} was altered after it was written ` +
-      `(its digest ${short(record.digest)} is not its release's ${short(recomputed)}); it is not accepted`
-    );
+  const integrity = recordIntegrityProblem(record, source);
+  if (integrity) return integrity;
   const wanted = releaseDigest(release);
-  if (recomputed !== wanted)
+  if (record.digest !== wanted)
     return (
       `stack ${source} verified a different release under the name ${release.name} ` +
       `(${describeRelease(record.release)}; this stack names ${describeRelease(release)})`
     );
+  const inconsistent = recordConsistencyProblem(record, source);
+  if (inconsistent) return inconsistent;
   if (record.soak.result !== "passed")
     return (
       `release ${release.name} converged on stack ${source} at ${record.converged.at} but its soak ` +
       `(${record.soak.minutes} min, started ${record.soak.startedAt}) has not finished: ` +
       `run molt verify --stack ${source}`
     );
+  if (trust.soakMinutes !== undefined && record.soak.minutes < trust.soakMinutes)
+    return (
+      `release ${release.name} soaked ${record.soak.minutes} min on stack ${source}, but ${source}'s config asks for ` +
+      `${trust.soakMinutes} (molt:promotion.soakMinutes): run molt verify --stack ${source} to soak it that long`
+    );
+  return signatureProblem(record, source, trust);
+}
+
+/**
+ * Why `record` is not intact as molt wrote it for stack `source`, or undefined: written there
+ * (not copied from another stack), by a molt whose digest covers the whole record, and not
+ * edited since (the digests of the record and of its release recomputed).
+ */
+export function recordIntegrityProblem(record: VerificationRecord, source: string): string | undefined {
+  const what = `the record of release ${record.release.name} on stack ${source}`;
+  if (record.stack !== source) return `${what} names stack ${record.stack}: it was copied, not written there`;
+  if (record.version !== 2 || record.recordDigest === undefined)
+    return (
+      `${what} was written by an older molt, whose digest covers only the release (not the convergence, the ` +
+      `nodes or the soak); it is not accepted: roll and soak ${source} again (molt rollout --stack ${source} --verify)`
+    );
+  const recomputed = recordDigestOf(record);
+  if (record.recordDigest !== recomputed)
+    return (
+      `${what} was altered after it was written (its digest ${short(record.recordDigest)} is not its content's ` +
+      `${short(recomputed)}); it is not accepted: roll and soak ${source} again to record it`
+    );
+  const release = releaseDigest(record.release);
+  if (record.digest !== release)
+    return (
+      `${what} was altered after it was written (its digest ${short(record.digest)} is not its release's ` +
+      `${short(release)}); it is not accepted`
+    );
   return undefined;
+}
+
+/**
+ * Why `record` does not hold together, or undefined: every converged node runs the release's
+ * image (and Kubernetes version) for `source`; the soak started after the convergence, a
+ * passed soak lasted its minutes (end - start), ended on its last healthy observation, and
+ * observed at least twice.
+ */
+export function recordConsistencyProblem(record: VerificationRecord, source: string): string | undefined {
+  const problem = (what: string) =>
+    `the record of release ${record.release.name} on stack ${source} does not hold together (${what}); ` +
+    `it is not accepted: roll and soak ${source} again to record it`;
+  const { converged, soak, release } = record;
+  const image = release.images[source];
+  if (image === undefined) return problem(`its release names no image for ${source}`);
+  if (converged.nodes.length === 0) return problem("it converged on no nodes");
+  const names = new Set(converged.nodes.map((n) => n.name));
+  if (names.size !== converged.nodes.length) return problem("a node is listed twice");
+  const version = (v: string | undefined) => v?.replace(/^v/, "");
+  for (const n of converged.nodes) {
+    if (n.image !== image) return problem(`node ${n.name} runs ${n.image}, not the release's image ${image}`);
+    if (version(n.kubernetesVersion) !== version(release.kubernetesVersion))
+      return problem(
+        `node ${n.name} runs Kubernetes ${n.kubernetesVersion ?? "none"}, ` +
+          `not the release's ${release.kubernetesVersion ?? "none"}`,
+      );
+  }
+  const t = (v: string) => Date.parse(v);
+  if (t(soak.startedAt) < t(converged.at))
+    return problem(`its soak started at ${soak.startedAt}, before it converged at ${converged.at}`);
+  if (t(soak.lastHealthyAt) < t(soak.startedAt))
+    return problem(`its last healthy observation ${soak.lastHealthyAt} is before its soak started ${soak.startedAt}`);
+  if (soak.result === "running")
+    return soak.passedAt === undefined ? undefined : problem("a running soak has a passedAt");
+  if (soak.passedAt === undefined) return problem("a passed soak without passedAt");
+  if (soak.passedAt !== soak.lastHealthyAt)
+    return problem(`its soak passed at ${soak.passedAt}, not on its last healthy observation ${soak.lastHealthyAt}`);
+  const lasted = t(soak.passedAt) - t(soak.startedAt);
+  if (lasted < soak.minutes * 60_000)
+    return problem(
+      `its soak passed ${(lasted / 60_000).toFixed(2)} min after it started, but a soak lasts ${soak.minutes} min`,
+    );
+  if (soak.observations < 2) return problem(`its soak passed on ${soak.observations} observation(s), not at least 2`);
+  return undefined;
+}
+
+/** Why the signature of `record` does not satisfy `trust`, or undefined (also when no key is trusted). */
+export function signatureProblem(record: VerificationRecord, source: string, trust: Trust): string | undefined {
+  if (trust.publicKey === undefined) return undefined;
+  const key = parsePublicKey(trust.publicKey);
+  const what = `the record of release ${record.release.name} on stack ${source}`;
+  const resoak =
+    `soak it where the signing key is (molt verify --stack ${source} with --signing-key or ` + `MOLT_SIGNING_KEY_FILE)`;
+  if (!record.signature)
+    return (
+      `${what} is not signed, and records of ${source} are trusted only when signed with key ${key.keyId} ` +
+      `(molt:promotion.requireVerifiedOn publicKey): ${resoak}`
+    );
+  if (signatureValid(recordBytes(record), record.signature.value, key.key)) return undefined;
+  if (record.signature.keyId !== key.keyId)
+    return (
+      `${what} is signed with another key (${record.signature.keyId}, as the record says), and records of ` +
+      `${source} are trusted only when signed with key ${key.keyId}: ${resoak}, or correct publicKey`
+    );
+  return (
+    `${what} has a signature that does not verify with the trusted key ${key.keyId}: it was altered after it ` +
+    `was signed, or the signature belongs to another record; it is not accepted: ${resoak}`
+  );
+}
+
+/** What to warn about a record accepted without a trusted key, or undefined when a key checked it. */
+export function verificationWarning(record: VerificationRecord, source: string, trust: Trust): string | undefined {
+  if (trust.publicKey !== undefined) return undefined;
+  return record.signature
+    ? `the record of ${record.release.name} on stack ${source} is signed with key ${record.signature.keyId}, but no ` +
+        `publicKey is configured for ${source} (molt:promotion.requireVerifiedOn), so the signature was not checked`
+    : `the record of ${record.release.name} on stack ${source} is not signed and no publicKey is configured for ` +
+        `${source} (molt:promotion.requireVerifiedOn): anyone who can write ${source}'s backend can write a record ` +
+        `that is accepted (README, "Signed records")`;
+}
+
+/** How a record is signed, for check lines and status. */
+export function signatureDetail(record: VerificationRecord, trust: Trust): string {
+  if (!record.signature) return "unsigned";
+  return trust.publicKey !== undefined
+    ? `signed with the trusted key ${record.signature.keyId}`
+    : `signed with key ${record.signature.keyId} (not checked)`;
 }
 
 /** Why the cluster in `world` is not healthy for a soak, or undefined when every gate holds. */

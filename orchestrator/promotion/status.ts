@@ -5,7 +5,7 @@ import { openStore, redactUrl, STORE_SCHEMES } from "../backend/store";
 import type { StackConfig } from "../config";
 import { readRecord } from "./record";
 import { releaseDigest } from "./release";
-import { describeRelease, verificationProblem } from "./rules";
+import { describeRelease, recordIntegrityProblem, verificationProblem } from "./rules";
 
 export interface ReleaseStatus {
   name: string;
@@ -52,8 +52,17 @@ export async function releaseStatus(
     };
     const problem = verificationProblem(r, release, stack);
     if (!problem)
-      return { ...base, verification: { state: "verified", detail: `soak passed ${r.soak.passedAt}`, ...times } };
-    if (r.soak.result === "running" && r.digest === base.digest && releaseDigest(r.release) === base.digest)
+      return {
+        ...base,
+        verification: {
+          state: "verified",
+          detail:
+            `soak passed ${r.soak.passedAt}; ` +
+            (r.signature ? `signed with key ${r.signature.keyId}` : "unsigned (no signing key was given to verify)"),
+          ...times,
+        },
+      };
+    if (r.soak.result === "running" && r.digest === base.digest && !recordIntegrityProblem(r, stack))
       return {
         ...base,
         verification: {

@@ -12,9 +12,11 @@ import { PromotionRefusedError } from "./errors";
 import type { VerifyEvent } from "./events";
 import { readRecord, type VerificationRecord } from "./record";
 import { releaseDigest } from "./release";
-import { releaseIntentProblems } from "./rules";
+import { recordConsistencyProblem, recordIntegrityProblem, releaseIntentProblems } from "./rules";
 import { InvalidConfigError } from "../config";
-import { runSoak } from "./soak";
+import { unsignedNote } from "./hooks";
+import { loadSigner } from "./signing";
+import { resoakReason, runSoak } from "./soak";
 
 export interface VerifyOptions {
   stack: string;
@@ -25,6 +27,8 @@ export interface VerifyOptions {
   edges?: EdgeFactory;
   /** Between soak observations (default: from the soak's length, 1-30 s). */
   soakIntervalMs?: number;
+  /** The ed25519 private key file that signs the record (default: $MOLT_SIGNING_KEY_FILE, then $MOLT_SIGNING_KEY). */
+  signingKeyFile?: string;
 }
 
 export type VerifySummary = Extract<VerifyEvent, { type: "verify-summary" }>;
@@ -42,6 +46,8 @@ export async function verify(o: VerifyOptions): Promise<VerifySummary> {
     );
   const problems = releaseIntentProblems(release, cfg.intent, o.stack);
   if (problems.length) throw new InvalidConfigError(cfg.file, problems);
+  // Read before anything else: a key that cannot sign refuses the run, not the end of a long soak.
+  const signer = loadSigner({ file: o.signingKeyFile, env: { ...process.env, ...(o.env ?? {}) } });
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
   const store = requireStore(backend, "verification records", o.env);
   await store.check();
@@ -59,8 +65,13 @@ export async function verify(o: VerifyOptions): Promise<VerifySummary> {
   };
   const first = await readRecord(store, o.stack, release.name);
   checkRecord(first?.record, o.stack, release.name, releaseDigest(release));
-  if (first!.record.soak.result === "passed")
-    return finish("already-verified", `release ${release.name} passed its soak at ${first!.record.soak.passedAt}`);
+  const minutes = cfg.promotion.soakMinutes;
+  if (first!.record.soak.result === "passed" && !resoakReason(first!.record, signer, minutes))
+    return finish(
+      "already-verified",
+      `release ${release.name} passed its soak at ${first!.record.soak.passedAt} (` +
+        `${first!.record.signature ? `signed with key ${first!.record.signature.keyId}` : "unsigned"})`,
+    );
 
   // The rollouts' lease, wherever it lives (lock-scope.ts): beside the state, or in the cluster.
   const lockEvents = (e: RolloutEvent) => {
@@ -92,14 +103,19 @@ export async function verify(o: VerifyOptions): Promise<VerifySummary> {
       stored: stored!,
       signal,
       emit,
+      minutes,
+      ...(signer ? { signer } : {}),
       ...(o.soakIntervalMs !== undefined ? { intervalMs: o.soakIntervalMs } : {}),
     });
-    if (soak.result === "passed")
+    if (soak.result === "passed") {
+      if (!soak.record.signature) emit({ type: "warning", message: unsignedNote(o.stack) });
       return finish(
         "verified",
         `release ${release.name} stayed healthy on stack ${o.stack} for ${soak.record.soak.minutes} min ` +
-          `(${soak.record.soak.observations} observations)`,
+          `(${soak.record.soak.observations} observations); ` +
+          (soak.record.signature ? `signed with key ${soak.record.signature.keyId}` : "unsigned"),
       );
+    }
     if (lock.signal.aborted) return finish("cancelled", `${(lock.signal.reason as Error)?.message ?? "lease lost"}`);
     return finish(soak.result === "failed" ? "soak-failed" : "cancelled", soak.reason);
   } finally {
@@ -115,7 +131,13 @@ function checkRecord(record: VerificationRecord | undefined, stack: string, rele
       `release ${release} has not converged on stack ${stack} (no verification record); nothing was changed. ` +
         `Run molt rollout --stack ${stack} first: a converged rollout records it, then molt verify soaks it.`,
     );
-  if (record.digest !== digest || releaseDigest(record.release) !== digest)
+  // A soak continues only a record molt wrote as it stands: an edited one is recorded again by a rollout.
+  const broken = recordIntegrityProblem(record, stack) ?? recordConsistencyProblem(record, stack);
+  if (broken)
+    throw new PromotionRefusedError(
+      `${broken}; nothing was changed. Run molt rollout --stack ${stack}: a converged rollout records it again.`,
+    );
+  if (record.digest !== digest)
     throw new PromotionRefusedError(
       `the record of release ${release} on stack ${stack} is of another release under the same name, or was altered; ` +
         `nothing was changed. Run molt rollout --stack ${stack}: ` +

@@ -4,16 +4,26 @@
 // (staging on lab t20, prod on lab t21, each on its own bridge) in one project, each with
 // its own file backend. Staging rolls to a release and soaks it; the record lands in
 // staging's backend; promote writes the release into prod's config; prod's rollout checks
-// staging's record in staging's backend first. A release never verified, a tampered record
-// and a staging that breaks during its soak are refused.
+// staging's record in staging's backend first. Staging's CI holds the signing key
+// (MOLT_SIGNING_KEY_FILE); prod's config names its public key. A release never verified, a
+// tampered record, a record signed with another key and a staging that breaks during its soak
+// are refused.
 import * as assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync } from "node:fs";
+import { createPrivateKey } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { netnsName } from "../../infra/lab/host";
 import { FileStore } from "../../orchestrator/backend/file";
-import { readRecord, recordKey } from "../../orchestrator/promotion/record";
+import {
+  readRecord,
+  recordBytes,
+  recordDigestOf,
+  recordKey,
+  type VerificationRecord,
+} from "../../orchestrator/promotion/record";
+import { generateSigningKeyPair, signerOf } from "../../orchestrator/promotion/signing";
 import { openStack } from "../../orchestrator/stack/driver";
 import { readStoredState } from "../../orchestrator/stack/state";
 import { runCli, startCli, summaryOf, type CliRun } from "./cli";
@@ -34,6 +44,8 @@ export function stagingScenario(full: boolean): void {
     const outputs: string[] = [];
     let stagingStore: FileStore;
     const started = Date.now();
+    /** Staging's signing key, as `molt keygen` makes it: the private key in staging's CI only. */
+    const stagingKey = generateSigningKeyPair();
 
     const release = (name: string, image: string) => ({
       name,
@@ -63,7 +75,11 @@ export function stagingScenario(full: boolean): void {
     const stagingRelease = (r: ReturnType<typeof release>, soakMinutes = SOAK_MINUTES) =>
       writeStack("staging", r.images.staging, { "molt:release": r, "molt:promotion": { soakMinutes } });
     const prodPromotion = () => ({
-      "molt:promotion": { requireVerifiedOn: [{ stack: "staging", backend: env.staging.PULUMI_BACKEND_URL }] },
+      "molt:promotion": {
+        requireVerifiedOn: [
+          { stack: "staging", backend: env.staging.PULUMI_BACKEND_URL, publicKey: stagingKey.publicKey },
+        ],
+      },
     });
 
     const cli = async (stack: StackName, args: string[]): Promise<CliRun> => {
@@ -112,6 +128,9 @@ export function stagingScenario(full: boolean): void {
           PULUMI_BACKEND_URL: `file://${join(wd.dir, `state-${s}`)}`,
         };
       stagingStore = new FileStore(join(wd.dir, "state-staging"));
+      const keyFile = join(wd.dir, "staging-signing.pem");
+      writeFileSync(keyFile, stagingKey.privatePem, { mode: 0o600 });
+      env.staging.MOLT_SIGNING_KEY_FILE = keyFile;
     });
 
     after(async function () {
@@ -151,6 +170,7 @@ export function stagingScenario(full: boolean): void {
       assert.ok(run.events.some((e) => e.type === "verification" && e.state === "verified"));
       const rec = await readRecord(stagingStore, "staging", "r1");
       assert.equal(rec?.record.soak.result, "passed");
+      assert.equal(rec?.record.signature?.keyId, stagingKey.keyId, "signed with staging's key");
       assert.deepEqual(
         rec?.record.converged.nodes.map((n) => n.image),
         ["lab-v1", "lab-v1", "lab-v1"],
@@ -172,11 +192,12 @@ export function stagingScenario(full: boolean): void {
       const run = await timed("prodCreate", () => rollout("prod"));
       assert.equal(run.code, 0, errorOf(run));
       const check = run.events.find((e) => e.type === "release-check") as
-        { sources: { stack: string; verified: boolean }[] } | undefined;
+        { sources: { stack: string; verified: boolean; detail: string }[] } | undefined;
       assert.deepEqual(
         check?.sources.map((s) => [s.stack, s.verified]),
         [["staging", true]],
       );
+      assert.match(check!.sources[0].detail, /signed with the trusted key SHA256:/);
       assert.deepEqual(await images("prod"), ["lab-v1"]);
     });
 
@@ -231,16 +252,35 @@ export function stagingScenario(full: boolean): void {
       }
     });
 
-    it("a tampered record in staging's backend is refused for prod", async () => {
+    it("a record edited in staging's backend, or resealed and signed by another key, is refused", async () => {
       const key = recordKey("staging", last.name);
       const o = (await stagingStore.get(key))!;
-      const doc = JSON.parse(o.body.toString()) as { release: { images: Record<string, string> } };
-      doc.release.images.prod = "lab-v0";
-      assert.ok(await stagingStore.putIfMatch(key, Buffer.from(JSON.stringify(doc)), o.etag));
+      const other = signerOf(createPrivateKey(generateSigningKeyPair().privatePem));
+      const edits: [string, (d: VerificationRecord) => void, RegExp][] = [
+        ["release.images.prod", (d) => (d.release.images.prod = "lab-v0"), /altered after it was written/],
+        ["converged.nodes[0].image", (d) => (d.converged.nodes[0].image = "lab-v0"), /altered after it was written/],
+        [
+          "resealed and signed with another key",
+          (d) => {
+            d.converged.operations += 1;
+            delete d.signature;
+            d.recordDigest = recordDigestOf(d);
+            d.signature = { algorithm: "ed25519", keyId: other.keyId, value: other.sign(recordBytes(d)) };
+          },
+          /signed with another key/,
+        ],
+      ];
       try {
-        const run = await rollout("prod");
-        assert.equal(run.code, 2);
-        assert.match(errorOf(run), /altered after it was written/);
+        for (const [what, edit, want] of edits) {
+          const doc = JSON.parse(o.body.toString()) as VerificationRecord;
+          edit(doc);
+          const cur = (await stagingStore.get(key))!;
+          assert.ok(await stagingStore.putIfMatch(key, Buffer.from(JSON.stringify(doc)), cur.etag));
+          const run = await rollout("prod");
+          assert.equal(run.code, 2, what);
+          assert.match(errorOf(run), want, what);
+        }
+        assert.deepEqual(await images("prod"), [last.image], "prod was not touched");
       } finally {
         const now = (await stagingStore.get(key))!;
         await stagingStore.putIfMatch(key, o.body, now.etag);
@@ -317,7 +357,39 @@ export function stagingScenario(full: boolean): void {
           stack: "prod",
           args: ["promote", "--from", "staging", "--to", "prod", "--yes", "--json", "--from-backend", "https://x"],
           code: 2,
-          message: /only file:\/\/, s3:\/\/ and azblob:\/\/ backends are supported/,
+          message: /records from file:\/\/, s3:\/\/ and azblob:\/\/ backends only, and https:\/\/x \(--from-backend\)/,
+        },
+        {
+          name: "promote to a name that is not a stack",
+          stack: "prod",
+          args: ["promote", "--from", "staging", "--to", "../prod", "--yes", "--json"],
+          code: 2,
+          message: /--to \.\.\/prod is not a stack name/,
+        },
+        {
+          name: "verify with a signing key file that does not exist",
+          stack: "staging",
+          args: ["verify", "--stack", "staging", "--json", "--signing-key", "/nonexistent/key.pem"],
+          code: 2,
+          message: /the signing key file \/nonexistent\/key\.pem \(--signing-key\) does not exist/,
+        },
+        {
+          name: "verify with the key itself on the command line",
+          stack: "staging",
+          args: ["verify", "--stack", "staging", "--json", "--signing-key", stagingKey.privatePem],
+          code: 2,
+          message: /--signing-key takes the path of a key file, not the key itself/,
+        },
+        {
+          name: "a private key as prod's trusted publicKey",
+          stack: "prod",
+          args: ["rollout", "--stack", "prod", "--yes", "--json"],
+          code: 2,
+          message: /requireVerifiedOn\.0\.publicKey: it is a private key/,
+          conf: () =>
+            writeStack("prod", last.image, {
+              "molt:promotion": { requireVerifiedOn: [{ stack: "staging", publicKey: stagingKey.privatePem }] },
+            }),
         },
         {
           name: "promote from a backend folder that does not exist",
@@ -389,6 +461,8 @@ export function stagingScenario(full: boolean): void {
           if (run.code !== r.code || !r.message.test(msg))
             failures.push(`${r.name}: exit ${run.code}: ${msg.slice(0, 300)}`);
           if (/\n\s+at .+:\d+:\d+\)?\n/.test(run.stdout + run.stderr)) failures.push(`${r.name}: a stack trace`);
+          const keyBody = stagingKey.privatePem.split("\n")[1];
+          if ((run.stdout + run.stderr).includes(keyBody)) failures.push(`${r.name}: the private key was printed`);
         } finally {
           wd.writeStackConfig("prod", prodText);
           wd.writeStackConfig("staging", stagingText);

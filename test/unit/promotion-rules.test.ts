@@ -5,8 +5,11 @@ import * as assert from "node:assert/strict";
 import { parse } from "yaml";
 import type { Intent, World } from "../../orchestrator/core/model";
 import { lineDiff, withRelease } from "../../orchestrator/promotion/config-edit";
-import type { VerificationRecord } from "../../orchestrator/promotion/record";
+import { generateKeyPairSync } from "node:crypto";
+import { canonicalJson } from "../../orchestrator/promotion/canonical";
+import { recordBytes, recordDigestOf, type VerificationRecord } from "../../orchestrator/promotion/record";
 import { releaseDigest, type Release } from "../../orchestrator/promotion/release";
+import { signerOf, type RecordSigner } from "../../orchestrator/promotion/signing";
 import {
   promotionTargetProblem,
   releaseIntentProblems,
@@ -16,7 +19,20 @@ import {
   soakMaxGapMs,
   soakProblem,
   verificationProblem,
+  verificationWarning,
+  type Trust,
 } from "../../orchestrator/promotion/rules";
+
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+/** Every key name in a value (for a JSON replacer that writes them all, in another order). */
+function flatKeys(v: unknown, into: Record<string, true> = {}): Record<string, true> {
+  if (v && typeof v === "object")
+    for (const [k, x] of Object.entries(v)) {
+      into[k] = true;
+      flatKeys(x, into);
+    }
+  return into;
+}
 
 const R1: Release = {
   name: "k8s-1.37.2-os-2026-11",
@@ -25,35 +41,63 @@ const R1: Release = {
   images: { staging: "ami-0aaa", prod: "ami-0bbb" },
 };
 
-function record(o: { release?: Release; digest?: string; stack?: string; soak?: "running" | "passed" } = {}) {
-  const release = o.release ?? R1;
+const T0 = "2026-12-01T10:00:00.000Z";
+const T30 = "2026-12-01T10:30:00.000Z";
+
+/** A v2 record as molt writes it (sealed with its digest, signed with `signer`), then `edit`ed as a forger would. */
+function record(
+  o: {
+    release?: Release;
+    digest?: string;
+    stack?: string;
+    soak?: "running" | "passed";
+    signer?: RecordSigner;
+    /** Changes the content before it is sealed (a record molt could have written, or a forger who reseals). */
+    content?: (r: VerificationRecord) => void;
+    /** Changes the sealed record (an edit by hand). */
+    edit?: (r: VerificationRecord) => void;
+  } = {},
+): VerificationRecord {
+  // A copy: an edit must never reach R1 (the release the rows check against).
+  const release = structuredClone(o.release ?? R1);
+  const running = o.soak === "running";
   const r: VerificationRecord = {
     kind: "molt-verification",
-    version: 1,
+    version: 2,
     stack: o.stack ?? "staging",
     release,
     digest: o.digest ?? releaseDigest(release),
     converged: {
-      at: "2026-12-01T10:00:00.000Z",
+      at: T0,
       result: "succeeded",
       operations: 10,
       failures: 0,
       wallMs: 1,
-      nodes: [],
+      nodes: ["a", "b", "c"].map((n) => ({
+        name: `staging-cp-${n}`,
+        image: release.images.staging,
+        kubernetesVersion: release.kubernetesVersion,
+      })),
     },
     soak: {
       minutes: 30,
-      startedAt: "2026-12-01T10:00:00.000Z",
-      lastHealthyAt: "2026-12-01T10:30:00.000Z",
-      observations: 40,
-      result: o.soak ?? "passed",
-      ...(o.soak === "running" ? {} : { passedAt: "2026-12-01T10:30:00.000Z" }),
+      startedAt: T0,
+      lastHealthyAt: T30,
+      observations: running ? 14 : 40,
+      result: running ? "running" : "passed",
+      ...(running ? {} : { passedAt: T30 }),
     },
-    writtenAt: "2026-12-01T10:30:00.000Z",
+    writtenAt: T30,
     writtenBy: "runner",
   };
+  o.content?.(r);
+  r.recordDigest = recordDigestOf(r);
+  if (o.signer) r.signature = { algorithm: "ed25519", keyId: o.signer.keyId, value: o.signer.sign(recordBytes(r)) };
+  o.edit?.(r);
   return r;
 }
+const KEY = signerOf(generateKeyPairSync("ed25519").privateKey);
+const OTHER_KEY = signerOf(generateKeyPairSync("ed25519").privateKey);
 
 describe("promotion rules (orchestrator/promotion/)", () => {
   describe("releaseDigest", () => {
@@ -80,7 +124,8 @@ describe("promotion rules (orchestrator/promotion/)", () => {
   });
 
   describe("verificationProblem: which record verifies a release", () => {
-    const rows: [string, VerificationRecord | undefined, RegExp | undefined][] = [
+    const other = { ...R1, images: { ...R1.images, prod: "ami-0ccc" } };
+    const rows: [string, VerificationRecord | undefined, RegExp | undefined, Trust?][] = [
       ["a passed, intact record of this release", record(), undefined],
       ["no record", undefined, /has no verification record on stack staging/],
       [
@@ -88,25 +133,188 @@ describe("promotion rules (orchestrator/promotion/)", () => {
         record({ soak: "running" }),
         /soak .* has not finished: run molt verify --stack staging/,
       ],
-      [
-        "a record whose release was edited (prod image) but not its digest",
-        { ...record(), release: { ...R1, images: { ...R1.images, prod: "ami-0evil" } } },
-        /was altered after it was written/,
-      ],
-      ["a record whose digest was edited", record({ digest: "sha256:" + "0".repeat(64) }), /was altered/],
+      ["a record of another stack copied here", record({ stack: "dev" }), /names stack dev: it was copied/],
       [
         "an intact record of another release under the same name",
-        record({ release: { ...R1, images: { ...R1.images, prod: "ami-0ccc" } } }),
+        record({ release: other }),
         /verified a different release under the name/,
       ],
-      ["a record of another stack copied here", record({ stack: "dev" }), /names stack dev: it was copied/],
+      [
+        "a record an older molt wrote (version 1: only the release covered)",
+        record({ edit: (r) => ((r.version = 1), delete r.recordDigest) }),
+        /written by an older molt, whose digest covers only the release/,
+      ],
+      // Edited by hand: any field.
+      ...(
+        [
+          ["release (prod image)", (r) => (r.release.images.prod = "ami-0evil")],
+          ["release digest", (r) => (r.digest = "sha256:" + "0".repeat(64))],
+          ["record digest", (r) => (r.recordDigest = "sha256:" + "1".repeat(64))],
+          [
+            "soak.result running -> passed",
+            (r) => ((r.soak.result = "passed"), (r.soak.passedAt = r.soak.lastHealthyAt)),
+          ],
+          ["converged.nodes[0].image", (r) => (r.converged.nodes[0].image = "ami-0evil")],
+          ["converged.operations", (r) => (r.converged.operations = 0)],
+          ["soak.minutes", (r) => (r.soak.minutes = 0.1)],
+          ["soak.observations", (r) => (r.soak.observations = 2)],
+          ["writtenBy", (r) => (r.writtenBy = "laptop")],
+        ] as [string, (r: VerificationRecord) => void][]
+      ).map(
+        ([what, edit]) =>
+          [
+            `a record whose ${what} was edited`,
+            record({ soak: /running/.test(what) ? "running" : "passed", edit }),
+            /altered after it was written/,
+          ] as [string, VerificationRecord, RegExp],
+      ),
+      // Edited and resealed (the digest recomputed): the content must still hold together.
+      [
+        "a never-soaked record made 'passed' (resealed): its soak did not last its minutes",
+        record({
+          soak: "running",
+          content: (r) => {
+            r.soak.result = "passed";
+            r.soak.lastHealthyAt = r.soak.passedAt = "2026-12-01T10:00:30.000Z";
+          },
+        }),
+        /does not hold together \(its soak passed 0\.50 min after it started, but a soak lasts 30 min\)/,
+      ],
+      [
+        "a passed soak without passedAt (resealed)",
+        record({ content: (r) => delete r.soak.passedAt }),
+        /a passed soak without passedAt/,
+      ],
+      [
+        "a running soak with a passedAt (resealed)",
+        record({ soak: "running", content: (r) => (r.soak.passedAt = r.soak.lastHealthyAt) }),
+        /a running soak has a passedAt/,
+      ],
+      [
+        "a soak that passed on one observation (resealed)",
+        record({ content: (r) => (r.soak.observations = 1) }),
+        /passed on 1 observation\(s\), not at least 2/,
+      ],
+      [
+        "a soak that passed before its last healthy observation (resealed)",
+        record({ content: (r) => (r.soak.passedAt = "2026-12-01T10:40:00.000Z") }),
+        /not on its last healthy observation/,
+      ],
+      [
+        "a soak that started before the convergence (resealed)",
+        record({ content: (r) => (r.soak.startedAt = "2026-12-01T09:00:00.000Z") }),
+        /its soak started at .* before it converged/,
+      ],
+      [
+        "a node not on the release's image (resealed)",
+        record({ content: (r) => (r.converged.nodes[0].image = "ami-0evil") }),
+        /node staging-cp-a runs ami-0evil, not the release's image ami-0aaa/,
+      ],
+      [
+        "a node on another Kubernetes version (resealed)",
+        record({ content: (r) => (r.converged.nodes[2].kubernetesVersion = "1.36.3") }),
+        /node staging-cp-c runs Kubernetes 1.36.3, not the release's 1.37.2/,
+      ],
+      [
+        "a record of no nodes (resealed)",
+        record({ content: (r) => (r.converged.nodes = []) }),
+        /converged on no nodes/,
+      ],
+      [
+        "a node listed twice (resealed)",
+        record({ content: (r) => (r.converged.nodes[1].name = r.converged.nodes[0].name) }),
+        /listed twice/,
+      ],
+      [
+        "a soak shorter than the source's config asks for",
+        record(),
+        /soaked 30 min on stack staging, but staging's config asks for 60/,
+        { soakMinutes: 60 },
+      ],
+      ["a soak as long as the source's config asks for", record(), undefined, { soakMinutes: 30 }],
+      // Signed records, where the reading stack trusts a key.
+      ["a record signed with the trusted key", record({ signer: KEY }), undefined, { publicKey: KEY.publicKey }],
+      [
+        "an unsigned record where a key is trusted",
+        record(),
+        /is not signed, and records of staging are trusted only when signed with key SHA256:/,
+        { publicKey: KEY.publicKey },
+      ],
+      [
+        "a record signed with another key",
+        record({ signer: OTHER_KEY }),
+        new RegExp(`signed with another key \\(${escape(OTHER_KEY.keyId)}, as the record says\\)`),
+        { publicKey: KEY.publicKey },
+      ],
+      [
+        "a record signed with another key that claims the trusted key's id",
+        record({ signer: OTHER_KEY, edit: (r) => (r.signature!.keyId = KEY.keyId) }),
+        /signature that does not verify with the trusted key/,
+        { publicKey: KEY.publicKey },
+      ],
+      [
+        "a signature over another release, copied onto this record",
+        record({
+          signer: KEY,
+          edit: (r) => (r.signature = record({ release: { ...R1, name: "r0" }, signer: KEY }).signature),
+        }),
+        /signature that does not verify with the trusted key/,
+        { publicKey: KEY.publicKey },
+      ],
+      [
+        "a signed record edited and resealed",
+        record({
+          signer: KEY,
+          edit: (r) => ((r.converged.operations = 11), (r.recordDigest = recordDigestOf(r))),
+        }),
+        /signature that does not verify with the trusted key/,
+        { publicKey: KEY.publicKey },
+      ],
+      ["a signed record where no key is trusted (a warning)", record({ signer: OTHER_KEY }), undefined, {}],
     ];
-    for (const [what, r, want] of rows)
+    for (const [what, r, want, trust] of rows)
       it(`${want ? "refuses" : "accepts"} ${what}`, () => {
-        const p = verificationProblem(r, R1, "staging");
+        const p = verificationProblem(r, R1, "staging", trust);
         if (want === undefined) assert.equal(p, undefined);
         else assert.match(p ?? "", want);
       });
+
+    it("warns about a record accepted without a trusted key, and not when a key checked it", () => {
+      assert.match(verificationWarning(record(), "staging", {}) ?? "", /is not signed and no publicKey is configured/);
+      assert.match(
+        verificationWarning(record({ signer: KEY }), "staging", {}) ?? "",
+        /signed with key SHA256:.*the signature was not checked/,
+      );
+      assert.equal(verificationWarning(record({ signer: KEY }), "staging", { publicKey: KEY.publicKey }), undefined);
+    });
+
+    it("sees the same record whatever the key order of its JSON text", () => {
+      const r = record({ signer: KEY });
+      const reordered = JSON.parse(JSON.stringify(r, Object.keys(flatKeys(r)).sort().reverse())) as VerificationRecord;
+      assert.notEqual(JSON.stringify(reordered), JSON.stringify(r));
+      assert.equal(verificationProblem(reordered, R1, "staging", { publicKey: KEY.publicKey }), undefined);
+    });
+  });
+
+  describe("canonicalJson", () => {
+    it("is one text whatever the key order, nested included", () =>
+      assert.equal(
+        canonicalJson({ b: 1, a: { d: [1, { y: 2, x: 1 }], c: "s" } }),
+        canonicalJson({ a: { c: "s", d: [1, { x: 1, y: 2 }] }, b: 1 }),
+      ));
+    it("sorts by code units, never by locale, and keeps arrays in order", () =>
+      assert.equal(canonicalJson({ é: 1, z: 2, B: 3, a: [3, 1] }), '{"B":3,"a":[3,1],"z":2,"é":1}'));
+    it("leaves out keys whose value is undefined, as JSON does", () =>
+      assert.equal(canonicalJson({ a: undefined, b: null }), '{"b":null}'));
+    const refused: [string, unknown][] = [
+      ["NaN", { a: NaN }],
+      ["Infinity", [Infinity]],
+      ["an undefined array element", [undefined]],
+      ["a Date", { at: new Date(0) }],
+      ["a Buffer", Buffer.from("x")],
+      ["a bigint", 1n],
+    ];
+    for (const [what, v] of refused) it(`refuses ${what}`, () => assert.throws(() => canonicalJson(v), TypeError));
   });
 
   describe("the soak's clock", () => {
