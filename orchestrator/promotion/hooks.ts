@@ -15,6 +15,7 @@ import { readRecord, UnreadableRecordError, writeRecord, type StoredRecord } fro
 import { releaseDigest } from "./release";
 import {
   describeRelease,
+  recordConsistencyProblem,
   recordIntegrityProblem,
   releaseIntentProblems,
   signatureDetail,
@@ -152,8 +153,11 @@ export function releaseRecorder(
         const current = await currentRecord(store, c.stack, release.name);
         let stored = current.stored;
         const digest = releaseDigest(release);
-        // A record edited since it was written is replaced, as one that cannot be read is.
-        const broken = stored && recordIntegrityProblem(stored.record, c.stack);
+        // A record edited since it was written, or one that does not hold together, is replaced,
+        // as one that cannot be read is.
+        const broken =
+          stored &&
+          (recordIntegrityProblem(stored.record, c.stack) ?? recordConsistencyProblem(stored.record, c.stack));
         const same = stored && !broken && stored.record.digest === digest;
         const where = store.location;
         if (same) {

@@ -70,13 +70,13 @@ export function recordIntegrityProblem(record: VerificationRecord, source: strin
   if (record.version !== 2 || record.recordDigest === undefined)
     return (
       `${what} was written by an older molt, whose digest covers only the release (not the convergence, the ` +
-      `nodes or the soak); it is not accepted: roll and soak ${source} again (molt rollout --stack ${source} --verify)`
+      `nodes or the soak); it is not accepted: ${recordAgain(source)}`
     );
   const recomputed = recordDigestOf(record);
   if (record.recordDigest !== recomputed)
     return (
       `${what} was altered after it was written (its digest ${short(record.recordDigest)} is not its content's ` +
-      `${short(recomputed)}); it is not accepted: roll and soak ${source} again to record it`
+      `${short(recomputed)}); it is not accepted: ${recordAgain(source)}`
     );
   const release = releaseDigest(record.release);
   if (record.digest !== release)
@@ -96,7 +96,7 @@ export function recordIntegrityProblem(record: VerificationRecord, source: strin
 export function recordConsistencyProblem(record: VerificationRecord, source: string): string | undefined {
   const problem = (what: string) =>
     `the record of release ${record.release.name} on stack ${source} does not hold together (${what}); ` +
-    `it is not accepted: roll and soak ${source} again to record it`;
+    `it is not accepted: ${recordAgain(source)}`;
   const { converged, soak, release } = record;
   const image = release.images[source];
   if (image === undefined) return problem(`its release names no image for ${source}`);
@@ -288,5 +288,9 @@ export function describeRelease(r: Release): string {
     .filter(Boolean)
     .join(", ");
 }
+
+/** What records a release anew on `source`: a converged rollout writes a new record, its soak verifies it. */
+const recordAgain = (source: string) =>
+  `roll and soak ${source} again to record it anew (molt rollout --stack ${source} --verify)`;
 
 const short = (d: string) => d.replace(/^sha256:/, "").slice(0, 12);

@@ -133,10 +133,7 @@ function checkRecord(record: VerificationRecord | undefined, stack: string, rele
     );
   // A soak continues only a record molt wrote as it stands: an edited one is recorded again by a rollout.
   const broken = recordIntegrityProblem(record, stack) ?? recordConsistencyProblem(record, stack);
-  if (broken)
-    throw new PromotionRefusedError(
-      `${broken}; nothing was changed. Run molt rollout --stack ${stack}: a converged rollout records it again.`,
-    );
+  if (broken) throw new PromotionRefusedError(`${broken}; nothing was changed`);
   if (record.digest !== digest)
     throw new PromotionRefusedError(
       `the record of release ${release} on stack ${stack} is of another release under the same name, or was altered; ` +

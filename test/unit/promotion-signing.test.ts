@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { resolvePromotion } from "../../orchestrator/promotion/release";
@@ -16,6 +16,12 @@ import {
   signatureValid,
 } from "../../orchestrator/promotion/signing";
 import { runCli } from "../support/cli";
+
+/** Loads the key file argv[1] as molt does, printing the refusal (run as another user). */
+const LOAD =
+  `const { loadSigner } = require(${JSON.stringify(join(__dirname, "../../orchestrator/promotion/signing.js"))});` +
+  `try { loadSigner({ file: process.argv[1], env: {} }); console.log("loaded"); } ` +
+  `catch (e) { console.log(e.message); }`;
 
 /** The secret part of a PEM or base64 key (what must never show in a message). */
 const bodyOf = (pem: string) => pem.replace(/-----[A-Z ]+-----/g, "").replace(/\s/g, "");
@@ -201,6 +207,29 @@ describe("signing keys for verification records", () => {
           },
         );
       });
+
+    it("refuses a key file it may not read (permission denied)", () => {
+      const key = file("locked.pem", ed.privatePem);
+      chmodSync(key, 0o000);
+      chmodSync(dir, 0o755);
+      // root reads any file: the check runs as nobody then, as a CI runner's user would.
+      const message =
+        process.getuid?.() === 0
+          ? execFileSync(
+              "setpriv",
+              ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e", LOAD, key],
+              { encoding: "utf8" },
+            )
+          : (() => {
+              try {
+                loadSigner({ file: key, env: {} });
+                return "loaded";
+              } catch (e) {
+                return (e as Error).message;
+              }
+            })();
+      assert.match(message, /locked\.pem \(--signing-key\) cannot be read \(permission denied\)/);
+    });
 
     it("takes a long path that only looks like base64 as a path", () =>
       assert.throws(

@@ -151,6 +151,24 @@ describe("trusting verification records (fake edges, file backends)", function (
       assert.deepEqual(worlds.prod.log, [], "prod's cluster was not touched");
     });
 
+    it("a rollout replaces a forged record in staging's backend; verify refuses to continue it", async () => {
+      stagingConfig(release("r2", "lab-v2"), 30);
+      assert.equal((await roll("staging")).summary.result, "succeeded");
+      // Forged and resealed (the digest recomputed): intact, but a 30 min soak that "passed" at once.
+      await editRecord("r2", (r) => {
+        r.soak.result = "passed";
+        r.soak.passedAt = r.soak.lastHealthyAt;
+        r.soak.observations = 2;
+        r.recordDigest = recordDigestOf(r);
+      });
+      await assert.rejects(verifyStaging(), /does not hold together \(its soak passed 0\.00 min after it started/);
+      const again = await roll("staging");
+      assert.equal(again.summary.result, "noop");
+      const v = again.events.find((e) => e.type === "verification");
+      assert.match(JSON.stringify(v), /"state":"soaking".*the record there was replaced: .*does not hold together/);
+      assert.equal((await readRecord(stagingStore, "staging", "r2"))?.record.soak.result, "running");
+    });
+
     it("refuses a verified record whose converged.nodes[0].image was edited", async () => {
       stagingConfig(release("r2", "lab-v2"));
       assert.equal((await roll("staging", { verify: true })).summary.result, "succeeded");
