@@ -10,6 +10,7 @@
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify } from "node:crypto";
 import type { KeyObject } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { rememberSecret } from "../report/redact";
 import { PromotionRefusedError } from "./errors";
 
 /** The path of the private key file, in the signing environment. */
@@ -72,6 +73,8 @@ function mustBeEd25519(key: KeyObject, where: string, what: string): void {
 /** The private key in `data` (read from `where`); a message saying what is wrong otherwise. */
 export function parsePrivateKey(data: Buffer, where: string): KeyObject {
   const text = data.toString("utf8").trim();
+  // Whatever it turns out to be, it was meant as a private key: never reported from now on.
+  rememberSecret(text);
   if (!text) throw new Error(`${where} is empty: ${MAKE_ONE}`);
   const label = pemLabel(text);
   const isPublic = () =>

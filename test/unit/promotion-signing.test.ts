@@ -8,6 +8,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writ
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { resolvePromotion } from "../../orchestrator/promotion/release";
+import { redactText } from "../../orchestrator/report/redact";
 import {
   generateSigningKeyPair,
   loadSigner,
@@ -85,6 +86,13 @@ describe("signing keys for verification records", () => {
         "msg.sig",
       );
       assert.match(out.toString(), /Signature Verified Successfully/);
+    });
+
+    it("a key molt read is never reported again (redacted wherever it shows)", () => {
+      const k = generateSigningKeyPair();
+      const b64 = bodyOf(k.privatePem);
+      loadSigner({ env: { MOLT_SIGNING_KEY: b64 } });
+      assert.equal(redactText(`key ${b64} in a hook's output`), "key [redacted] in a hook's output");
     });
 
     it("no key anywhere: no signer (records are written unsigned)", () =>
