@@ -12,8 +12,10 @@ const provider: pulumi.dynamic.ResourceProvider = {
     const outs = await implementation("infra/kubeadm/host-files").carryHostFiles(inputs);
     return { id: `${inputs.node}-host-files`, outs: { ...inputs, ...outs } };
   },
-  async diff() {
-    return { changes: false };
+  // A replaced machine (another address or host key) gets the files again; nothing else changes it.
+  async diff(_id: string, olds: HostFilesInputs, news: HostFilesInputs) {
+    const replace = olds.to?.host !== news.to?.host || olds.to?.hostKey !== news.to?.hostKey;
+    return { changes: replace, replaces: replace ? ["to"] : [], deleteBeforeReplace: true };
   },
 };
 

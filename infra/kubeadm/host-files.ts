@@ -51,14 +51,14 @@ export function renderPackScript(files: HostFile[]): string {
     `  echo "the host files on $(hostname) take $size bytes, more than ${HOST_FILES_LIMIT_BYTES}" >&2`,
     "  exit 4",
     "fi",
-    `tar -C / --numeric-owner -czf - ${copy.map((p) => shellQuote(rel(p))).join(" ")} | base64 -w0`,
+    `tar -C / --numeric-owner -h -czf - ${copy.map((p) => shellQuote(rel(p))).join(" ")} | base64 -w0`,
   ].join("\n");
 }
 
 /** `sha256sum` of every regular file under the paths, sorted: the same text on both ends after a copy. */
 export function renderDigestScript(files: HostFile[]): string {
   const copy = files.filter((f) => f.action === "copy").map((f) => f.path);
-  return `set -euo pipefail\nfind ${copy.map(shellQuote).join(" ")} -type f -print0 | sort -z | xargs -0 -r sha256sum`;
+  return `set -euo pipefail\nfind -L ${copy.map(shellQuote).join(" ")} -type f -print0 | sort -z | xargs -0 -r sha256sum`;
 }
 
 /** On the new node: the tar from stdin, then the directories the components write into. */

@@ -200,13 +200,16 @@ export async function detach(a: LabLbAttachmentInputs): Promise<void> {
   await withLock(dir, async () => {
     // By name and by address: an owner's HAProxy (an adopted cluster's) may name its servers
     // otherwise than molt names the node.
+    // By address only where no server has the node's name (an address may be reused by a newer node).
     const servers = join(dir, "servers");
-    for (const f of existsSync(servers) ? readdirSync(servers) : []) {
+    const names = existsSync(servers) ? readdirSync(servers) : [];
+    for (const f of names) {
       const at = readFileSync(join(servers, f), "utf8").trim().split(/[\s]/)[0];
-      if (f === a.server || at.split(":")[0] === a.address) rmSync(join(servers, f), { force: true });
+      const byAddress = !names.includes(a.server) && at === `${a.address}:${a.port}`;
+      if (f === a.server || byAddress) rmSync(join(servers, f), { force: true });
     }
     await applyAndConfirm(dir, a.lb, `HAProxy to stop routing to ${a.server} (${a.address})`, (running) =>
-      running.every((s) => s.name !== a.server && s.address !== a.address),
+      running.every((s) => s.name !== a.server && (names.includes(a.server) || s.address !== a.address)),
     );
   });
 }

@@ -104,8 +104,15 @@ function normalise(path: string): string {
   return `/${parts.join("/")}`;
 }
 
+/** kubeadm's and the kubelet's own trees: a mount that holds one of them is never copied or wiped whole. */
+const KUBEADM_TREES = ["/etc/kubernetes/pki", "/etc/kubernetes/manifests", "/var/lib/etcd", "/var/lib/kubelet"];
+
 function managedElsewhere(path: string): boolean {
-  return KUBEADM_PKI.has(path) || OWN_OF_EACH_MACHINE.some((d) => under(path, d));
+  // A mount as broad as /etc, /opt or /etc/kubernetes would carry (and, on a retired adopted
+  // machine, wipe) far more than the cluster's files: left out, so a file inside it is not
+  // carried and the join fails visibly instead.
+  const broad = path.split("/").filter(Boolean).length < 2 || KUBEADM_TREES.some((t) => under(t, path));
+  return broad || KUBEADM_PKI.has(path) || OWN_OF_EACH_MACHINE.some((d) => under(path, d));
 }
 
 /** Whether a flag's value is a file the component reads (the name says so and the value is absolute). */

@@ -146,6 +146,16 @@ describe("the cluster's host files (core/host-files.ts)", () => {
     assert.deepEqual(hostFilesOf(clusterConfigRefs(cc)), []);
   });
 
+  it("never carries (or wipes) a mount that holds kubeadm's own trees or is as broad as /etc", () => {
+    const vol = (hostPath: string) => ({ name: hostPath, hostPath, mountPath: hostPath, readOnly: true });
+    for (const broad of ["/etc", "/opt", "/etc/kubernetes", "/var/lib", "/var/lib/etcd", "/etc/kubernetes/pki"]) {
+      const cc = { apiServer: { extraVolumes: [vol(broad)] } };
+      assert.deepEqual(hostFilesOf(clusterConfigRefs(cc)), [], broad);
+    }
+    const ok = { apiServer: { extraVolumes: [vol("/etc/kubernetes/audit")] } };
+    assert.deepEqual(paths(hostFilesOf(clusterConfigRefs(ok))), ["copy /etc/kubernetes/audit"]);
+  });
+
   it("a flag pointing at an unmounted host path is not carried (the component could not read it)", () => {
     const cc = { apiServer: { extraArgs: { "authorization-config": "/etc/authz/config.yaml" } } };
     assert.deepEqual(hostFilesOf(clusterConfigRefs(cc)), []);
@@ -206,7 +216,7 @@ describe("carrying them (infra/kubeadm/host-files.ts scripts)", () => {
     const s = renderPackScript(files);
     assert.match(
       s,
-      /tar -C \/ --numeric-owner -czf - 'etc\/kubernetes\/admission' .*'etc\/kubernetes\/pki\/oidc-ca.crt'/,
+      /tar -C \/ --numeric-owner -h -czf - 'etc\/kubernetes\/admission' .*'etc\/kubernetes\/pki\/oidc-ca.crt'/,
     );
     assert.ok(!s.includes("var/log"), "the audit log directory's contents are never copied");
     assert.match(s, /lacks/);
@@ -219,6 +229,6 @@ describe("carrying them (infra/kubeadm/host-files.ts scripts)", () => {
     assert.match(s, /mkdir -p '\/var\/log\/kubernetes'/);
   });
   it("digests every regular file in a stable order", () => {
-    assert.match(renderDigestScript(files), /find .* -type f -print0 \| sort -z \| xargs -0 -r sha256sum/);
+    assert.match(renderDigestScript(files), /find -L .* -type f -print0 \| sort -z \| xargs -0 -r sha256sum/);
   });
 });
