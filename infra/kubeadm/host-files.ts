@@ -58,7 +58,8 @@ export function renderPackScript(files: HostFile[]): string {
 /** `sha256sum` of every regular file under the paths, sorted: the same text on both ends after a copy. */
 export function renderDigestScript(files: HostFile[]): string {
   const copy = files.filter((f) => f.action === "copy").map((f) => f.path);
-  return `set -euo pipefail\nfind -L ${copy.map(shellQuote).join(" ")} -type f -print0 | sort -z | xargs -0 -r sha256sum`;
+  const paths = copy.map(shellQuote).join(" ");
+  return `set -euo pipefail\nfind -L ${paths} -type f -print0 | sort -z | xargs -0 -r sha256sum`;
 }
 
 /** On the new node: the tar from stdin, then the directories the components write into. */
