@@ -118,7 +118,7 @@ function managedElsewhere(path: string): boolean {
 /** Whether a flag's value is a file the component reads (the name says so and the value is absolute). */
 export function isFileFlag(name: string, value: string): boolean {
   if (!value.startsWith("/") || OUTPUT_FLAGS.has(name)) return false;
-  return /(^|-)(file|config|path|kubeconfig)$/.test(name) || name === "authorization-config";
+  return /(^|-)(file|config|path|kubeconfig|cafile|certfile|keyfile|certificate-authority)$/.test(name);
 }
 
 /** The host path behind a path inside the component's container (its mounts, longest first). */

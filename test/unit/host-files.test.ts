@@ -190,6 +190,8 @@ describe("the cluster's host files (core/host-files.ts)", () => {
     assert.ok(!isFileFlag("oidc-ca-file", "relative"));
     assert.ok(!isFileFlag("audit-log-path", "/var/log/audit.log"));
     assert.ok(!isFileFlag("enable-admission-plugins", "/x"));
+    for (const f of ["etcd-cafile", "etcd-certfile", "etcd-keyfile", "kubelet-certificate-authority"])
+      assert.ok(isFileFlag(f, "/etc/kubernetes/custom/x.pem"), f);
   });
 
   it("missingHostFiles names the carried files a node lacks", () => {
