@@ -17,9 +17,66 @@ export function removedFeatureGates(version: string): string[] {
   return REMOVED_FEATURE_GATES.filter((g) => semver.gte(v, g.removedIn)).map((g) => g.gate);
 }
 
+/** The first Kubernetes minor whose kubeadm deploys etcd 3.7, which removed etcd's experimental-* flags. */
+const ETCD_3_7_FROM = "1.37.0";
+
+/** etcd's experimental flags 3.7 refuses: renamed, or turned into a feature gate (etcd 3.6's deprecations). */
+export const ETCD_EXPERIMENTAL_FLAGS: Record<string, { flag: string } | { gate: string }> = {
+  "experimental-compact-hash-check-enabled": { gate: "CompactHashCheck" },
+  "experimental-compact-hash-check-time": { flag: "compact-hash-check-time" },
+  "experimental-corrupt-check-time": { flag: "corrupt-check-time" },
+  "experimental-initial-corrupt-check": { gate: "InitialCorruptCheck" },
+  "experimental-enable-lease-checkpoint": { gate: "LeaseCheckpoint" },
+  "experimental-enable-lease-checkpoint-persist": { gate: "LeaseCheckpointPersist" },
+  "experimental-watch-progress-notify-interval": { flag: "watch-progress-notify-interval" },
+  "experimental-warning-apply-duration": { flag: "warning-apply-duration" },
+  "experimental-snapshot-catchup-entries": { flag: "snapshot-catchup-entries" },
+  "experimental-compaction-batch-limit": { flag: "compaction-batch-limit" },
+  "experimental-compaction-sleep-interval": { flag: "compaction-sleep-interval" },
+  "experimental-bootstrap-defrag-threshold-megabytes": { flag: "bootstrap-defrag-threshold-megabytes" },
+  "experimental-max-learners": { flag: "max-learners" },
+  "experimental-memory-mlock": { flag: "memory-mlock" },
+  "experimental-stop-grpc-service-on-defrag": { gate: "StopGRPCServiceOnDefrag" },
+  "experimental-txn-mode-write-with-shared-buffer": { gate: "TxnModeWriteWithSharedBuffer" },
+};
+
+/**
+ * etcd.local.extraArgs for an etcd that no longer knows experimental-* flags (KubeOne sets
+ * experimental-compact-hash-check-enabled and experimental-corrupt-check-time): renamed, or
+ * merged into feature-gates. A new node's etcd would exit on them ("flag provided but not
+ * defined") and its join leave an unstarted learner. v1beta3 maps, v1beta4 lists.
+ */
+export function etcdArgsFor37(extraArgs: unknown): unknown {
+  const pairs: [string, string][] = Array.isArray(extraArgs)
+    ? extraArgs.flatMap((a) => (isRecord(a) && typeof a.name === "string" ? [[a.name, String(a.value ?? "")]] : []))
+    : isRecord(extraArgs)
+      ? Object.entries(extraArgs).map(([k, v]) => [k, String(v ?? "")])
+      : [];
+  if (!pairs.some(([k]) => k in ETCD_EXPERIMENTAL_FLAGS)) return extraArgs;
+  const gates: string[] = [];
+  const kept: [string, string][] = [];
+  for (const [k, v] of pairs) {
+    const to = ETCD_EXPERIMENTAL_FLAGS[k];
+    if (!to) {
+      if (k === "feature-gates") gates.push(...v.split(",").filter(Boolean));
+      else kept.push([k, v]);
+    } else if ("gate" in to) gates.push(`${to.gate}=${v === "" ? "true" : v}`);
+    else if (!pairs.some(([n]) => n === to.flag)) kept.push([to.flag, v]);
+  }
+  if (gates.length) kept.push(["feature-gates", [...new Set(gates)].join(",")]);
+  return Array.isArray(extraArgs) ? kept.map(([name, value]) => ({ name, value })) : Object.fromEntries(kept);
+}
+
 /** The ClusterConfiguration (parsed YAML) with kubernetesVersion set and removed gates dropped. */
 export function clusterConfigurationAt(cc: Record<string, unknown>, version: string): Record<string, unknown> {
   const out: Record<string, unknown> = { ...cc, kubernetesVersion: `v${version.replace(/^v/, "")}` };
+  const etcd = isRecord(cc.etcd) && isRecord(cc.etcd.local) ? cc.etcd.local : undefined;
+  const v = semver.coerce(version);
+  if (etcd && etcd.extraArgs !== undefined && v && semver.gte(v, ETCD_3_7_FROM))
+    out.etcd = {
+      ...(cc.etcd as Record<string, unknown>),
+      local: { ...etcd, extraArgs: etcdArgsFor37(etcd.extraArgs) },
+    };
   const gates = cc.featureGates;
   if (gates && typeof gates === "object") {
     const kept = Object.fromEntries(
