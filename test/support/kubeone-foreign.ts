@@ -113,7 +113,7 @@ export interface KubeOneCluster extends ForeignCluster {
   /**
    * Joins a machine from addMachine the way molt joins one today and plain kubeadm would:
    * the shared PKI copied from the leader, `kubeadm join --control-plane` with a fresh token,
-   * and none of the feature files. kubeadm waits `waitSeconds` for the kubelet's TLS bootstrap
+   * and no feature file copied by it. kubeadm waits `waitSeconds` for the kubelet's TLS bootstrap
    * (against the node's own API server) and for the control plane to start;
    * returns whether it succeeded and the last lines of its output (token lines left out).
    */
@@ -623,6 +623,14 @@ chmod 600 /var/lib/kubelet/config.yaml
     apiOn(leader.name, "POST", "/api/v1/namespaces", { metadata: { name: PNS_NAMESPACE } }),
     [201, 409],
   );
+  // Pods there are admitted once kube-controller-manager made its default ServiceAccount.
+  const saDeadline = Date.now() + 120_000;
+  while (
+    (await apiOn(leader.name, "GET", `/api/v1/namespaces/${PNS_NAMESPACE}/serviceaccounts/default`)).status !== 200
+  ) {
+    if (Date.now() > saDeadline) throw new Error(`no default ServiceAccount in ${PNS_NAMESPACE} after 120 s`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
 
   // The Secret written before anything else.
   const secret = { name: "kubeone-canary", key: "token" };
