@@ -84,9 +84,10 @@ function run(cmd: string, args: string[], stdin?: string): Promise<string> {
 export interface ForeignMachines extends Omit<ForeignCluster, "kubernetes"> {
   /**
    * Makes one more machine on the nodes' bridge (a VM the installer did not set up: no
-   * cluster files, not in the LB nor in the terraform output), reachable with ssh().
+   * cluster files, not in the LB nor in the terraform output), reachable with ssh(); of the
+   * cluster's image unless `image` names another.
    */
-  addMachine(name: string): Promise<ForeignNode>;
+  addMachine(name: string, image?: string): Promise<ForeignNode>;
   /** The machines made by addMachine. */
   spares: ForeignNode[];
 }
@@ -140,8 +141,8 @@ export async function createForeignMachines(o: ForeignMachinesOptions): Promise<
     ]
       .join("\n")
       .concat("\n");
-  const makeNode = async (name: string): Promise<ForeignNode> => {
-    const m = machine(o.lab, name, !!bastion);
+  const makeNode = async (name: string, image = o.image): Promise<ForeignNode> => {
+    const m = { ...machine(o.lab, name, !!bastion), image };
     made.push(m);
     const outs = (await createMachine(m)).outs;
     return { name, address: outs.address, hostKey: m.hostPublicKey, machine: m };
@@ -220,8 +221,8 @@ export async function createForeignMachines(o: ForeignMachinesOptions): Promise<
           ...(bastion ? { bastion: bastion.address } : {}),
           withHostKeys: !!t.withHostKeys,
         }),
-      addMachine: async (name) => {
-        const n = await makeNode(name);
+      addMachine: async (name, image) => {
+        const n = await makeNode(name, image);
         spares.push(n);
         writeFileSync(join(dir, "known_hosts"), knownHosts(true));
         return n;

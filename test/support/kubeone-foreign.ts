@@ -87,7 +87,9 @@ export interface KubeOneCluster extends ForeignCluster {
   /** The aescbc key's name in encryption-providers.yaml (kubeone-xxxxxx). */
   encryptionKeyName: string;
   /** More machines on the nodes' bridge, with nothing of the cluster (foreign.ts addMachine). */
-  addMachine(name: string): Promise<ForeignNode>;
+  addMachine(name: string, image?: string): Promise<ForeignNode>;
+  /** The names of the etcd members, as `node`'s etcd lists them. */
+  etcdMembers(node: string): Promise<string[]>;
   /** The names of the cluster's Node objects, read through the leader's API server. */
   nodeNames(): Promise<string[]>;
   /** Whether the node's kube-apiserver answers /readyz with 200. */
@@ -111,7 +113,8 @@ export interface KubeOneCluster extends ForeignCluster {
   /**
    * Joins a machine from addMachine the way molt joins one today and plain kubeadm would:
    * the shared PKI copied from the leader, `kubeadm join --control-plane` with a fresh token,
-   * and none of the feature files. kubeadm waits `waitSeconds` for the control plane to start;
+   * and no feature file copied by it. kubeadm waits `waitSeconds` for the kubelet's TLS bootstrap
+   * (against the node's own API server) and for the control plane to start;
    * returns whether it succeeded and the last lines of its output (token lines left out).
    */
   plainControlPlaneJoin(name: string, waitSeconds?: number): Promise<{ ok: boolean; output: string }>;
@@ -412,6 +415,7 @@ ${parts.join("\n")}
 
 /** KubeOne's scripts that move the uploaded files into place (pkg/scripts/configs.go). */
 const INSTALL_FEATURE_FILES = `set -euo pipefail
+umask 022
 CFG=${KUBEONE_WORK_DIR}/cfg
 mkdir -p /etc/kubernetes/audit
 mv "$CFG/audit-policy.yaml" ${KUBEONE_FILES.auditPolicy}
@@ -431,6 +435,10 @@ chown root:root ${KUBEONE_FILES.encryptionConfig}
 const KUBEADM = (what: string) =>
   `kubeadm ${what} >>/var/log/molt/kubeone-kubeadm.log 2>&1 || ` +
   `{ grep -v -i token /var/log/molt/kubeone-kubeadm.log | tail -n 20 >&2; exit 1; }`;
+const ETCDCTL =
+  "ETCDCTL_API=3 etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt " +
+  "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key " +
+  "--command-timeout=5s";
 const CHMOD_CRT = `find /etc/kubernetes/pki/ -name '*.crt' -exec chmod 600 {} \\;`;
 const waitReady = (address: string) =>
   `for i in $(seq 1 600); do curl -fsS --cacert /etc/kubernetes/pki/ca.crt https://${address}:6443/readyz ` +
@@ -575,6 +583,7 @@ async function bootstrap(m: ForeignMachines, o: KubeOneOptions): Promise<KubeOne
       `set -euo pipefail
 cat > ${manifest}.tmp <<'YAML'
 ${stringify(pod)}YAML
+chmod --reference=${manifest} ${manifest}.tmp
 mv ${manifest}.tmp ${manifest}
 rm -f /etc/kubernetes/super-admin.conf
 chmod 600 /var/lib/kubelet/config.yaml
@@ -614,6 +623,14 @@ chmod 600 /var/lib/kubelet/config.yaml
     apiOn(leader.name, "POST", "/api/v1/namespaces", { metadata: { name: PNS_NAMESPACE } }),
     [201, 409],
   );
+  // Pods there are admitted once kube-controller-manager made its default ServiceAccount.
+  const saDeadline = Date.now() + 120_000;
+  while (
+    (await apiOn(leader.name, "GET", `/api/v1/namespaces/${PNS_NAMESPACE}/serviceaccounts/default`)).status !== 200
+  ) {
+    if (Date.now() > saDeadline) throw new Error(`no default ServiceAccount in ${PNS_NAMESPACE} after 120 s`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
 
   // The Secret written before anything else.
   const secret = { name: "kubeone-canary", key: "token" };
@@ -629,13 +646,7 @@ chmod 600 /var/lib/kubelet/config.yaml
   );
 
   const secretAtRest = async (name: string, node: string): Promise<SecretAtRest> => {
-    const out = await ssh(
-      node,
-      "bash -s",
-      `ETCDCTL_API=3 etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt \\
-  --cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key \\
-  --command-timeout=5s get /registry/secrets/default/${name} -w json\n`,
-    );
+    const out = await ssh(node, "bash -s", `${ETCDCTL} get /registry/secrets/default/${name} -w json\n`);
     const kv = (JSON.parse(out) as { kvs?: { value: string }[] }).kvs?.[0];
     if (!kv) throw new Error(`etcd on ${node} has no /registry/secrets/default/${name}`);
     const raw = Buffer.from(kv.value, "base64");
@@ -664,6 +675,10 @@ chmod 600 /var/lib/kubelet/config.yaml
     secret,
     encryptionKeyName: keyName,
     addMachine: m.addMachine,
+    etcdMembers: async (node) => {
+      const out = await ssh(node, `${ETCDCTL} member list -w json`);
+      return ((JSON.parse(out) as { members?: { name?: string }[] }).members ?? []).map((x) => x.name ?? "").sort();
+    },
     nodeNames: async () => {
       const r = await must("listing nodes", apiOn(leader.name, "GET", "/api/v1/nodes"), [200]);
       return (JSON.parse(r.body) as { items: { metadata: { name: string } }[] }).items
@@ -737,7 +752,7 @@ chmod 600 /var/lib/kubelet/config.yaml
           imagePullPolicy: "Never",
         },
         skipPhases: ["preflight"],
-        timeouts: { controlPlaneComponentHealthCheck: `${waitSeconds}s` },
+        timeouts: { controlPlaneComponentHealthCheck: `${waitSeconds}s`, tlsBootstrap: `${waitSeconds}s` },
       });
       await ssh(name, "bash -s", upload);
       const out = await ssh(
