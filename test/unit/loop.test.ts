@@ -30,6 +30,22 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ownerMarkerJson, parseOwnerMarker } from "../../orchestrator/core/ownership";
 
+/** A 3-node cluster whose nodes KubeOne made (`molt adopt`'s entries). */
+function adoptedCluster(): FakeWorld {
+  const w = FakeWorld.cluster(3, "adopted");
+  for (const n of w.list) {
+    const a = w.machines.get(n.name)!.address;
+    n.adopted = {
+      address: a,
+      ssh: { host: a, port: 22, user: "root" },
+      hostKey: "ssh-ed25519 AAAA",
+      etcdVersion: "3.6.16",
+      source: "kubeone",
+    };
+  }
+  return w;
+}
+
 describe("the rollout loop (fake edges)", function () {
   let dir: string;
   let env: Record<string, string>;
@@ -175,17 +191,7 @@ describe("the rollout loop (fake edges)", function () {
     "replaces adopted nodes add-first, resets and releases them, and leaves their machines to their " + "owner",
     async () => {
       stack("lab-v2");
-      const w = FakeWorld.cluster(3, "adopted");
-      for (const n of w.list) {
-        const a = w.machines.get(n.name)!.address;
-        n.adopted = {
-          address: a,
-          ssh: { host: a, port: 22, user: "root" },
-          hostKey: "ssh-ed25519 AAAA",
-          etcdVersion: "3.6.16",
-          source: "kubeone",
-        };
-      }
+      const w = adoptedCluster();
       const { summary } = await run(w);
       assert.equal(summary.result, "succeeded", summary.reason);
       assert.deepEqual(images(w), ["lab-cp-4:lab-v2", "lab-cp-5:lab-v2", "lab-cp-6:lab-v2"]);
@@ -218,17 +224,7 @@ describe("the rollout loop (fake edges)", function () {
 
   it("retires a dead adopted node without SSH and tells its owner it still holds the cluster's keys", async () => {
     stack("lab-v2");
-    const w = FakeWorld.cluster(3, "adopted");
-    for (const n of w.list) {
-      const a = w.machines.get(n.name)!.address;
-      n.adopted = {
-        address: a,
-        ssh: { host: a, port: 22, user: "root" },
-        hostKey: "ssh-ed25519 AAAA",
-        etcdVersion: "3.6.16",
-        source: "kubeone",
-      };
-    }
+    const w = adoptedCluster();
     w.machines.get("lab-cp-2")!.up = false;
     const { summary } = await run(w, { replaceDead: ["lab-cp-2"] });
     assert.equal(summary.result, "succeeded", summary.reason);
