@@ -26,6 +26,24 @@ module.exports = {
       to: { path: "^orchestrator/", pathNot: "^orchestrator/core/" },
     },
     {
+      name: "config-is-input",
+      comment:
+        "orchestrator/config: the stack file, validated and typed, and the program's input made from it; " +
+        "it knows nothing of the run (edges, engine, leases, store, acts, commands).",
+      severity: "error",
+      from: { path: "^orchestrator/config/" },
+      to: {
+        path: "^orchestrator/((edges|stack|act|lease|backend|loop|adopt|report)/|(rollout|inspect|observe|disown)[.]ts$)",
+      },
+    },
+    {
+      name: "lease-below-the-commands",
+      comment: "orchestrator/lease: the stack's lease and the lab's claim; the commands take them, never the reverse.",
+      severity: "error",
+      from: { path: "^orchestrator/lease/" },
+      to: { path: "^orchestrator/((act|adopt|promotion|loop|report)/|(rollout|inspect|observe|disown|index)[.]ts$)" },
+    },
+    {
       name: "cli-is-the-top",
       comment: "Only the CLI imports the CLI; the library entry and the loop stay usable without it.",
       severity: "error",

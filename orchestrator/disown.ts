@@ -7,7 +7,7 @@ import type { Edges } from "./core/edges";
 import { describeOwner, disownDecision, ownerReadOf, type OwnerMarker, type OwnerRead } from "./core/ownership";
 import { openEdges, type EdgeFactory } from "./edges/open";
 import type { RolloutEvent } from "./events";
-import { holdStack } from "./lock-scope";
+import { holdStack } from "./lease/hold";
 import { ownerBackend } from "./backend/store";
 import { backendUrl, repoRoot } from "./stack/engine";
 

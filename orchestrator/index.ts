@@ -16,7 +16,7 @@ export type { RolloutResultKind } from "./core/model";
 export type { Intent, Operation, World, WaitKey } from "./core/model";
 export { decide } from "./core/plan";
 export { InvalidConfigError, loadStackConfig } from "./config";
-export { ConcurrentRolloutError, LeaseLostError, acquireLock, type HeldLock, type LockHolder } from "./lock";
+export { ConcurrentRolloutError, LeaseLostError, acquireLock, type HeldLock, type LockHolder } from "./lease/bucket";
 export { EngineLockedError } from "./stack/engine-lock";
 export { openStore } from "./backend/store";
 export { type ObjectStore, type StoredObject } from "./backend/object-store";

@@ -6,12 +6,12 @@
 import { pause } from "../lib/poll";
 import { act, changesMembership, isChange } from "./act";
 import { loadStackConfig, resolveLabImage, type StackConfig } from "./config";
-import { claimStackLab } from "./lab-claim";
+import { claimStackLab } from "./lease/lab-claim";
 import { openEdges, type EdgeFactory } from "./edges/open";
 import type { Edges } from "./core/edges";
 import { retainBackups, takeBackup } from "./etcd-backup";
 import type { NodeView, RolloutEvent } from "./events";
-import { holdStack } from "./lock-scope";
+import { holdStack } from "./lease/hold";
 import { checkProviderPlugins } from "./stack/plugins";
 import { releasePreflight, releaseRecorder } from "./promotion/hooks";
 import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory, type Stop } from "./core/memory";
@@ -144,7 +144,7 @@ async function run(
   const promotion = { cfg, stack: o.stack, workDir, backend, env: o.env, emit, verify: o.verify };
   await releasePreflight(promotion);
   const release = releaseRecorder({ ...promotion, signingKeyFile: o.signingKeyFile });
-  // The stack's lease (orchestrator/lock-scope.ts): `lock.signal` aborts if it is ever lost,
+  // The stack's lease (orchestrator/lease/hold.ts): `lock.signal` aborts if it is ever lost,
   // which cancels an engine step in flight as the caller's signal does.
   const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env, cfg.lockIn);
   // A lab stack's lab is its own: another stack's is refused here, before anything changes

@@ -1,6 +1,6 @@
 // The config sections every cloud stack has (molt:ssh, molt:failureDomains, molt:bootstrap)
 // and the zod helpers the providers' own sections are written with. Messages name what to
-// write instead; orchestrator/config.ts prefixes each with its key.
+// write instead; orchestrator/config/index.ts prefixes each with its key.
 import { z } from "zod";
 
 export const SET_PRIVATE_KEY =
@@ -71,7 +71,7 @@ export const cloudCommonSections = {
           "not root: cloud images refuse root logins; use the image's admin user (molt uses sudo -n)",
         ),
       port: z.number().optional(),
-      // Its form is checked with the other molt:ssh keys (orchestrator/config.ts); here only that it is there.
+      // Its form is checked with the other molt:ssh keys (orchestrator/config/index.ts); here only that it is there.
       privateKey: z
         .unknown()
         .refine((v) => v !== undefined, `required on clouds, as a Pulumi secret: ${SET_PRIVATE_KEY}`),

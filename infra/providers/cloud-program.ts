@@ -116,7 +116,7 @@ function endpointChecked<C extends CloudConfigBase & { provider: string }, S>(
   return pulumi.all([output, verdict]).apply(([o]): MoltOutputs => o);
 }
 
-/** The stack's secret `molt:ssh.privateKey` (orchestrator/config.ts checked it is one). */
+/** The stack's secret `molt:ssh.privateKey` (orchestrator/config/index.ts checked it is one). */
 function clientPrivateKey(): pulumi.Output<string> {
   return new pulumi.Config("molt").requireSecretObject<{ privateKey?: unknown }>("ssh").apply((s) => {
     if (typeof s.privateKey !== "string" || s.privateKey.trim() === "") {

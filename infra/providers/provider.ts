@@ -1,6 +1,6 @@
 // What a provider is to molt: one definition per provider (infra/providers/<kind>), listed
-// in infra/providers/registry.ts. orchestrator/config.ts validates a stack's config with
-// it, orchestrator/program-input.ts and infra/program.ts build the stack program from it,
+// in infra/providers/registry.ts. orchestrator/config/index.ts validates a stack's config with
+// it, orchestrator/config/program-input.ts and infra/program.ts build the stack program from it,
 // orchestrator/stack/plugins.ts checks its engine plugins, and orchestrator/stack/targets.ts
 // targets its cluster-wide components. Adding a provider is a new definition, its
 // component, its tests and docs, and one line in the registry.
@@ -73,7 +73,7 @@ export interface DomainSource {
   unplacedAllowed: boolean;
 }
 
-/** The program input of a cloud stack (orchestrator/program-input.ts makes it). */
+/** The program input of a cloud stack (orchestrator/config/program-input.ts makes it). */
 export interface CloudProgramInput<
   C extends CloudConfigBase & { provider: string } = CloudConfigBase & { provider: string },
 > {

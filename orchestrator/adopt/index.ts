@@ -11,14 +11,14 @@ import type { NodeEndpoint, NodeEntry } from "../core/nodes";
 import { buildProgram } from "../../infra/program";
 import type { SshTarget } from "../../infra/remote/ssh";
 import { loadStackConfig, resolveLabImage } from "../config";
-import { claimStackLab } from "../lab-claim";
+import { claimStackLab } from "../lease/lab-claim";
 import { EtcdAccess } from "../edges/etcd";
-import { acquireLock, machineStore, type HeldLock } from "../lock";
-import { acquireClusterLock } from "../cluster-lock";
-import { leaseHome } from "../lock-scope";
+import { acquireLock, machineStore, type HeldLock } from "../lease/bucket";
+import { acquireClusterLock } from "../lease/cluster";
+import { leaseHome } from "../lease/hold";
 import { exportState, viewOf } from "../stack/state";
 import { readStoredState } from "../stack/state";
-import { programInputFor } from "../program-input";
+import { programInputFor } from "../config/program-input";
 import { openStack, StackNotFoundError } from "../stack/driver";
 import { checkProviderPlugins } from "../stack/plugins";
 import { backendUrl, repoRoot } from "../stack/engine";
@@ -83,7 +83,7 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
   checkProviderPlugins(cfg.intent.provider, o.env);
   const imports = matchImports(o.imports ?? [], o.input.hosts, cfg, refuse);
   const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
-  // Where the lease lives (lock-scope.ts): in the cluster, this machine's first, then the
+  // Where the lease lives (lease/hold.ts): in the cluster, this machine's first, then the
   // adopted cluster's etcd once it is reached (before anything is recorded).
   const home = leaseHome(backend, cfg.lockIn, o.env);
   const lock = await acquireLock(backend, o.stack, "adopt", {
@@ -95,7 +95,8 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
   // The state guard's token (infra/guard.ts), for a stack whose lease lives in the cluster.
   let guardToken = "";
   try {
-    // 0. A lab stack's lab is its own (lab-claim.ts): another stack's is refused before anything is recorded.
+    // 0. A lab stack's lab is its own (lease/lab-claim.ts): another stack's is refused before anything
+    // is recorded.
     const owned = claimStackLab(cfg, o.stack, backend, (message) =>
       emit({ type: "check", check: "lab", ok: true, detail: message }),
     );

@@ -8,7 +8,7 @@ import { buildProgram, type ProgramInput } from "../../infra/program";
 import { endpointCheckProblemsIn, type EndpointCheck } from "../../infra/providers/api-load-balancer";
 import type { BastionTarget } from "../../infra/remote/ssh";
 import type { StackConfig } from "../config";
-import { programInputFor } from "../program-input";
+import { programInputFor } from "../config/program-input";
 import { openStack } from "../stack/driver";
 import { parseStoredState } from "../stack/state";
 import type { AdoptedView, Refuse } from "./errors";

@@ -1,5 +1,5 @@
 // A small object store in the stack's own backend: what every runner sharing the backend
-// sees. The rollout lease (orchestrator/lock.ts) lives here, and so can other records that
+// sees. The rollout lease (orchestrator/lease/bucket.ts) lives here, and so can other records that
 // must travel with the state (e.g. staging verification records). Writes are conditional
 // so that two runners can never both believe they wrote the same version:
 //  - putIfAbsent succeeds only if the key holds nothing (S3: If-None-Match: *);
@@ -13,7 +13,7 @@
 // signal says so): a store that stops answering fails the call with a BackendError instead of
 // holding the run. An abandoned request may still land later (a frozen server processes what
 // its socket buffered once it runs again): the lease's records say by when a write must land
-// to count (orchestrator/lock.ts).
+// to count (orchestrator/lease/bucket.ts).
 import type { ObjectStore } from "./object-store";
 import { fileURLToPath } from "node:url";
 import { BackendError } from "../stack/driver";

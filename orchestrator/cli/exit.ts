@@ -2,8 +2,8 @@
 // a run's summary or error maps to one, printed as the last line or event.
 import { OutsideWindowError } from "../controls/window";
 import { InvalidConfigError } from "../config";
-import { ConcurrentRolloutError } from "../lock";
-import { ClusterLockUnavailableError } from "../cluster-lock";
+import { ConcurrentRolloutError } from "../lease/bucket";
+import { ClusterLockUnavailableError } from "../lease/cluster";
 import { AnotherUpdateInProgressError, StateChangedByAnotherRunError } from "../stack/state-changed";
 import { EngineLockedError } from "../stack/engine-lock";
 import { CorruptStateError } from "../stack/state";

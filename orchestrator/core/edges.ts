@@ -27,7 +27,7 @@ export interface EtcdEdge {
   moveLeader(leaderNode: string, targetId: string): Promise<void>;
   /** An etcd snapshot of one member's database saved to a local file; returns its size. */
   snapshot(node: string, path: string): Promise<number>;
-  /** The calls a lease in the cluster needs (orchestrator/cluster-lock.ts), through whichever member answers. */
+  /** The calls a lease in the cluster needs (orchestrator/lease/cluster.ts), through whichever member answers. */
   leaseKv(): LeaseKv;
   /** The cluster's ownership marker (core/ownership.ts OWNER_KEY), read linearizably; undefined when absent. */
   readOwner(): Promise<OwnerRecord | undefined>;

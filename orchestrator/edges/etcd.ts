@@ -8,7 +8,7 @@ import { Etcd3, type IMember, type IStatusResponse } from "etcd3";
 import type { NodeEndpoint } from "../core/nodes";
 import type { SshSession } from "../../infra/remote/ssh";
 import { SessionPool, type SshCredentials } from "./sessions";
-import { etcdLeaseKv } from "../cluster-lock";
+import { etcdLeaseKv } from "../lease/cluster";
 import { type EtcdEdge, type LeaseKv } from "../core/edges";
 import { etcdOwnerCalls } from "./etcd-owner";
 
@@ -346,7 +346,7 @@ export class EtcdAccess implements EtcdEdge {
   }
 
   /**
-   * The cluster lease's calls (orchestrator/cluster-lock.ts), to each member with a tunnel in
+   * The cluster lease's calls (orchestrator/lease/cluster.ts), to each member with a tunnel in
    * turn: the tunnels follow the node list, so the lease outlives the nodes it was taken through.
    */
   leaseKv(): LeaseKv {

@@ -1,7 +1,7 @@
 // A release: what a rollout converges to - Kubernetes version, etcd version and the base
 // image as each environment names it (an AMI copied to another account has another ID) -
 // declared in stack config as molt:release, and the promotion settings (molt:promotion).
-// Validated here with the other keys (orchestrator/config.ts calls in); the digest is what
+// Validated here with the other keys (orchestrator/config/index.ts calls in); the digest is what
 // a verification record carries, so a record can only vouch for exactly this release.
 import { createHash } from "node:crypto";
 import * as semver from "semver";

@@ -6,7 +6,7 @@ import { loadStackConfig, resolveLabImage } from "../config";
 import { requireStore } from "../backend/store";
 import { openEdges, type EdgeFactory } from "../edges/open";
 import type { Edges } from "../core/edges";
-import { holdStack } from "../lock-scope";
+import { holdStack } from "../lease/hold";
 import { backendUrl, repoRoot } from "../stack/engine";
 import { PromotionRefusedError } from "./errors";
 import type { VerifyEvent } from "./events";
@@ -73,7 +73,7 @@ export async function verify(o: VerifyOptions): Promise<VerifySummary> {
         `${first!.record.signature ? `signed with key ${first!.record.signature.keyId}` : "unsigned"})`,
     );
 
-  // The rollouts' lease, wherever it lives (lock-scope.ts): beside the state, or in the cluster.
+  // The rollouts' lease, wherever it lives (lease/hold.ts): beside the state, or in the cluster.
   const lockEvents = (e: RolloutEvent) => {
     // A lease that cannot be given up expires by itself after its time to live.
     if (e.type === "lock-release-failed")

@@ -12,7 +12,7 @@ import { hostname } from "node:os";
 import { alive } from "../../lib/process";
 import { pollUntil } from "../../lib/poll";
 import type { ObjectStore } from "../backend/object-store";
-import type { HeldLock } from "../lock";
+import type { HeldLock } from "../lease/bucket";
 
 export interface EngineLock {
   key: string;

@@ -12,9 +12,9 @@ import * as pulumi from "@pulumi/pulumi";
 import type { NodeEntry } from "../core/nodes";
 import { buildProgram, NODE_LIST_SCHEMA } from "../../infra/program";
 import { loadStackConfig, resolveLabImage } from "../config";
-import { programInputFor } from "../program-input";
-import { withLabOwner } from "../lab-claim";
-import { leaseHome } from "../lock-scope";
+import { programInputFor } from "../config/program-input";
+import { withLabOwner } from "../lease/lab-claim";
+import { leaseHome } from "../lease/hold";
 import { backendUrl } from "./engine";
 import { nodesWithStoredJoins, type StateResource } from "./targets";
 
@@ -56,7 +56,7 @@ export default async function program(): Promise<Record<string, unknown>> {
   const why = refusal(stack, pulumi.runtime.isDryRun());
   if (why) throw new pulumi.RunError(why);
   const projectDir = process.env.MOLT_PROJECT_DIR ?? process.cwd();
-  // The lab's owner as a rollout declares it (lab-claim.ts): this stack in the engine's backend.
+  // The lab's owner as a rollout declares it (lease/lab-claim.ts): this stack in the engine's backend.
   const cfg = withLabOwner(resolveLabImage(loadStackConfig(projectDir, stack)), stack, backendUrl());
   // A stack whose lease lives in the cluster holds the state guard: declared as it is.
   const guarded = leaseHome(backendUrl(), cfg.lockIn, process.env) === "cluster";

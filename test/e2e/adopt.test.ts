@@ -5,7 +5,7 @@
 // 3.6 patch floor refuses 3.5.11 -> 3.6 on real binaries; a rollout to 3.5.35 replaces the
 // adopted nodes add-first with a client writing the whole time, then 3.5.35 -> 3.6 works,
 // and a second rollout is a no-op.
-import { readClusterLease } from "../../orchestrator/cluster-lock";
+import { readClusterLease } from "../../orchestrator/lease/cluster";
 import * as assert from "node:assert/strict";
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -395,7 +395,7 @@ describe("adopting a foreign etcd cluster behind a bastion (e2e)", function () {
     assert.ok(adopted, "the cluster was adopted");
     const marker = await withEtcd((access) => access.leaseKv().get("/molt/owner"));
     const before = await members();
-    // A lab of its own (a lab belongs to one stack, lab-claim.ts): as two stacks on two machines
+    // A lab of its own (a lab belongs to one stack, lease/lab-claim.ts): as two stacks on two machines
     // would, it reaches the cluster, whose marker refuses it.
     suite.wd.writeStackConfig(RIVAL, stackYaml("etcd-v3.5.11", { labName: RIVAL_LAB }));
     const run = await cli(

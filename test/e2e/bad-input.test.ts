@@ -28,7 +28,7 @@ import type { NodeEndpoint } from "../../orchestrator/core/nodes";
 import { HostKeyMismatchError, SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { FileStore } from "../../orchestrator/backend/file";
-import { lockKey, readLease } from "../../orchestrator/lock";
+import { lockKey, readLease } from "../../orchestrator/lease/bucket";
 import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { closeFingerprints, fingerprint, stackStateDir, type Fingerprint } from "../support/fingerprint";

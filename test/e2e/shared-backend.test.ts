@@ -8,7 +8,7 @@ import * as assert from "node:assert/strict";
 import { Chaos, formatTable, runnerWrap, type ScenarioResult } from "../../chaos/harness";
 import { openStore } from "../../orchestrator/backend/store";
 import { type ObjectStore } from "../../orchestrator/backend/object-store";
-import { readLease } from "../../orchestrator/lock";
+import { readLease } from "../../orchestrator/lease/bucket";
 import { startCli, type CliRun } from "../support/cli";
 import { labEndpoints } from "../support/probe";
 import { testLab } from "../support/lab";

@@ -11,7 +11,7 @@ import { locateEngine } from "../../orchestrator/stack/engine";
 import { BackendError } from "../../orchestrator/stack/driver";
 import { AzureBlobStore } from "../../orchestrator/backend/azblob";
 import { openStore, requireStore } from "../../orchestrator/backend/store";
-import { acquireLock, lockStore, readLease } from "../../orchestrator/lock";
+import { acquireLock, lockStore, readLease } from "../../orchestrator/lease/bucket";
 import { startAzurite, type AzuriteServer } from "../support/azurite";
 import { leaseTakeover } from "../support/lease-takeover";
 import { assertOutageDies, assertOutageReleases } from "../support/lease-outage";

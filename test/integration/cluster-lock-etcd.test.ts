@@ -10,9 +10,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Etcd3 } from "etcd3";
-import { acquireClusterLock, clusterLockKeys, etcdLeaseKv, readClusterLease } from "../../orchestrator/cluster-lock";
+import { acquireClusterLock, clusterLockKeys, etcdLeaseKv, readClusterLease } from "../../orchestrator/lease/cluster";
 import { type LeaseKv } from "../../orchestrator/core/edges";
-import { ConcurrentRolloutError, type HeldLock } from "../../orchestrator/lock";
+import { ConcurrentRolloutError, type HeldLock } from "../../orchestrator/lease/bucket";
 import { distDir } from "../../orchestrator/stack/engine";
 import { freePort } from "../support/s3";
 
@@ -92,7 +92,7 @@ describe("the rollout lock in a real etcd", function () {
       [
         "-e",
         `const { Etcd3 } = require("etcd3");
-         const m = require(${JSON.stringify(join(distDir, "orchestrator", "cluster-lock.js"))});
+         const m = require(${JSON.stringify(join(distDir, "orchestrator", "lease", "cluster.js"))});
          const cs = [process.env.DEAD, process.env.URL].map((h) => new Etcd3({ hosts: h,
            defaultCallOptions: () => ({ deadline: Date.now() + 1000 }) }));
          m.acquireClusterLock(m.etcdLeaseKv("etcd", () => cs), "prod", "rollout",

@@ -6,7 +6,7 @@
 import * as assert from "node:assert/strict";
 import { BackendError } from "../../orchestrator/stack/driver";
 import { S3Store } from "../../orchestrator/backend/s3";
-import { readLease } from "../../orchestrator/lock";
+import { readLease } from "../../orchestrator/lease/bucket";
 import { leaseTakeover } from "../support/lease-takeover";
 import { assertOutageDies, assertOutageReleases } from "../support/lease-outage";
 import { freePort, startS3Server, type S3Server } from "../support/s3";

@@ -15,7 +15,13 @@ import { join } from "node:path";
 import { openStore } from "../../orchestrator/backend/store";
 import { STORE_CALL_MS } from "../../orchestrator/backend/object-store";
 import { BackendError } from "../../orchestrator/stack/driver";
-import { acquireLock, ConcurrentRolloutError, lossMarginMs, readLease, type HeldLock } from "../../orchestrator/lock";
+import {
+  acquireLock,
+  ConcurrentRolloutError,
+  lossMarginMs,
+  readLease,
+  type HeldLock,
+} from "../../orchestrator/lease/bucket";
 import { distDir } from "../../orchestrator/stack/engine";
 
 export interface Freezable {
@@ -59,7 +65,7 @@ function runnerA(url: string, env: Record<string, string | undefined>, release: 
     process.execPath,
     [
       "-e",
-      `const lock = require(${JSON.stringify(join(distDir, "orchestrator", "lock.js"))});
+      `const lock = require(${JSON.stringify(join(distDir, "orchestrator", "lease", "bucket.js"))});
        lock.acquireLock(process.env.URL, "outage", "rollout",
           { ttlSeconds: ${OUTAGE_TTL_SECONDS}, identity: { host: "runner-a", machine: "a" } })
         .then((l) => {

@@ -5,7 +5,7 @@
 import * as assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { acquireLock, ConcurrentRolloutError, type HeldLock } from "../../orchestrator/lock";
+import { acquireLock, ConcurrentRolloutError, type HeldLock } from "../../orchestrator/lease/bucket";
 import { distDir } from "../../orchestrator/stack/engine";
 
 export async function leaseTakeover(url: string): Promise<{ b: HeldLock; runId: string; waitedMs: number }> {
@@ -13,7 +13,7 @@ export async function leaseTakeover(url: string): Promise<{ b: HeldLock; runId: 
     process.execPath,
     [
       "-e",
-      `require(${JSON.stringify(join(distDir, "orchestrator", "lock.js"))})
+      `require(${JSON.stringify(join(distDir, "orchestrator", "lease", "bucket.js"))})
         .acquireLock(process.env.URL, "prod", "rollout",
           { ttlSeconds: 2, identity: { host: "runner-a", machine: "a" } })
         .then((l) => { console.log("held " + l.holder.runId); setInterval(() => {}, 1000); })`,

@@ -1,4 +1,4 @@
-// An in-memory LeaseKv (orchestrator/cluster-lock.ts) with etcd's rules: a key on a lease goes
+// An in-memory LeaseKv (orchestrator/lease/cluster.ts) with etcd's rules: a key on a lease goes
 // when the lease does, transactions compare revisions. `now` is the clock leases expire on
 // (tests move it). Two runners in one test share one instance, as they share one cluster.
 import type { KvEntry, LeaseKv } from "../../orchestrator/core/edges";

@@ -9,9 +9,9 @@ import {
   ClusterLockUnavailableError,
   clusterLockKeys,
   readClusterLease,
-} from "../../orchestrator/cluster-lock";
-import { ConcurrentRolloutError, type HeldLock } from "../../orchestrator/lock";
-import { leaseHome } from "../../orchestrator/lock-scope";
+} from "../../orchestrator/lease/cluster";
+import { ConcurrentRolloutError, type HeldLock } from "../../orchestrator/lease/bucket";
+import { leaseHome } from "../../orchestrator/lease/hold";
 import { BackendError } from "../../orchestrator/stack/driver";
 import { isUpdateInProgress } from "../../orchestrator/stack/state-changed";
 import { MemoryLeaseKv } from "../support/memory-lease-kv";

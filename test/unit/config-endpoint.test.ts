@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { InvalidConfigError, loadStackConfig, stackConfigPath, type StackConfig } from "../../orchestrator/config";
-import { placeNewNode, programInputFor } from "../../orchestrator/program-input";
+import { placeNewNode, programInputFor } from "../../orchestrator/config/program-input";
 import { assignStaticAddress, expandAddressPool } from "../../orchestrator/core/addresses";
 import type { NodeEntry } from "../../orchestrator/core/nodes";
 import type { VsphereNodeSettings } from "../../infra/providers/vsphere/config";
@@ -42,7 +42,7 @@ const entry = (generation: number, address?: string): NodeEntry => ({
   ...(address ? { address } : {}),
 });
 
-describe("API endpoint and static addresses (orchestrator/config-endpoint.ts)", () => {
+describe("API endpoint and static addresses (orchestrator/config/endpoint.ts)", () => {
   let dir: string;
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), "molt-config-endpoint-"));

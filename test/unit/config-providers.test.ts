@@ -1,4 +1,4 @@
-// Cloud sections of stacks/Pulumi.<stack>.yaml (orchestrator/config.ts): typed settings
+// Cloud sections of stacks/Pulumi.<stack>.yaml (orchestrator/config/index.ts): typed settings
 // for the stack program, and every bad value named by its key before anything runs.
 import * as assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -14,7 +14,7 @@ const example = (provider: string): Record<string, unknown> =>
   (parse(readFileSync(join(repo, "stacks", `Pulumi.${provider}.yaml`), "utf8")) as { config: Record<string, unknown> })
     .config;
 
-describe("cloud sections of the stack configuration (orchestrator/config.ts)", () => {
+describe("cloud sections of the stack configuration (orchestrator/config/index.ts)", () => {
   let dir: string;
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), "molt-config-providers-"));

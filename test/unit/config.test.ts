@@ -12,7 +12,7 @@ import {
   type StackConfig,
 } from "../../orchestrator/config";
 
-describe("stack configuration (orchestrator/config.ts)", () => {
+describe("stack configuration (orchestrator/config/index.ts)", () => {
   let dir: string;
   let savedLabRoot: string | undefined;
 

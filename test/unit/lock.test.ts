@@ -17,7 +17,7 @@ import {
   lossMarginMs,
   readLease,
   type HeldLock,
-} from "../../orchestrator/lock";
+} from "../../orchestrator/lease/bucket";
 
 const runnerA = { host: "runner-a", machine: "boot-a/pidns-a" };
 const runnerB = { host: "runner-b", machine: "boot-b/pidns-b" };

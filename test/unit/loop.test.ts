@@ -1,7 +1,7 @@
 // The rollout loop with fake edges (test/support/fake-edges.ts): whole runs in milliseconds,
 // next to the same runs on the lab (test/e2e/*). What is asserted here is the loop's own
 // part: the order of changes, the results, and that a crashed run resumes.
-import { acquireClusterLock, clusterLockKeys } from "../../orchestrator/cluster-lock";
+import { acquireClusterLock, clusterLockKeys } from "../../orchestrator/lease/cluster";
 import { StateChangedByAnotherRunError } from "../../orchestrator/stack/state-changed";
 import assert from "node:assert/strict";
 import {
@@ -22,7 +22,7 @@ import { claimLab, labOwner, readLabClaim, releaseLab } from "../../infra/lab/ow
 import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/rollout";
 import { inspect } from "../../orchestrator/inspect";
 import { fakeEdges, FakeWorld } from "../support/fake-edges";
-import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lock";
+import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lease/bucket";
 import { pollUntil } from "../../lib/poll";
 import { humanRenderer } from "../../orchestrator/cli/render";
 import { WebhookNotifier } from "../../orchestrator/report/notify";

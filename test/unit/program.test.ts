@@ -1,6 +1,6 @@
 // The stack program (infra/program.ts) under Pulumi mocks, fed the way molt feeds it: the
-// repository's example stacks loaded by orchestrator/config.ts, turned into program input
-// by orchestrator/program-input.ts, node entries made by the planner and placed in
+// repository's example stacks loaded by orchestrator/config/index.ts, turned into program input
+// by orchestrator/config/program-input.ts, node entries made by the planner and placed in
 // failure domains. The lab branch is compared with a snapshot taken from the code before
 // the clouds were wired in, so existing lab stacks see no diff.
 import * as assert from "node:assert/strict";
@@ -15,7 +15,7 @@ import { generateSshKeyPair } from "../../infra/remote/ssh";
 import { loadStackConfig, type StackConfig } from "../../orchestrator/config";
 import { readStoredState } from "../../orchestrator/stack/state";
 import { newEntry } from "../../orchestrator/core/plan";
-import { placeNewNode, programInputFor } from "../../orchestrator/program-input";
+import { placeNewNode, programInputFor } from "../../orchestrator/config/program-input";
 import { DYNAMIC, clientKey, installMocks, reveal, settle, type Recorder } from "./providers/harness";
 import { LAB_NODES, LAB_SETTINGS, labTree } from "./program-tree";
 

@@ -1,5 +1,5 @@
 // molt:vsphere.staticAddresses: fixed node addresses from a pool, for networks without DHCP
-// reservations (orchestrator/config-endpoint.ts checks the pool against the replicas).
+// reservations (orchestrator/config/endpoint.ts checks the pool against the replicas).
 import { z } from "zod";
 import { isIPv4 } from "../../../orchestrator/core/addresses";
 

@@ -1,5 +1,5 @@
 // Issue #16 under Pulumi mocks: the stack program as molt runs it (example stacks loaded by
-// orchestrator/config.ts, program input, registry), with the settings the fixes added.
+// orchestrator/config/index.ts, program input, registry), with the settings the fixes added.
 import * as assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,7 +14,7 @@ import { VSPHERE_TOKENS } from "../../../infra/providers/vsphere";
 import { generateSshKeyPair } from "../../../infra/remote/ssh";
 import { loadStackConfig, stackConfigPath, type StackConfig } from "../../../orchestrator/config";
 import { newEntry } from "../../../orchestrator/core/plan";
-import { placeNewNode, programInputFor } from "../../../orchestrator/program-input";
+import { placeNewNode, programInputFor } from "../../../orchestrator/config/program-input";
 import { shellcheck } from "../kubeadm/shell";
 import { DYNAMIC, JOIN, clientKey, fixtures, installMocks, one, reveal, settle, value, type Recorder } from "./harness";
 

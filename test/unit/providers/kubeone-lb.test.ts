@@ -26,7 +26,7 @@ import { parseProbe, type HostFacts } from "../../../orchestrator/adopt/probe";
 import { adoptedEntries } from "../../../orchestrator/adopt/record";
 import { loadStackConfig, type StackConfig } from "../../../orchestrator/config";
 import { newEntry } from "../../../orchestrator/core/plan";
-import { placeNewNode, programInputFor } from "../../../orchestrator/program-input";
+import { placeNewNode, programInputFor } from "../../../orchestrator/config/program-input";
 import { targetsFor } from "../../../orchestrator/stack/targets";
 import { DYNAMIC, clientKey, installMocks, settle, type Recorder } from "./harness";
 

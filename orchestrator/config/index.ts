@@ -3,23 +3,23 @@
 // the whole file is valid. The keys every stack has are checked here; each provider's own
 // sections, image rules and failure domains come from its definition
 // (infra/providers/registry.ts).
-import type { SshAccessSettings } from "./core/nodes";
+import type { SshAccessSettings } from "../core/nodes";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { readLabImage } from "../infra/lab/image";
-import type { LabSettings } from "../infra/lab/settings";
-import { providerOf, type CloudConfig } from "../infra/providers/registry";
-import type { VipSettings } from "../infra/vip/keepalived";
-import type { VsphereNodeSettings } from "../infra/providers/vsphere/config";
-import { checkStaticAddresses, resolveApiEndpoint } from "./config-endpoint";
-import { resolvePromotion, type PromotionSettings, type Release } from "./promotion/release";
-import type { Intent } from "./core/model";
-import { type MaintenanceWindow } from "./core/model";
-import { DEFAULT_HOOK_TIMEOUT_SECONDS } from "./controls/hook-config";
-import { baseSections, everySectionPresent, crossFieldProblems, describeIssue } from "./config-schema";
-import { parseCloudSections, cloudConfig } from "./config-cloud";
+import { readLabImage } from "../../infra/lab/image";
+import type { LabSettings } from "../../infra/lab/settings";
+import { providerOf, type CloudConfig } from "../../infra/providers/registry";
+import type { VipSettings } from "../../infra/vip/keepalived";
+import type { VsphereNodeSettings } from "../../infra/providers/vsphere/config";
+import { checkStaticAddresses, resolveApiEndpoint } from "./endpoint";
+import { resolvePromotion, type PromotionSettings, type Release } from "../promotion/release";
+import type { Intent } from "../core/model";
+import { type MaintenanceWindow } from "../core/model";
+import { DEFAULT_HOOK_TIMEOUT_SECONDS } from "../controls/hook-config";
+import { baseSections, everySectionPresent, crossFieldProblems, describeIssue } from "./schema";
+import { parseCloudSections, cloudConfig } from "./cloud";
 
 export type { CloudConfig };
 

@@ -1,10 +1,10 @@
 // From the validated stack config and a node list to the stack program's input.
-import type { HostFileCarry } from "./core/model";
-import type { NodeEntry } from "./core/nodes";
-import { assignStaticAddress } from "./core/addresses";
-import { assignFailureDomain } from "./core/placement";
-import type { ProgramInput } from "../infra/program";
-import type { StackConfig } from "./config";
+import type { HostFileCarry } from "../core/model";
+import type { NodeEntry } from "../core/nodes";
+import { assignStaticAddress } from "../core/addresses";
+import { assignFailureDomain } from "../core/placement";
+import type { ProgramInput } from "../../infra/program";
+import type { StackConfig } from "./";
 
 /**
  * `joining`: the nodes of `nodes` the stored list does not hold yet, the only ones this

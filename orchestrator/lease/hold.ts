@@ -1,6 +1,6 @@
 // The rollout's hold on its stack, in the two lines the loop needs: take the lease (and say
 // where it lives and whose dead lease it took), and clear what a dead run's engine left. The
-// lease itself is orchestrator/lock.ts; the engine's lock orchestrator/stack/engine-lock.ts.
+// lease itself is orchestrator/lease/bucket.ts; the engine's lock orchestrator/stack/engine-lock.ts.
 //
 // The loop's part when the lease is lost (`signal` aborts): rollout.ts checks it at the top of
 // every pass (the boundary between operations), its waits end early through it, and it is
@@ -8,17 +8,17 @@
 // terminated if it has not stopped within half the safety margin. The run ends "failed",
 // with the reason, before another runner can take the stack.
 import type { Stack } from "@pulumi/pulumi/automation";
-import type { Edges } from "./core/edges";
-import type { RolloutEvent } from "./events";
-import { acquireLock, lossMarginMs, machineStore, type HeldLock } from "./lock";
-import { acquireClusterLock, ClusterLockUnavailableError } from "./cluster-lock";
-import { EtcdUnreachableError } from "./edges/etcd";
-import { AnotherUpdateInProgressError } from "./stack/state-changed";
-import { openStore, redactUrl, STORE_SCHEMES } from "./backend/store";
-import { BackendError } from "./stack/driver";
-import { canBindEngines } from "./stack/engine-bind";
-import { stopEnginesNow } from "./stack/engine-process";
-import { settleEngineLock } from "./stack/engine-lock";
+import type { Edges } from "../core/edges";
+import type { RolloutEvent } from "../events";
+import { acquireLock, lossMarginMs, machineStore, type HeldLock } from "./bucket";
+import { acquireClusterLock, ClusterLockUnavailableError } from "./cluster";
+import { EtcdUnreachableError } from "../edges/etcd";
+import { AnotherUpdateInProgressError } from "../stack/state-changed";
+import { openStore, redactUrl, STORE_SCHEMES } from "../backend/store";
+import { BackendError } from "../stack/driver";
+import { canBindEngines } from "../stack/engine-bind";
+import { stopEnginesNow } from "../stack/engine-process";
+import { settleEngineLock } from "../stack/engine-lock";
 
 export interface StackLock extends HeldLock {
   /**

@@ -1,13 +1,13 @@
 // The schema of the keys every stack has, and the rules that span keys: a stack file's
-// first check (orchestrator/config.ts loads it; each provider's sections come from its definition).
-import { publicKeyBlob } from "../infra/remote/ssh";
+// first check (orchestrator/config/index.ts loads it; each provider's sections come from its definition).
+import { publicKeyBlob } from "../../infra/remote/ssh";
 import * as semver from "semver";
 import { z } from "zod";
-import { cloudCommonSections, SET_PRIVATE_KEY } from "../infra/providers/cloud-config";
-import { PROVIDER_KINDS, PROVIDERS } from "../infra/providers/registry";
-import type { HookName } from "./core/model";
-import { windowSchema } from "./controls/window";
-import { HOOK_NAMES, hookSchema } from "./controls/hook-config";
+import { cloudCommonSections, SET_PRIVATE_KEY } from "../../infra/providers/cloud-config";
+import { PROVIDER_KINDS, PROVIDERS } from "../../infra/providers/registry";
+import type { HookName } from "../core/model";
+import { windowSchema } from "../controls/window";
+import { HOOK_NAMES, hookSchema } from "../controls/hook-config";
 
 export const isPublicKey = (v: string) => {
   try {

@@ -22,11 +22,11 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, readlinkSync } from "node:fs";
 import { hostname } from "node:os";
-import { alive } from "../lib/process";
-import { FileStore } from "./backend/file";
-import { openStore } from "./backend/store";
-import { STORE_CALL_MS, storeTimeAtMost, type CallOptions, type ObjectStore } from "./backend/object-store";
-import { moltHome } from "./stack/engine";
+import { alive } from "../../lib/process";
+import { FileStore } from "../backend/file";
+import { openStore } from "../backend/store";
+import { STORE_CALL_MS, storeTimeAtMost, type CallOptions, type ObjectStore } from "../backend/object-store";
+import { moltHome } from "../stack/engine";
 
 export interface LockHolder {
   host: string;
@@ -91,7 +91,7 @@ export interface HeldLock {
   where: string;
   /**
    * "backend": every runner of the backend sees it; "cluster": the cluster's etcd holds it
-   * (orchestrator/cluster-lock.ts), seen by every runner that reaches the cluster; "machine":
+   * (orchestrator/lease/cluster.ts), seen by every runner that reaches the cluster; "machine":
    * only this machine does.
    */
   scope: "backend" | "cluster" | "machine";

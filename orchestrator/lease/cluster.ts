@@ -9,15 +9,15 @@
 //  - `/molt/locks/<stack>/last` (no lease) keeps the holder's record until it releases: a
 //    taker that finds it without the lease key reports whose lease expired.
 //  - A holder that cannot keep its lease alive gives it up a margin before etcd could let it
-//    go (lock.ts keepRenewed, the same rule as the bucket lease).
+//    go (bucket.ts keepRenewed, the same rule as the bucket lease).
 // Every call goes to the first member that answers (keep-alives and reads to all at once,
 // transactions one after another; a node being replaced, a learner that refuses lease calls,
 // a dropped tunnel cost nothing), so the lease survives the rollout replacing every node it
 // was taken through.
-import type { KvEntry, LeaseKv } from "./core/edges";
+import type { KvEntry, LeaseKv } from "../core/edges";
 import type { Etcd3 } from "etcd3";
-import { alive } from "../lib/process";
-import { anyMember as anyMemberOf, fastest as fastestOf } from "./edges/etcd-members";
+import { alive } from "../../lib/process";
+import { anyMember as anyMemberOf, fastest as fastestOf } from "../edges/etcd-members";
 import {
   ConcurrentRolloutError,
   keepRenewed,
@@ -27,7 +27,7 @@ import {
   type HeldLock,
   type LockHolder,
   type LockOptions,
-} from "./lock";
+} from "./bucket";
 
 export class ClusterLockUnavailableError extends Error {
   constructor(stack: string, detail: string) {

@@ -1,10 +1,10 @@
 // The cloud sections of a stack (molt:ssh, molt:failureDomains, molt:bootstrap and the
 // provider's own): checked for cloud providers only, typed into StackConfig.cloud.
 import { z } from "zod";
-import { InvalidBootstrapSettingError, kubernetesVersion, validateSettings } from "../infra/kubeadm/settings";
-import { cloudCommonSections, type CloudCommonSections } from "../infra/providers/cloud-config";
-import { cloudConfigOf, type AnyCloudProvider, type CloudConfig } from "../infra/providers/registry";
-import { PROVIDER_SECTION_KEYS } from "./config-schema";
+import { InvalidBootstrapSettingError, kubernetesVersion, validateSettings } from "../../infra/kubeadm/settings";
+import { cloudCommonSections, type CloudCommonSections } from "../../infra/providers/cloud-config";
+import { cloudConfigOf, type AnyCloudProvider, type CloudConfig } from "../../infra/providers/registry";
+import { PROVIDER_SECTION_KEYS } from "./schema";
 
 export function parseCloudSections(
   def: AnyCloudProvider,

@@ -2,8 +2,8 @@
 // the lab before it changes anything, so a second stack on the same molt:lab.name is refused
 // (LabOwnedError, exit 2) with nothing changed; and the stack's load balancer carries the
 // owner, so its create claims the lab too and its delete leaves another stack's running.
-import type { StackConfig } from "./config";
-import { claimLab, labOwner } from "../infra/lab/owner";
+import type { StackConfig } from "../config";
+import { claimLab, labOwner } from "../../infra/lab/owner";
 
 /** `cfg` with its lab's owner: this stack in this backend (no change to cfg without a lab). */
 export function withLabOwner(cfg: StackConfig, stack: string, backend: string): StackConfig {

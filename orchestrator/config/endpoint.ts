@@ -1,12 +1,12 @@
 // molt:apiEndpoint (provider-neutral) and molt:vsphere.staticAddresses: how clients reach
 // the API servers when there is no cloud load balancer, and fixed node addresses for it.
-// Validated here; orchestrator/config.ts calls in.
+// Validated here; orchestrator/config/index.ts calls in.
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { expandAddressPool, inSubnet } from "./core/addresses";
-import { isIPv4 } from "./core/addresses";
-import { type VipSettings } from "../infra/vip/keepalived";
-import type { StaticAddressesConfig } from "../infra/providers/vsphere/static-addresses";
+import { expandAddressPool, inSubnet } from "../core/addresses";
+import { isIPv4 } from "../core/addresses";
+import { type VipSettings } from "../../infra/vip/keepalived";
+import type { StaticAddressesConfig } from "../../infra/providers/vsphere/static-addresses";
 
 const ipv4 = (what: string) => z.string({ message: what }).refine(isIPv4, what);
 
