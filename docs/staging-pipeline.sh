@@ -1,5 +1,5 @@
 #!/usr/bin/env sh
-# An example pipeline for staging across environments (README, "Staging across environments"):
+# An example pipeline for staging across environments (docs/staging.md):
 # a plain shell sequence any CI system can run, as one job or one step per stage. It rolls
 # staging to the release in stacks/Pulumi.staging.yaml, soaks it, promotes exactly that release
 # into stacks/Pulumi.prod.yaml, commits the change for review, and rolls prod, which refuses

@@ -6,7 +6,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$("$here/setup-engine.sh" | tail -n1)
 export PATH="$bin:$PATH" PULUMI_SKIP_UPDATE_CHECK=true PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_BACKEND_URL=${PULUMI_BACKEND_URL:-file://${MOLT_HOME:-$HOME/.molt}/state}
-# A file backend without the engine's metadata sidecars, as molt runs it (README "The Pulumi engine").
+# A file backend without the engine's metadata sidecars, as molt runs it (docs/pulumi-engine.md).
 case "$PULUMI_BACKEND_URL" in
   file://*metadata=*) ;;
   file://*\?*) PULUMI_BACKEND_URL="$PULUMI_BACKEND_URL&metadata=skip" ;;

@@ -129,7 +129,7 @@ export function registerPromotionCommands(program: Command, ctx: CliContext): vo
 
   program
     .command("keygen")
-    .description('make an ed25519 key pair for signed verification records (README, "Signed records")')
+    .description('make an ed25519 key pair for signed verification records (docs/staging.md, "Signed records")')
     .requiredOption("--out <file>", "where the private key is written (PKCS#8 PEM, mode 0600; never overwritten)")
     .option("--json", "print one JSON document")
     .action((opts: { out: string; json?: boolean }) => {

@@ -262,7 +262,8 @@ export function releaseRecorder(
 export function unsignedNote(stack: string): string {
   return (
     `the verification record of stack ${stack} is not signed (no --signing-key, MOLT_SIGNING_KEY_FILE or ` +
-    `MOLT_SIGNING_KEY): a stack that names a publicKey for ${stack} will not accept it (README, "Signed records")`
+    `MOLT_SIGNING_KEY): a stack that names a publicKey for ${stack} will not accept it ` +
+    `(docs/staging.md, "Signed records")`
   );
 }
 

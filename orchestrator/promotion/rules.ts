@@ -163,7 +163,7 @@ export function verificationWarning(record: VerificationRecord, source: string, 
         `publicKey is configured for ${source} (molt:promotion.requireVerifiedOn), so the signature was not checked`
     : `the record of ${record.release.name} on stack ${source} is not signed and no publicKey is configured for ` +
         `${source} (molt:promotion.requireVerifiedOn): anyone who can write ${source}'s backend can write a record ` +
-        `that is accepted (README, "Signed records")`;
+        `that is accepted (docs/staging.md, "Signed records")`;
 }
 
 /** How a record is signed, for check lines and status. */

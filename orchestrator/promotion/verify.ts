@@ -42,7 +42,7 @@ export async function verify(o: VerifyOptions): Promise<VerifySummary> {
   if (!release)
     throw new PromotionRefusedError(
       `stack ${o.stack} names no molt:release, so there is nothing to verify; nothing was changed. ` +
-        `Declare the release in ${cfg.file} (see README, "Staging across environments").`,
+        `Declare the release in ${cfg.file} (see docs/staging.md).`,
     );
   const problems = releaseIntentProblems(release, cfg.intent, o.stack);
   if (problems.length) throw new InvalidConfigError(cfg.file, problems);

@@ -32,7 +32,7 @@ import { makeWorkDir, type TestWorkDir } from "./workdir";
 
 const labs = { staging: testLab(20), prod: testLab(21) };
 type StackName = keyof typeof labs;
-const SOAK_MINUTES = 0.1; // 6 s: fractional minutes are allowed (README, "Staging across environments")
+const SOAK_MINUTES = 0.1; // 6 s: fractional minutes are allowed (docs/configuration.md, molt:promotion.soakMinutes)
 
 export function stagingScenario(full: boolean): void {
   describe(`staging across environments on the lab (${full ? "full, " : ""}labs t20 + t21)`, function () {

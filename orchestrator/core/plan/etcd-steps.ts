@@ -189,7 +189,7 @@ export function unhealthyVoters(c: Scope): Operation | undefined {
         condition: "EtcdMemberHealthy",
         reason:
           `etcd member of ${node.name} is not healthy (${why}); no node was changed. Recover it, or replace ` +
-          `it remove-first with \`molt rollout --stack ${c.stack} --replace-dead ${node.name}\` (README ` +
+          `it remove-first with \`molt rollout --stack ${c.stack} --replace-dead ${node.name}\` (docs/operations.md, ` +
           `"Recovering a dead member")`,
       };
     }
