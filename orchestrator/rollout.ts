@@ -85,7 +85,10 @@ export interface RolloutOptions {
    * takes the cluster over before any change (core/ownership.ts). Must name the owner exactly.
    */
   takeOver?: string;
-  /** --terminate-leaked: terminate the cloud machines a killed run left, at the end of a converged run (orchestrator/leaks.ts). */
+  /**
+   * --terminate-leaked: terminate the cloud machines a killed run left, at the end of a
+   * converged run (orchestrator/leaks.ts).
+   */
   terminateLeaked?: boolean;
   /** Where the cloud's machines are listed; default: the stack's cloud (AWS), none with test edges. null: none. */
   inventory?: MachineInventory | null;

@@ -355,7 +355,7 @@ describe("the rollout loop (fake edges)", function () {
       assert.deepEqual(c.terminated, []);
     });
 
-    it("with the flag: terminated at the end, the stray member's machine only after its member is removed", async () => {
+    it("with the flag: terminated at the end, the stray member's machine after its member left", async () => {
       stack("lab-v1");
       const w = FakeWorld.cluster(3, "lab-v1");
       const c = cloud(w);

@@ -108,7 +108,10 @@ class FakeEc2 {
 }
 
 function error(code: string, message: string): string {
-  return `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>${code}</Code><Message>${message}</Message></Error></Errors><RequestID>e</RequestID></Response>`;
+  return (
+    `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>${code}</Code>` +
+    `<Message>${message}</Message></Error></Errors><RequestID>e</RequestID></Response>`
+  );
 }
 
 const cp = (cluster: string, node: string) => ({
