@@ -63,6 +63,21 @@ export type RolloutEvent =
   | { type: "engine-lock-cleared"; locks: { host: string; pid: number; since: string }[] }
   | { type: "pending-cleared"; operations: { urn: string; operation: string; reason: string }[] }
   | {
+      /** Machines under molt's tags for this cluster that the state does not hold (orchestrator/leaks.ts). */
+      type: "leaked-machines";
+      where: string;
+      machines: {
+        id: string;
+        node?: string;
+        address?: string;
+        state: string;
+        launchedAt?: string;
+        /** terminate: would be (the start's report never terminates); terminated; kept (see reason). */
+        action: "terminate" | "terminated" | "kept";
+        reason?: string;
+      }[];
+    }
+  | {
       /** Engine processes a killed run left (an engine still updating, provider plugins): stopped before acting. */
       type: "engine-leftovers";
       processes: { pid: number; command: string; kind: "engine" | "plugin"; how: "stopped" | "killed" }[];

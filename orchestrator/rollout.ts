@@ -29,6 +29,8 @@ import type { StackState } from "./core/edges";
 import { isHealthyNode, nodeViews } from "./views";
 import { checkWindowAtStart, controlsClock, windowClosedReason } from "./controls/window";
 import { controlsIntent, type HookCallbacks } from "./controls/intent";
+import { inventoryOf, leakWatch } from "./leaks";
+import type { MachineInventory } from "./core/edges";
 
 export { plannedReplacements, type PlannedReplacement };
 
@@ -83,6 +85,13 @@ export interface RolloutOptions {
    * takes the cluster over before any change (core/ownership.ts). Must name the owner exactly.
    */
   takeOver?: string;
+  /**
+   * --terminate-leaked: terminate the cloud machines a killed run left, at the end of a
+   * converged run (orchestrator/leaks.ts).
+   */
+  terminateLeaked?: boolean;
+  /** Where the cloud's machines are listed; default: the stack's cloud (AWS), none with test edges. null: none. */
+  inventory?: MachineInventory | null;
 }
 
 /** A watched wait re-reads its node this often, and observes everything at least this often. */
@@ -203,6 +212,15 @@ async function run(
     await lock.holdInCluster(edges);
     const cleared = await edges.stack.prepare();
     if (cleared.length) emit({ type: "pending-cleared", operations: cleared });
+    const opened = edges;
+    const leaks = leakWatch({
+      inventory:
+        o.inventory === undefined ? (o.edges ? undefined : inventoryOf(cfg, o.env)) : (o.inventory ?? undefined),
+      terminate: !!o.terminateLeaked,
+      stack: () => opened.stack,
+      emit,
+    });
+    await leaks.atStart();
     checkReplaceDead(intent, await edges.stack.state(), o.stack);
     const ctx = {
       edges,
@@ -246,8 +264,10 @@ async function run(
       const decided = afterDecision(memory, op, now(), intent.timeouts);
       memory = decided.memory;
       const end = endOf(memory, op);
-      if (end)
+      if (end) {
+        await leaks.atEnd(end, world);
         return finish(await release.settle(end, { edges: e, nodes: views, operations: memory.operations, signal }));
+      }
       if (!isChange(op)) {
         // A wait: observe again after the poll interval (at once when its deadline just passed);
         // a join, a node's health and kube-proxy's rollout are watched until their end shows (loop/wait-watch.ts).

@@ -87,6 +87,11 @@ export async function main(argv: string[]): Promise<number> {
     .option("--metrics-file <path>", "write the run's figures in the Prometheus text format (textfile collector)")
     .option("--notify <url>", "POST the start, failures and pauses, and the summary as JSON to this webhook")
     .option(
+      "--terminate-leaked",
+      "at the end of a converged run, terminate machines under molt's tags for this cluster that the state does " +
+        "not hold and etcd does not list (a killed run's; AWS); without it they are only reported",
+    )
+    .option(
       "--take-over <stack>",
       "the cluster's ownership marker names this stack, which is gone: take the cluster over from it first",
     )
@@ -104,6 +109,7 @@ export async function main(argv: string[]): Promise<number> {
         metricsFile?: string;
         notify?: string;
         takeOver?: string;
+        terminateLeaked?: boolean;
       }) => {
         const json = !!opts.json;
         try {
@@ -156,6 +162,7 @@ export async function main(argv: string[]): Promise<number> {
             ...(opts.replaceDead ? { replaceDead: opts.replaceDead } : {}),
             ...(opts.maxReplacements !== undefined ? { maxReplacements: opts.maxReplacements } : {}),
             ...(opts.takeOver !== undefined ? { takeOver: opts.takeOver } : {}),
+            ...(opts.terminateLeaked ? { terminateLeaked: true } : {}),
             engineOutput: !!opts.verbose,
             verify: !!opts.verify,
             ...(opts.signingKey !== undefined ? { signingKeyFile: opts.signingKey } : {}),

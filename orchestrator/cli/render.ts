@@ -143,6 +143,14 @@ export function humanRenderer(o: {
             `cleared an operation a killed engine left pending: ${p.operation} ${p.urn.split("::").pop()}: ${p.reason}`,
           );
         return;
+      case "leaked-machines":
+        for (const m of e.machines)
+          out(
+            `! ${m.action === "terminated" ? "terminated" : "found"} a machine a killed run left on ${e.where}: ` +
+              `${m.id}${m.node ? ` (node ${m.node})` : ""}${m.address ? ` ${m.address}` : ""} ${m.state}` +
+              `${m.reason ? `: ${m.reason}` : ""}`,
+          );
+        return;
       case "engine-leftovers":
         for (const p of e.processes)
           out(`${p.how} a ${p.kind} process an earlier run left: pid ${p.pid} ${p.command.slice(0, 100)}`);

@@ -1,6 +1,7 @@
 // The edges the rollout loop talks to, as small interfaces beside the core that uses them:
 // the real ones reach etcd and Kubernetes through SSH tunnels (orchestrator/edges/) and the
 // engine (orchestrator/stack/edge.ts); test/support/fake-edges.ts implements them in memory.
+import type { CloudMachine } from "./leaks";
 import type { Operation } from "./model";
 import type { NodeEntry, SshAccessSettings, StoredState } from "./nodes";
 import type { OwnerRecord } from "./ownership";
@@ -141,6 +142,8 @@ export interface StackEdge {
    * update that drops its entry deletes: what that will do is returned here too.
    */
   releaseAdopted(entry: NodeEntry): Promise<string[]>;
+  /** The provider ids of the state's resources of one type (a cloud's machines: which of them the state holds). */
+  resourceIds?(type: string): Promise<string[]>;
   /** Waits for the edge's own background reads (the export after the last change) to end. */
   quiesce?(): Promise<void>;
   /**
@@ -190,4 +193,17 @@ export interface KvEntry {
   value: Buffer;
   lease: string;
   revision: string;
+}
+
+/**
+ * A cloud's list of the control-plane machines that carry molt's tags for one cluster
+ * (core/leaks.ts decides which of them leaked), and their termination.
+ */
+export interface MachineInventory {
+  /** Where the machines are listed, for reports (e.g. "aws eu-central-1"). */
+  readonly where: string;
+  /** The state's resource type of these machines (e.g. aws:ec2/instance:Instance). */
+  readonly resourceType: string;
+  list(): Promise<CloudMachine[]>;
+  terminate(ids: readonly string[]): Promise<void>;
 }

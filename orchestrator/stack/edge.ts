@@ -279,6 +279,11 @@ export class EngineStack implements StackEdge {
   private stopBackground?: AbortController;
 
   /** The state read after this run's last change; read now when there is none (or that read failed). */
+  async resourceIds(type: string): Promise<string[]> {
+    const { resources } = await this.baseState();
+    return resources.filter((r) => r.type === type && r.id).map((r) => r.id!);
+  }
+
   private async baseState(): Promise<StateView> {
     const read = await this.base?.catch(() => undefined);
     if (read) return read;

@@ -227,10 +227,11 @@ export type StateView = Pick<ExportedState, "resources" | "listed" | "plain"> & 
  */
 export function viewOf(state: ExportedState): StateView {
   const resources = state.resources.map((r) => {
-    const { urn, type, parent, dependencies, propertyDependencies, deletedWith, outputs } = r;
+    const { urn, type, id, parent, dependencies, propertyDependencies, deletedWith, outputs } = r;
     return {
       urn,
       type,
+      ...(id ? { id } : {}),
       ...(parent ? { parent } : {}),
       ...(dependencies ? { dependencies } : {}),
       ...(propertyDependencies ? { propertyDependencies } : {}),

@@ -26,6 +26,8 @@ import { CLUSTER_WIDE_TYPES } from "../../infra/providers/registry";
 export interface StateResource {
   urn: string;
   type: string;
+  /** The provider's id of the resource (a cloud machine's instance id). */
+  id?: string;
   parent?: string;
   dependencies?: string[];
   propertyDependencies?: Record<string, string[]>;

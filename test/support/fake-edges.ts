@@ -34,6 +34,9 @@ export interface FakeMachine {
 }
 
 /** The world the fakes share; tests read it to check what happened and flip faults. */
+/** The state's resource type of a fake machine (StackEdge.resourceIds). */
+export const FAKE_MACHINE_TYPE = "fake:machine";
+
 export class FakeWorld {
   /** The node list as the stack's outputs hold it. */
   list: NodeEntry[] = [];
@@ -173,6 +176,11 @@ class FakeStack implements StackEdge {
 
   async prepare(): Promise<ClearedOperation[]> {
     return [];
+  }
+
+  /** Machines are the state's only resources with ids: `fake-<node>`. */
+  async resourceIds(type: string): Promise<string[]> {
+    return type === FAKE_MACHINE_TYPE ? [...this.w.machines.keys()].map((n) => `fake-${n}`) : [];
   }
 
   async state(): Promise<StackState> {

@@ -21,7 +21,8 @@ import type { RolloutEvent } from "../../orchestrator/events";
 import { claimLab, labOwner, readLabClaim, releaseLab } from "../../infra/lab/owner";
 import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/rollout";
 import { inspect } from "../../orchestrator/inspect";
-import { fakeEdges, FakeWorld } from "../support/fake-edges";
+import { FAKE_MACHINE_TYPE, fakeEdges, FakeWorld } from "../support/fake-edges";
+import type { MachineInventory } from "../../orchestrator/core/edges";
 import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lease/bucket";
 import { pollUntil } from "../../lib/poll";
 import { humanRenderer } from "../../orchestrator/cli/render";
@@ -310,6 +311,95 @@ describe("the rollout loop (fake edges)", function () {
     const again = await run(w);
     assert.equal(again.summary.result, "succeeded", again.summary.reason);
     assert.equal(w.members.length, 3);
+  });
+
+  describe("machines a killed run left on the cloud (--terminate-leaked)", () => {
+    /** A cloud listing the held machines, one leaked machine, and one whose address is a stray etcd member. */
+    function cloud(w: FakeWorld) {
+      const terminated: string[] = [];
+      const inventory: MachineInventory = {
+        where: "fake cloud",
+        resourceType: FAKE_MACHINE_TYPE,
+        list: async () =>
+          [
+            ...[...w.machines.values()].map((m) => ({
+              id: `fake-${m.entry.name}`,
+              address: m.address,
+              state: "running",
+            })),
+            { id: "i-leak", node: "lab-cp-9", address: "10.0.0.99", state: "running" },
+            { id: "i-stray", node: "lab-cp-8", address: "10.0.0.98", state: "running" },
+          ].filter((m) => !terminated.includes(m.id)),
+        terminate: async (ids) => void terminated.push(...ids),
+      };
+      // The surge got as far as the join: its member is in etcd, its machine not in the state.
+      w.members.push({
+        id: "98",
+        name: "lab-cp-8",
+        peerURLs: ["https://10.0.0.98:2380"],
+        clientURLs: [],
+        isLearner: false,
+      });
+      return { inventory, terminated };
+    }
+    const leaked = (events: RolloutEvent[]) =>
+      events.flatMap((e) => (e.type === "leaked-machines" ? [e.machines.map((m) => `${m.id}:${m.action}`)] : []));
+
+    it("without the flag: reported at the start, nothing terminated", async () => {
+      stack("lab-v1");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const c = cloud(w);
+      const { summary, events } = await run(w, { inventory: c.inventory });
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(leaked(events), [["i-leak:kept", "i-stray:kept"]]);
+      assert.deepEqual(c.terminated, []);
+    });
+
+    it("with the flag: terminated at the end, the stray member's machine after its member left", async () => {
+      stack("lab-v1");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const c = cloud(w);
+      const { summary, events } = await run(w, { inventory: c.inventory, terminateLeaked: true });
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.ok(!w.members.some((m) => m.id === "98"), "the stray member was removed first");
+      assert.deepEqual(leaked(events), [
+        ["i-leak:kept", "i-stray:kept"],
+        ["i-leak:terminated", "i-stray:terminated"],
+      ]);
+      assert.deepEqual(c.terminated.sort(), ["i-leak", "i-stray"]);
+      const start = events.findIndex((e) => e.type === "leaked-machines");
+      const removal = w.log.findIndex((l) => l.includes("memberRemove"));
+      assert.ok(start >= 0 && removal >= 0, w.log.join("\n"));
+    });
+
+    it("with the flag, a run that does not converge terminates nothing and says so", async () => {
+      stack("lab-v2", { joinSeconds: 10 });
+      const w = FakeWorld.cluster(3, "lab-v1");
+      w.faults.joinNeverStarts = true;
+      const c = cloud(w);
+      const { summary, events } = await run(w, { inventory: c.inventory, terminateLeaked: true, onFailure: "pause" });
+      assert.equal(summary.result, "paused", summary.reason);
+      assert.deepEqual(c.terminated, []);
+      assert.ok(
+        events.some(
+          (e) => e.type === "warning" && /did not converge, so no leaked machine was terminated/.test(e.message),
+        ),
+      );
+    });
+
+    it("a cloud that cannot be listed is a warning, not a failed run", async () => {
+      stack("lab-v1");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const inventory: MachineInventory = {
+        where: "fake cloud",
+        resourceType: FAKE_MACHINE_TYPE,
+        list: () => Promise.reject(new Error("UnauthorizedOperation: ec2:DescribeInstances")),
+        terminate: () => Promise.reject(new Error("not called")),
+      };
+      const { summary, events } = await run(w, { inventory });
+      assert.equal(summary.result, "noop", summary.reason);
+      assert.ok(events.some((e) => e.type === "warning" && /DescribeInstances/.test(e.message)));
+    });
   });
 
   it("with molt:lock.in cluster: holds the lease in etcd before the first change, releases it at the end", async () => {

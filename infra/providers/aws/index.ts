@@ -13,6 +13,7 @@ export * from "./config";
 export * from "./node";
 export * from "./load-balancer";
 export * from "./security-group";
+export * from "./network";
 
 export interface AwsCloudConfig extends CloudConfigBase {
   provider: "aws";

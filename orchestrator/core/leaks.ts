@@ -1,0 +1,69 @@
+// Machines a killed run left running: a cloud instance that carries molt's tags for this
+// cluster but that the stack's state does not hold (the engine died between the cloud's
+// create and recording its id). What to do with each is decided here; the cloud is asked
+// and told through a MachineInventory (edges.ts).
+import type { Member } from "./observations";
+
+/** A control-plane machine the cloud lists under molt's tags for this cluster. */
+export interface CloudMachine {
+  id: string;
+  /** Its molt.io/node tag: the node it was created for. */
+  node?: string;
+  /** Private address (what etcd's peer URLs name). */
+  address?: string;
+  /** The cloud's own state name (AWS: pending, running, stopping, stopped, ...). */
+  state: string;
+  launchedAt?: string;
+}
+
+export type LeakVerdict =
+  { machine: CloudMachine; action: "terminate" } | { machine: CloudMachine; action: "keep"; reason: string };
+
+const GONE = new Set(["shutting-down", "terminated"]);
+
+/**
+ * The listed machines the state does not hold, each with what to do: terminate it only when
+ * asked to, and never one whose address etcd lists as a member (a killed surge that got as
+ * far as the join: the planner's remove-stray-member takes the member out first, after which
+ * the next converged run terminates the machine). `members` undefined: etcd was not seen.
+ */
+export function leakedMachines(
+  listed: readonly CloudMachine[],
+  heldIds: readonly string[],
+  members: readonly Member[] | undefined,
+  terminate: boolean,
+): LeakVerdict[] {
+  const held = new Set(heldIds);
+  const memberHosts = new Set((members ?? []).flatMap((m) => m.peerURLs.map(hostOf)));
+  return listed
+    .filter((m) => !held.has(m.id) && !GONE.has(m.state))
+    .map((machine): LeakVerdict => {
+      if (!terminate)
+        return { machine, action: "keep", reason: "not terminated: rerun with --terminate-leaked to terminate it" };
+      if (held.size === 0)
+        return {
+          machine,
+          action: "keep",
+          reason: "not terminated: the state read back holds no machine at all, which a converged cluster cannot be",
+        };
+      if (members === undefined)
+        return { machine, action: "keep", reason: "not terminated: etcd's members were not seen in this run" };
+      if (machine.address !== undefined && memberHosts.has(machine.address))
+        return {
+          machine,
+          action: "keep",
+          reason:
+            `not terminated: ${machine.address} is an etcd member; molt removes the stray member first, a later ` +
+            "converged run with --terminate-leaked terminates the machine",
+        };
+      return { machine, action: "terminate" };
+    });
+}
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).hostname.replace(/^\[|\]$/g, "");
+  } catch {
+    return url;
+  }
+}

@@ -1,0 +1,100 @@
+// Leaked machines during a rollout: listed and reported at the start (before anything
+// changes), terminated with --terminate-leaked at the end of a converged run, when etcd's
+// members are known and stray members are gone (core/leaks.ts decides).
+import { readFileSync } from "node:fs";
+import { parse } from "yaml";
+import type { MachineInventory, StackEdge } from "./core/edges";
+import { leakedMachines, type LeakVerdict } from "./core/leaks";
+import type { Stop } from "./core/memory";
+import type { World } from "./core/model";
+import type { Member } from "./core/observations";
+import type { StackConfig } from "./config";
+import { awsInventory } from "./edges/aws-inventory";
+import type { RolloutEvent } from "./events";
+
+/** The inventory of a stack's cloud, where molt can list its machines (AWS today). */
+export function inventoryOf(cfg: StackConfig, env?: Record<string, string | undefined>): MachineInventory | undefined {
+  const cloud = cfg.cloud;
+  if (cloud?.provider !== "aws") return undefined;
+  const region = (cloud as { aws: { region?: string } }).aws.region ?? awsRegionOf(cfg.file) ?? process.env.AWS_REGION;
+  if (!region) return undefined;
+  return awsInventory({
+    region,
+    clusterName: cloud.bootstrap.clusterName ?? "kubernetes",
+    env: { ...process.env, ...env },
+  });
+}
+
+function awsRegionOf(file: string): string | undefined {
+  const doc = parse(readFileSync(file, "utf8")) as { config?: Record<string, unknown> } | null;
+  const region = doc?.config?.["aws:region"];
+  return typeof region === "string" ? region : undefined;
+}
+
+export interface LeakWatch {
+  atStart(): Promise<void>;
+  atEnd(end: Stop, world: World): Promise<void>;
+}
+
+export function leakWatch(o: {
+  inventory: MachineInventory | undefined;
+  terminate: boolean;
+  stack: () => StackEdge;
+  emit: (e: RolloutEvent) => void;
+}): LeakWatch {
+  const inv = o.inventory;
+  const verdicts = async (members: readonly Member[] | undefined, terminate: boolean) => {
+    const stack = o.stack();
+    if (!inv || !stack.resourceIds) return [];
+    const [listed, held] = await Promise.all([inv.list(), stack.resourceIds(inv.resourceType)]);
+    return leakedMachines(listed, held, members, terminate);
+  };
+  const report = (v: LeakVerdict[], terminated: boolean) =>
+    o.emit({
+      type: "leaked-machines",
+      where: inv!.where,
+      machines: v.map((x) => ({
+        id: x.machine.id,
+        ...(x.machine.node ? { node: x.machine.node } : {}),
+        ...(x.machine.address ? { address: x.machine.address } : {}),
+        state: x.machine.state,
+        ...(x.machine.launchedAt ? { launchedAt: x.machine.launchedAt } : {}),
+        action: x.action === "terminate" ? (terminated ? "terminated" : "terminate") : "kept",
+        ...(x.action === "keep" ? { reason: x.reason } : {}),
+      })),
+    });
+  const warn = (what: string, e: unknown) =>
+    o.emit({
+      type: "warning",
+      message: `${what} on ${inv!.where} failed: ${e instanceof Error ? e.message : String(e)}`,
+    });
+  return {
+    async atStart() {
+      if (!inv) return;
+      try {
+        const v = await verdicts(undefined, false);
+        if (v.length) report(v, false);
+      } catch (e) {
+        warn("listing machines a killed run may have left", e);
+      }
+    },
+    async atEnd(end, world) {
+      if (!inv || !o.terminate) return;
+      if (end.result !== "succeeded" && end.result !== "noop") {
+        o.emit({
+          type: "warning",
+          message: "--terminate-leaked: the run did not converge, so no leaked machine was terminated",
+        });
+        return;
+      }
+      try {
+        const v = await verdicts(world.etcd?.members, true);
+        const ids = v.filter((x) => x.action === "terminate").map((x) => x.machine.id);
+        await inv.terminate(ids);
+        if (v.length) report(v, true);
+      } catch (e) {
+        warn("terminating leaked machines", e);
+      }
+    },
+  };
+}
