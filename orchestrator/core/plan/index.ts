@@ -19,3 +19,4 @@ export {
 export { etcdVersionProblem, kubernetesVersionProblem } from "./versions";
 export { isTransientEtcdRefusal, waitDeadlineSeconds } from "./waits";
 export { plannedReplacements, type PlannedReplacement } from "./replacements";
+export { chainOf, chainPath, stepIntent, type Chain, type ChainResult, type ChainStep } from "./chain";
