@@ -27,7 +27,9 @@ build() {
   echo "built: $out ($stamp) in $(( $(date +%s) - start ))s"
 }
 
-for minor in ${*:-$LAB_KUBE_MINORS}; do
+minors=("$@")
+[ $# -gt 0 ] || read -ra minors <<<"$LAB_KUBE_MINORS"
+for minor in "${minors[@]}"; do
   key=${minor//./_}
   kv=$(eval echo "\$LAB_KUBE_$key")
   ev=$(eval echo "\$LAB_ETCD_$key")
