@@ -34,6 +34,19 @@ export function decide(s: World, stack: string): Operation {
   return inStep(decideStep({ ...s, intent: c.intent }, stack), c, c.steps[c.current]);
 }
 
+/**
+ * The chain's step every node reached whose gates hold now (a converged rollout to it, its
+ * soak passed): verified, the next step may start. Undefined outside a chain or before then.
+ */
+export function passedStep(s: World, stack: string): ChainStep | undefined {
+  const chain = chainOf(s.nodes, s.intent);
+  const settle = chain.kind === "chain" ? chain.chain.settle : undefined;
+  if (!settle || s.rollingBack) return undefined;
+  if (decideStep(settledWorld(s, settle.intent), stack).kind !== "done") return undefined;
+  const soak = s.intent.timeouts.stepSoakSeconds ?? 0;
+  return soak > 0 && !s.expired.includes(`step-soak:${settle.step.minor}`) ? undefined : settle.step;
+}
+
 /** The operation's reason, saying which step of the chain it serves. */
 function inStep(op: Operation, c: Chain, step: ChainStep): Operation {
   const n = c.steps.indexOf(step) + 1;

@@ -1,5 +1,5 @@
 // The planner: pure functions from one observed world to the next operation.
-export { decide } from "./decide";
+export { decide, passedStep } from "./decide";
 export { scopeOf, type Scope } from "./scope";
 export {
   agreedLeader,
