@@ -14,6 +14,7 @@ import {
   isOutdated,
   kubeProblem,
   plannedReplacements,
+  replacementsNow,
   type PlannedReplacement,
 } from "./core/plan";
 import { BackendError, StackNotFoundError } from "./stack/driver";
@@ -203,19 +204,11 @@ export async function inspect(o: {
     conditions,
     next,
     ...(cfg.release ? { release: await releaseStatus(cfg, o.stack, backend, o.env) } : {}),
-    replacements: plannedReplacements(stored.nodes, stepNow(snapshot, intent), snapshot.certificates),
+    replacements: replacementsNow(snapshot),
     ...(snapshot.certificates ? { certificates: snapshot.certificates } : {}),
     progress: rolloutProgress(snapshot, intent),
     ...chainView(snapshot, intent),
   };
-}
-
-/** The intent whose replacements come first: in a chain, the step that rolls now (a reached step's own first). */
-function stepNow(s: World, intent: World["intent"]): World["intent"] {
-  const r = chainOf(s.nodes, intent);
-  if (r.kind !== "chain") return intent;
-  const settle = r.chain.settle;
-  return settle && plannedReplacements(s.nodes, settle.intent, s.certificates).length ? settle.intent : r.chain.intent;
 }
 
 /** The chain as `plan` and `status` show it: per step, how many nodes it replaces. */

@@ -20,7 +20,14 @@ import type { Intent, Operation, World } from "./core/model";
 import { observe, reobserveAddons, reobserveNode } from "./observe";
 import { k8s } from "./edges/kube-support";
 import { watchOf, watchWait } from "./loop/wait-watch";
-import { decide, passedStep, plannedReplacements, waitDeadlineSeconds, type PlannedReplacement } from "./core/plan";
+import {
+  decide,
+  passedStep,
+  plannedReplacements,
+  replacementsNow,
+  waitDeadlineSeconds,
+  type PlannedReplacement,
+} from "./core/plan";
 import { EngineCancelledError } from "./stack/driver";
 import { backendUrl, moltHome, repoRoot } from "./stack/engine";
 import { redactDeep, redactText, rememberEnvSecrets } from "./report/redact";
@@ -299,7 +306,7 @@ async function run(
 
       // Act.
       if (!confirmed) {
-        confirmed = await o.confirm!(plannedReplacements(world.nodes, intent, world.certificates));
+        confirmed = await o.confirm!(replacementsNow(world));
         if (!confirmed) return finish({ result: "cancelled", reason: "not confirmed; nothing was changed" });
       }
       await o.beforeOperation?.(op, world);

@@ -18,5 +18,5 @@ export {
 } from "./rules";
 export { etcdVersionProblem, kubernetesVersionProblem } from "./versions";
 export { isTransientEtcdRefusal, waitDeadlineSeconds } from "./waits";
-export { plannedReplacements, type PlannedReplacement } from "./replacements";
+export { plannedReplacements, replacementsNow, type PlannedReplacement } from "./replacements";
 export { chainOf, chainPath, stepIntent, type Chain, type ChainResult, type ChainStep } from "./chain";
