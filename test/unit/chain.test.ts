@@ -6,6 +6,7 @@ import * as assert from "node:assert/strict";
 import fc from "fast-check";
 import type { ChainImage, Intent, NodeEntry, Operation, World } from "../../orchestrator/core/model";
 import { chainOf, decide } from "../../orchestrator/core/plan";
+import { afterDecision, initialMemory } from "../../orchestrator/core/memory";
 
 const STACK = "lab";
 const img = (v: string) => `k8s-v${v}`;
@@ -306,6 +307,28 @@ describe("chained upgrades (orchestrator/core/plan/chain.ts)", () => {
     it("the target reached: done, as an ordinary converged rollout", () => {
       const op = decide(world(intent(), ["1.37.2", "1.37.2", "1.37.2"], { proxy: "1.37.2" }), STACK);
       assert.equal(op.kind, "done");
+    });
+  });
+
+  describe("the step soak in the loop's memory (core/memory.ts)", () => {
+    const timeouts = { joinSeconds: 300, settleSeconds: 60, drainSeconds: 300, stepSoakSeconds: 30 };
+    const soakOp: Operation = { kind: "wait", key: "step-soak:1.36", reason: "soaking" };
+    const healthOp: Operation = { kind: "wait", key: "health:lab-cp-2", node: "lab-cp-2", reason: "unhealthy" };
+
+    it("passes once it lasted stepSoakSeconds without a break", () => {
+      let m = afterDecision(initialMemory, soakOp, 0, timeouts).memory;
+      const d = afterDecision(m, soakOp, 31_000, timeouts);
+      m = d.memory;
+      assert.equal(d.expiredNow, "step-soak:1.36");
+      assert.ok(m.expired.includes("step-soak:1.36"));
+    });
+
+    it("starts over when any other wait comes between (the cluster was not healthy throughout)", () => {
+      let m = afterDecision(initialMemory, soakOp, 0, timeouts).memory;
+      m = afterDecision(m, healthOp, 20_000, timeouts).memory;
+      const d = afterDecision(m, soakOp, 31_000, timeouts);
+      assert.equal(d.expiredNow, undefined, "restarted at 31 s, not passed");
+      assert.equal(d.memory.waits["step-soak:1.36"], 31_000);
     });
   });
 
