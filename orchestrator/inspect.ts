@@ -9,10 +9,12 @@ import type { Operation, World } from "./core/model";
 import { observe } from "./observe";
 import {
   agreedLeader,
+  chainOf,
   decide,
   isOutdated,
   kubeProblem,
   plannedReplacements,
+  replacementsNow,
   type PlannedReplacement,
 } from "./core/plan";
 import { BackendError, StackNotFoundError } from "./stack/driver";
@@ -27,6 +29,7 @@ import { describeOwner, sameOwner, type Ownership } from "./core/ownership";
 import { fileBackendDir } from "./backend/file-sidecars";
 import { existsSync } from "node:fs";
 import { checkpointExists } from "./stack/checkpoint";
+import type { ChainStep } from "./core/plan";
 
 export interface Condition {
   type:
@@ -57,6 +60,14 @@ export interface Inspection {
   progress: { upToDate: number; replicas: number; outdated: string[] };
   /** molt:rollout.replaceCertificatesExpiringWithinDays: each node's first certificate to expire. */
   certificates?: World["certificates"];
+  /** A chained upgrade under way (molt:images, core/plan/chain.ts): its steps and where the cluster is. */
+  chain?: ChainView;
+}
+
+export interface ChainView {
+  steps: (ChainStep & { replacements: number })[];
+  /** The step being rolled, or next to roll (an index into steps). */
+  current: number;
 }
 
 export async function inspect(o: {
@@ -193,10 +204,27 @@ export async function inspect(o: {
     conditions,
     next,
     ...(cfg.release ? { release: await releaseStatus(cfg, o.stack, backend, o.env) } : {}),
-    replacements: plannedReplacements(stored.nodes, intent, snapshot.certificates),
+    replacements: replacementsNow(snapshot),
     ...(snapshot.certificates ? { certificates: snapshot.certificates } : {}),
     progress: rolloutProgress(snapshot, intent),
+    ...chainView(snapshot, intent),
   };
+}
+
+/** The chain as `plan` and `status` show it: per step, how many nodes it replaces. */
+function chainView(s: World, intent: World["intent"]): { chain?: ChainView } {
+  const r = chainOf(s.nodes, intent);
+  if (r.kind !== "chain") return {};
+  const { chain } = r;
+  const count = (i: number) => {
+    if (i < chain.current)
+      return chain.settle && chain.steps[i] === chain.settle.step
+        ? plannedReplacements(s.nodes, chain.settle.intent, s.certificates).length
+        : 0;
+    if (i === chain.current) return plannedReplacements(s.nodes, chain.intent, s.certificates).length;
+    return intent.replicas;
+  };
+  return { chain: { steps: chain.steps.map((st, i) => ({ ...st, replacements: count(i) })), current: chain.current } };
 }
 
 function kubeCondition(s: World): Condition {

@@ -20,7 +20,14 @@ import type { Intent, Operation, World } from "./core/model";
 import { observe, reobserveAddons, reobserveNode } from "./observe";
 import { k8s } from "./edges/kube-support";
 import { watchOf, watchWait } from "./loop/wait-watch";
-import { decide, plannedReplacements, waitDeadlineSeconds, type PlannedReplacement } from "./core/plan";
+import {
+  decide,
+  passedStep,
+  plannedReplacements,
+  replacementsNow,
+  waitDeadlineSeconds,
+  type PlannedReplacement,
+} from "./core/plan";
 import { EngineCancelledError } from "./stack/driver";
 import { backendUrl, moltHome, repoRoot } from "./stack/engine";
 import { redactDeep, redactText, rememberEnvSecrets } from "./report/redact";
@@ -172,6 +179,8 @@ async function run(
   const now = o.now ?? Date.now;
   let memory = initialMemory;
   let views: NodeView[] = [];
+  /** Steps of a chained upgrade this run saw converged, every gate holding (in order). */
+  const stepsVerified: { kubernetesVersion: string; image: string }[] = [];
   let backupPath: string | undefined;
   let confirmed = !o.confirm;
   const finish = (end: Stop): Summary => {
@@ -258,7 +267,10 @@ async function run(
       await lock.holdInCluster(e, { whenReachable: true });
       emit({ type: "observed", pass, nodes: views, ms: Date.now() - t });
 
-      // Decide.
+      // Decide. A chained upgrade's step whose gates all hold is verified (the record says so).
+      const passed = passedStep(world, o.stack);
+      if (passed && !stepsVerified.some((v) => v.kubernetesVersion === passed.kubernetesVersion))
+        stepsVerified.push({ kubernetesVersion: passed.kubernetesVersion, image: passed.image });
       const op = decide(world, o.stack);
       emit({ type: "decision", pass, operation: op });
       const decided = afterDecision(memory, op, now(), intent.timeouts);
@@ -266,7 +278,9 @@ async function run(
       const end = endOf(memory, op);
       if (end) {
         await leaks.atEnd(end, world);
-        return finish(await release.settle(end, { edges: e, nodes: views, operations: memory.operations, signal }));
+        return finish(
+          await release.settle(end, { edges: e, nodes: views, operations: memory.operations, signal, stepsVerified }),
+        );
       }
       if (!isChange(op)) {
         // A wait: observe again after the poll interval (at once when its deadline just passed);
@@ -292,7 +306,7 @@ async function run(
 
       // Act.
       if (!confirmed) {
-        confirmed = await o.confirm!(plannedReplacements(world.nodes, intent, world.certificates));
+        confirmed = await o.confirm!(replacementsNow(world));
         if (!confirmed) return finish({ result: "cancelled", reason: "not confirmed; nothing was changed" });
       }
       await o.beforeOperation?.(op, world);

@@ -271,6 +271,7 @@ export function printInspection(i: Inspection, what: "plan" | "status"): void {
       `${i.intent.image}${i.intent.kubernetesVersion ? ` / k8s ${i.intent.kubernetesVersion}` : ""} on ` +
       `${i.intent.provider}, maxSurge ${i.intent.maxSurge}`,
   );
+  if (i.chain) for (const line of chainLines(i.chain)) w(line);
   if (what === "status") {
     w("");
     const kube = i.nodes.some((n) => n.kube) || i.intent.kubernetesVersion !== undefined;
@@ -318,6 +319,33 @@ export function printInspection(i: Inspection, what: "plan" | "status"): void {
     printPlanTable(i.replacements);
   }
   w(`next operation: ${i.next.kind}: ${i.next.reason}`);
+}
+
+/** A chained upgrade (molt:images): its steps, each a full add-first roll, and where the cluster is. */
+export function chainLines(c: NonNullable<Inspection["chain"]>): string[] {
+  const now = c.steps[c.current];
+  const on = now.nodes.length;
+  const where =
+    now.state === "rolling"
+      ? `step ${c.current + 1} of ${c.steps.length} (${now.kubernetesVersion}) rolling: ${on} node(s) on it`
+      : `step ${c.current + 1} of ${c.steps.length} (${now.kubernetesVersion}) next, once ` +
+        `${c.steps[c.current - 1]?.kubernetesVersion ?? "the cluster's version"} has converged`;
+  return [
+    `chain ${c.steps.map((s) => s.kubernetesVersion).join(" -> ")} (molt:images): one minor per step, each a full ` +
+      `add-first roll; ${where}`,
+    ...table([
+      ["  STEP", "KUBERNETES", "IMAGE", "ETCD", "NODES ON IT", "REPLACES", "STATE"],
+      ...c.steps.map((s, n) => [
+        `  ${n + 1}`,
+        s.kubernetesVersion,
+        s.image,
+        s.etcdVersion ?? "-",
+        String(s.nodes.length),
+        String(s.replacements),
+        s.state,
+      ]),
+    ]),
+  ];
 }
 
 /** How far a roll is, for `status` (a run stopped by --max-replacements or a window continues from here). */

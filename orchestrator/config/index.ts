@@ -15,11 +15,12 @@ import type { VipSettings } from "../../infra/vip/keepalived";
 import type { VsphereNodeSettings } from "../../infra/providers/vsphere/config";
 import { checkStaticAddresses, resolveApiEndpoint } from "./endpoint";
 import { resolvePromotion, type PromotionSettings, type Release } from "../promotion/release";
-import type { Intent } from "../core/model";
+import type { ChainImage, Intent } from "../core/model";
 import { type MaintenanceWindow } from "../core/model";
 import { DEFAULT_HOOK_TIMEOUT_SECONDS } from "../controls/hook-config";
 import { baseSections, everySectionPresent, crossFieldProblems, describeIssue } from "./schema";
 import { parseCloudSections, cloudConfig } from "./cloud";
+import { chainImagesProblems, cloudImageProblems, imageEntries, type ImageEntry } from "./images";
 
 export type { CloudConfig };
 
@@ -59,6 +60,8 @@ export interface StackConfig {
   promotion: PromotionSettings;
   /** molt:notify: a failed hook's output goes to webhooks and into reasons only when asked. */
   notify: { includeHookOutput: boolean };
+  /** molt:images as written; on clouds also in intent.chain, on the lab once resolveLabImage read the images. */
+  images?: ImageEntry[];
   file: string;
 }
 
@@ -120,6 +123,20 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
     ...(parsedCloud ? { controlPlaneEndpoint: parsedCloud.bootstrap.controlPlaneEndpoint } : {}),
     staticPool: staticAddressPool,
   });
+  // molt:images: on clouds every entry says its version, so the chain is checked here; the
+  // lab's entries are checked against their images in resolveLabImage.
+  const images = imageEntries(c["molt:images"]);
+  const chain =
+    def?.family === "cloud" && images.length
+      ? images.map((e) => ({ ...e, kubernetesVersion: e.kubernetesVersion ?? "" }))
+      : undefined;
+  if (def?.family === "cloud" && images.length) {
+    problems.push(...cloudImageProblems(images, (i) => def.imageProblem(i)));
+    if (images.every((e) => e.kubernetesVersion !== undefined))
+      problems.push(
+        ...chainImagesProblems(chain!, { image: c["molt:image"], kubernetesVersion: c["molt:kubernetesVersion"] }),
+      );
+  }
   if (problems.length) throw new InvalidConfigError(file, problems);
   // The VIP reaches the vSphere nodes with their settings (infra/providers/vsphere/node.ts).
   const cloud =
@@ -149,12 +166,14 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
     backups: { keep: c["molt:backups"]?.keep ?? DEFAULT_BACKUPS_KEPT },
     lockSeconds: c["molt:timeouts"]?.lockSeconds ?? 30,
     notify: { includeHookOutput: c["molt:notify"]?.includeHookOutput ?? false },
+    ...(images.length ? { images } : {}),
     ...(c["molt:lock"]?.in ? { lockIn: c["molt:lock"].in } : {}),
     intent: {
       provider: c["molt:provider"],
       replicas: c["molt:replicas"],
       image: c["molt:image"],
       ...(c["molt:kubernetesVersion"] ? { kubernetesVersion: c["molt:kubernetesVersion"] } : {}),
+      ...(chain ? { chain } : {}),
       ...(cloud?.failureDomains.length ? { failureDomains: cloud.failureDomains } : {}),
       ...(staticAddressPool.length ? { staticAddressPool } : {}),
       ...(apiEndpoint ? { vip: { address: apiEndpoint.address } } : {}),
@@ -186,6 +205,7 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
         settleSeconds: c["molt:timeouts"]?.settleSeconds ?? 60,
         drainSeconds: c["molt:timeouts"]?.drainSeconds ?? 300,
         ...(c["molt:rollout"]?.soakSeconds ? { soakSeconds: c["molt:rollout"].soakSeconds } : {}),
+        ...(c["molt:rollout"]?.stepSoakSeconds ? { stepSoakSeconds: c["molt:rollout"].stepSoakSeconds } : {}),
       },
     },
     lab: labSettings ? { ...labSettings, ...(apiEndpoint ? { vip: apiEndpoint } : {}) } : undefined,
@@ -234,6 +254,7 @@ export function resolveLabImage(cfg: StackConfig): StackConfig {
         "remove the key or use a k8s-* image",
     ]);
   }
+  const chain = cfg.images?.length ? labChain(cfg, dir, { image: meta.name, kubernetesVersion: carried }) : undefined;
   const { kubernetesVersion: _k, etcdVersion: _e, ...rest } = cfg.intent;
   return {
     ...cfg,
@@ -242,8 +263,40 @@ export function resolveLabImage(cfg: StackConfig): StackConfig {
       ...(carried ? { kubernetesVersion: carried } : {}),
       // etcd's rules (one minor at a time, the patch floors) apply to etcd-only images too.
       ...(meta.etcdVersion ? { etcdVersion: meta.etcdVersion.replace(/^v/, "") } : {}),
+      ...(chain ? { chain } : {}),
     },
   };
+}
+
+/**
+ * molt:images on the lab: each image exists and carries Kubernetes of its key's minor (a
+ * version written beside it must be the image's), and the chain fits the target.
+ */
+function labChain(cfg: StackConfig, dir: string, target: { image: string; kubernetesVersion?: string }): ChainImage[] {
+  const problems: string[] = [];
+  const chain: ChainImage[] = [];
+  for (const e of cfg.images ?? []) {
+    const key = `molt:images."${e.minor}"`;
+    const meta = readLabImage(cfg.lab!.labRoot, e.image);
+    const carried = meta?.kubernetesVersion?.replace(/^v/, "");
+    if (!meta) problems.push(`${key}: lab image "${e.image}" does not exist in ${dir}; build it (tools/lab/)`);
+    else if (carried === undefined) problems.push(`${key}: lab image "${e.image}" runs etcd only, without Kubernetes`);
+    else if (e.kubernetesVersion !== undefined && e.kubernetesVersion !== carried)
+      problems.push(
+        `${key}: kubernetesVersion ${e.kubernetesVersion} does not match lab image "${e.image}", which carries ` +
+          `${carried}; write the image name alone (the image decides)`,
+      );
+    else
+      chain.push({
+        minor: e.minor,
+        image: e.image,
+        kubernetesVersion: carried,
+        ...(meta.etcdVersion ? { etcdVersion: meta.etcdVersion.replace(/^v/, "") } : {}),
+      });
+  }
+  if (!problems.length) problems.push(...chainImagesProblems(chain, target));
+  if (problems.length) throw new InvalidConfigError(cfg.file, problems);
+  return chain;
 }
 
 /** etcd backups kept per stack unless molt:backups.keep says otherwise. */

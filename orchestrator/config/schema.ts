@@ -54,6 +54,35 @@ export const kubernetesVersionSchema = z
   )
   .transform((v) => v.replace(/^v/, ""));
 
+/**
+ * molt:images (orchestrator/config/images.ts): Kubernetes minors ("1.36") to the image of that
+ * minor as the provider names it, or (clouds) { image, kubernetesVersion }.
+ */
+export const imagesSchema = z
+  .record(
+    z.string().regex(/^\d+\.\d+$/, 'a Kubernetes minor such as "1.36" as the key'),
+    z.union(
+      [
+        z.string().min(1, "an image name"),
+        z
+          .object({
+            image: z.string({ message: "the image of this minor" }).min(1, "an image name"),
+            kubernetesVersion: kubernetesVersionSchema,
+          })
+          .strict(),
+      ],
+      { message: "an image, or { image, kubernetesVersion } (clouds)" },
+    ),
+    {
+      message:
+        'a map of Kubernetes minors to images, such as { "1.36": <image of 1.36>, "1.37": <image of 1.37> }: ' +
+        "the images a chained upgrade rolls through",
+    },
+  )
+  .refine((m) => Object.keys(m).length > 0, "at least one minor (or remove the key)");
+
+export type ImagesSection = z.infer<typeof imagesSchema>;
+
 export const baseSections = {
   "molt:provider": z.enum(PROVIDER_KINDS, { message: `one of ${PROVIDER_KINDS.join(", ")}` }),
   // Pulumi rewrites top-level values of the stack file as strings ("3").
@@ -68,6 +97,7 @@ export const baseSections = {
   ),
   "molt:image": z.string().min(1, "the base image: a lab image, AMI, Azure image reference or vSphere template"),
   "molt:kubernetesVersion": kubernetesVersionSchema.optional(),
+  "molt:images": imagesSchema.optional(),
   "molt:encryptionAtRest": z
     .boolean({
       message:
@@ -85,6 +115,12 @@ export const baseSections = {
       maxAppliedLag: z.number().int().min(0).optional(),
       soakSeconds: z
         .number({ message: "seconds a healthy new node is observed before the next retirement" })
+        .int("a whole number of seconds")
+        .min(0, "0 (no soak) or more")
+        .max(86400, "at most 86400 (a day)")
+        .optional(),
+      stepSoakSeconds: z
+        .number({ message: "seconds a chained upgrade's converged step is observed before the next step starts" })
         .int("a whole number of seconds")
         .min(0, "0 (no soak) or more")
         .max(86400, "at most 86400 (a day)")

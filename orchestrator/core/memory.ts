@@ -96,9 +96,8 @@ export function afterDecision(
   }
   const started = m.waits[op.key] ?? now;
   // A soak is continuous: any other wait (the new node unhealthy, a leader election) restarts it.
-  const kept = op.key.startsWith("soak:")
-    ? m.waits
-    : Object.fromEntries(Object.entries(m.waits).filter(([k]) => !k.startsWith("soak:")));
+  const soaking = (k: string) => k.startsWith("soak:") || k.startsWith("step-soak:");
+  const kept = soaking(op.key) ? m.waits : Object.fromEntries(Object.entries(m.waits).filter(([k]) => !soaking(k)));
   const memory = { ...m, waits: { ...kept, [op.key]: started } };
   if (now - started > waitDeadlineSeconds(op.key, timeouts) * 1000) {
     return { memory: { ...memory, expired: [...memory.expired, op.key] }, expiredNow: op.key };

@@ -22,6 +22,12 @@ export interface Intent {
   /** The etcd version the intent's image carries, when known (lab images say it). */
   etcdVersion?: string;
   /**
+   * molt:images: the image of each Kubernetes minor on the way to kubernetesVersion (sorted
+   * by minor). A target more than one minor ahead of the cluster is reached in steps, one
+   * minor each (plan/chain.ts); absent: a target more than one minor ahead is refused.
+   */
+  chain?: ChainImage[];
+  /**
    * Nodes the operator declared dead (`--replace-dead`): their unhealthy member is removed
    * first (quorum checked), the node destroyed, and a replacement added, remove-first as
    * etcd advises for a failed member. Never applied to a healthy member.
@@ -77,7 +83,23 @@ export interface Intent {
      * retirement (a `soak:` wait whose expiry means it passed).
      */
     soakSeconds?: number;
+    /**
+     * molt:rollout.stepSoakSeconds: in a chained upgrade, the cluster converged on one step's
+     * minor is observed this long before the next step's first node joins (a `step-soak:` wait).
+     */
+    stepSoakSeconds?: number;
   };
+}
+
+/** One minor's image of a chained upgrade (molt:images), with what it carries. */
+export interface ChainImage {
+  /** "1.36" */
+  minor: string;
+  image: string;
+  /** The full version the image runs ("1.36.3"). */
+  kubernetesVersion: string;
+  /** The etcd version it carries, when known (lab images say it). */
+  etcdVersion?: string;
 }
 
 /** Which nodes hold the host files kubeadm-config references (core/host-files.ts). */
@@ -110,6 +132,8 @@ export type WaitKey =
   | `retry:${string}:${string}`
   /** A new node observed for molt:rollout.soakSeconds before the next retirement (expiry: it passed). */
   | `soak:${string}`
+  /** A chained upgrade's converged step (its minor) observed for molt:rollout.stepSoakSeconds (expiry: it passed). */
+  | `step-soak:${string}`
   | "leader"
   | "kube"
   | "addons"

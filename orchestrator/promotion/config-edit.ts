@@ -20,6 +20,26 @@ export function withRelease(text: string, release: Release, stack: string): stri
   } else if (doc.hasIn(["config", "molt:kubernetesVersion"])) {
     doc.deleteIn(["config", "molt:kubernetesVersion"]);
   }
+  // A chained release's steps as this stack names them (molt:images); none: no chain here.
+  // The lab's images say their version; on clouds it is written beside the image.
+  const chain = Object.entries(release.chain ?? {}).flatMap(([minor, st]) =>
+    st.images[stack] !== undefined ? [[minor, st.images[stack], st.kubernetesVersion] as const] : [],
+  );
+  if (chain.length) {
+    doc.setIn(
+      ["config", "molt:images"],
+      doc.createNode(
+        Object.fromEntries(
+          chain.map(([minor, image, version]) => [
+            minor,
+            provider === "lab" || version === undefined ? image : { image, kubernetesVersion: version },
+          ]),
+        ),
+      ),
+    );
+  } else if (doc.hasIn(["config", "molt:images"])) {
+    doc.deleteIn(["config", "molt:images"]);
+  }
   doc.setIn(
     ["config", "molt:release"],
     doc.createNode({
@@ -27,6 +47,7 @@ export function withRelease(text: string, release: Release, stack: string): stri
       ...(release.kubernetesVersion ? { kubernetesVersion: release.kubernetesVersion } : {}),
       ...(release.etcdVersion ? { etcdVersion: release.etcdVersion } : {}),
       images: release.images,
+      ...(release.chain ? { chain: release.chain } : {}),
     }),
   );
   return doc.toString({ lineWidth: 0 });

@@ -11,8 +11,8 @@ import type { Edges } from "../core/edges";
 import type { RolloutEvent } from "../events";
 import type { Stop } from "../core/memory";
 import { PromotionRefusedError } from "./errors";
-import { readRecord, UnreadableRecordError, writeRecord, type StoredRecord } from "./record";
-import { releaseDigest } from "./release";
+import { readRecord, UnreadableRecordError, writeRecord, type StoredRecord, type VerificationRecord } from "./record";
+import { releaseDigest, type Release } from "./release";
 import {
   describeRelease,
   recordConsistencyProblem,
@@ -116,6 +116,8 @@ export interface ConvergedRun {
   nodes: { name: string; image: string; kubernetesVersion?: string }[];
   operations: number;
   signal?: AbortSignal;
+  /** A chained upgrade's steps this run saw converged with every gate holding (core/plan passedStep). */
+  stepsVerified?: { kubernetesVersion: string; image: string }[];
 }
 
 /**
@@ -191,6 +193,7 @@ export function releaseRecorder(
                 image: n.image,
                 ...(n.kubernetesVersion ? { kubernetesVersion: n.kubernetesVersion } : {}),
               })),
+              ...chainSteps(release, c.stack, run.stepsVerified ?? []),
             },
             soak: {
               minutes: c.cfg.promotion.soakMinutes,
@@ -280,4 +283,32 @@ async function currentRecord(
     if (e instanceof UnreadableRecordError) return { etag: e.etag };
     throw e;
   }
+}
+
+/**
+ * A chained release's steps for this stack, each with whether this run verified it: saw every
+ * node on it with every gate of a converged rollout holding (and its step soak passed) before
+ * the next step started. A step walked by an earlier, interrupted run is not vouched for. The
+ * target is the record's own release, verified by the convergence and the soak.
+ */
+function chainSteps(
+  release: Release,
+  stack: string,
+  verified: { kubernetesVersion: string; image: string }[],
+): { chain?: VerificationRecord["converged"]["chain"] } {
+  const steps = Object.entries(release.chain ?? {}).flatMap(([minor, st]) =>
+    st.images[stack] !== undefined ? [{ minor, image: st.images[stack] }] : [],
+  );
+  if (!steps.length) return {};
+  return {
+    chain: steps.map((st) => {
+      const v = verified.find((x) => x.image === st.image && x.kubernetesVersion.startsWith(`${st.minor}.`));
+      return {
+        minor: st.minor,
+        image: st.image,
+        verified: v !== undefined,
+        ...(v ? { kubernetesVersion: v.kubernetesVersion } : {}),
+      };
+    }),
+  };
 }

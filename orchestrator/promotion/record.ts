@@ -33,6 +33,11 @@ export interface VerificationRecord {
     wallMs: number;
     /** The nodes as the run last observed them. */
     nodes: { name: string; image: string; kubernetesVersion?: string }[];
+    /**
+     * A chained release (molt:release.chain): each step of this stack's chain, and whether the
+     * run that converged saw it converged with every gate holding before the next step began.
+     */
+    chain?: { minor: string; image: string; verified: boolean; kubernetesVersion?: string }[];
   };
   soak: {
     minutes: number;
@@ -82,6 +87,18 @@ export const recordSchema = z
       nodes: z.array(
         z.object({ name: z.string(), image: z.string(), kubernetesVersion: z.string().optional() }).strict(),
       ),
+      chain: z
+        .array(
+          z
+            .object({
+              minor: z.string(),
+              image: z.string(),
+              verified: z.boolean(),
+              kubernetesVersion: z.string().optional(),
+            })
+            .strict(),
+        )
+        .optional(),
     }),
     soak: z.object({
       minutes: z.number().min(0),

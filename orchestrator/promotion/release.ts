@@ -9,12 +9,23 @@ import { z } from "zod";
 import { STORE_SCHEMES, STORE_URL } from "../backend/schemes";
 import { parsePublicKey } from "./signing";
 
+/** One minor of a release's chain: its version (clouds need it) and its image per stack. */
+export interface ReleaseStep {
+  kubernetesVersion?: string;
+  images: Record<string, string>;
+}
+
 export interface Release {
   name: string;
   kubernetesVersion?: string;
   etcdVersion?: string;
   /** The base image per stack name, as that stack's provider names it. */
   images: Record<string, string>;
+  /**
+   * A chained upgrade's steps (molt:images): per Kubernetes minor on the way, the image per
+   * stack. A stack that names the release writes the same in its molt:images (molt promote does).
+   */
+  chain?: Record<string, ReleaseStep>;
 }
 
 /**
@@ -68,8 +79,32 @@ export const releaseSchema = z
           { message: "the base image per stack, such as { staging: ami-0aaa, prod: ami-0bbb }" },
         )
         .refine((m) => Object.keys(m).length > 0, "at least this stack's image"),
+      chain: z
+        .record(
+          z.string().regex(/^\d+\.\d+$/, 'a Kubernetes minor such as "1.36"'),
+          z
+            .object(
+              {
+                kubernetesVersion: fullVersion("Kubernetes").optional(),
+                images: z.record(
+                  z.string().regex(STACK_NAME, "a stack name (letters, digits, '-', '_', '.')"),
+                  z.string({ message: "that minor's image as the stack names it" }).min(1, "the image, not empty"),
+                  { message: "the image of this minor per stack, such as { staging: ami-0aaa, prod: ami-0bbb }" },
+                ),
+              },
+              { message: "{ kubernetesVersion?, images: { <stack>: <image> } }" },
+            )
+            .strict(),
+          {
+            message:
+              'the chain\'s steps per Kubernetes minor, such as { "1.36": { kubernetesVersion: 1.36.3, images: ' +
+              "{ staging: ami-0aaa, prod: ami-0bbb } } }",
+          },
+        )
+        .refine((m) => Object.keys(m).length > 0, "at least one minor, or remove the key")
+        .optional(),
     },
-    { message: "{ name, images: { <stack>: <image> }, kubernetesVersion?, etcdVersion? }" },
+    { message: "{ name, images: { <stack>: <image> }, kubernetesVersion?, etcdVersion?, chain? }" },
   )
   .strict();
 
@@ -129,9 +164,27 @@ function canonical(r: Release): Release {
     name: r.name,
     ...(r.kubernetesVersion ? { kubernetesVersion: r.kubernetesVersion.replace(/^v/, "") } : {}),
     ...(r.etcdVersion ? { etcdVersion: r.etcdVersion.replace(/^v/, "") } : {}),
-    images: Object.fromEntries(Object.entries(r.images).sort(([a], [b]) => a.localeCompare(b))),
+    images: sortedKeys(r.images),
+    ...(r.chain
+      ? {
+          chain: Object.fromEntries(
+            Object.entries(r.chain)
+              .sort(([a], [b]) => a.localeCompare(b, undefined, { numeric: true }))
+              .map(([minor, st]) => [
+                minor,
+                {
+                  ...(st.kubernetesVersion ? { kubernetesVersion: st.kubernetesVersion.replace(/^v/, "") } : {}),
+                  images: sortedKeys(st.images),
+                },
+              ]),
+          ),
+        }
+      : {}),
   };
 }
+
+const sortedKeys = (m: Record<string, string>) =>
+  Object.fromEntries(Object.entries(m).sort(([a], [b]) => a.localeCompare(b)));
 
 /** sha256 over the release's canonical JSON: equal for the same release, whatever the key order. */
 export function releaseDigest(r: Release): string {
@@ -179,6 +232,7 @@ export function resolvePromotion(
           `molt:image: ${raw["molt:image"]} is not release ${release.name}'s image for stack ${stack} (${mine}); ` +
             `write the same image in both (molt promote does)`,
         );
+      problems.push(...releaseChainProblems(release, stack, raw["molt:images"]));
       const k = raw["molt:kubernetesVersion"];
       if (typeof k === "string" && release.kubernetesVersion && k.replace(/^v/, "") !== release.kubernetesVersion)
         problems.push(
@@ -206,4 +260,47 @@ export function resolvePromotion(
     }
   }
   return { ...(release ? { release } : {}), promotion };
+}
+
+/**
+ * molt:release.chain against this stack's molt:images: every minor the release names an
+ * image of for this stack is in molt:images with that image, and molt:images names no other.
+ */
+function releaseChainProblems(release: Release, stack: string, rawImages: unknown): string[] {
+  const mine = Object.entries(release.chain ?? {}).flatMap(([minor, st]) =>
+    st.images[stack] !== undefined ? [[minor, st.images[stack], st.kubernetesVersion] as const] : [],
+  );
+  const written = new Map(
+    Object.entries(typeof rawImages === "object" && rawImages !== null ? rawImages : {}).map(([minor, v]) => [
+      minor,
+      typeof v === "string"
+        ? { image: v as unknown, version: undefined as unknown }
+        : {
+            image: (v as { image?: unknown } | null)?.image,
+            version: (v as { kubernetesVersion?: unknown } | null)?.kubernetesVersion,
+          },
+    ]),
+  );
+  const problems: string[] = [];
+  for (const [minor, image, version] of mine) {
+    const have = written.get(minor);
+    if (have?.image !== image)
+      problems.push(
+        `molt:images."${minor}": ${have === undefined ? "missing" : String(have.image)}, but release ` +
+          `${release.name}'s chain names ${image} for stack ${stack} at ${minor}; write the same image in both ` +
+          `(molt promote does)`,
+      );
+    else if (version !== undefined && typeof have.version === "string" && have.version.replace(/^v/, "") !== version)
+      problems.push(
+        `molt:images."${minor}".kubernetesVersion: ${have.version}, but release ${release.name}'s chain names ` +
+          `${version} at ${minor}; write the same version in both`,
+      );
+  }
+  for (const minor of written.keys())
+    if (!mine.some(([m]) => m === minor))
+      problems.push(
+        `molt:images."${minor}": release ${release.name}'s chain names no ${minor} image for stack ${stack} ` +
+          `(molt:release.chain."${minor}".images.${stack}); add it there or remove it here`,
+      );
+  return problems;
 }

@@ -3,7 +3,7 @@
 // records, or an unreadable record, is said as such.
 import { openStore, redactUrl, STORE_SCHEMES } from "../backend/store";
 import type { StackConfig } from "../config";
-import { readRecord } from "./record";
+import { readRecord, type VerificationRecord } from "./record";
 import { releaseDigest } from "./release";
 import { describeRelease, recordIntegrityProblem, verificationProblem } from "./rules";
 
@@ -58,7 +58,8 @@ export async function releaseStatus(
           state: "verified",
           detail:
             `soak passed ${r.soak.passedAt}; ` +
-            (r.signature ? `signed with key ${r.signature.keyId}` : "unsigned (no signing key was given to verify)"),
+            (r.signature ? `signed with key ${r.signature.keyId}` : "unsigned (no signing key was given to verify)") +
+            chainDetail(r),
           ...times,
         },
       };
@@ -69,7 +70,8 @@ export async function releaseStatus(
           state: "soaking",
           detail:
             `converged ${r.converged.at}; soak of ${r.soak.minutes} min since ${r.soak.startedAt}, ` +
-            `last healthy ${r.soak.lastHealthyAt}`,
+            `last healthy ${r.soak.lastHealthyAt}` +
+            chainDetail(r),
           ...times,
         },
       };
@@ -77,4 +79,16 @@ export async function releaseStatus(
   } catch (e) {
     return { ...base, verification: { state: "invalid", detail: (e as Error).message.split("\n")[0] } };
   }
+}
+
+/** A chained release's steps as the record tells them: which the converging run saw converged. */
+function chainDetail(r: VerificationRecord): string {
+  const steps = r.converged.chain;
+  if (!steps?.length) return "";
+  return (
+    "; chain steps " +
+    steps
+      .map((st) => `${st.kubernetesVersion ?? st.minor} ${st.verified ? "verified" : "not seen by that run"}`)
+      .join(", ")
+  );
 }

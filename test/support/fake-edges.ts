@@ -7,6 +7,7 @@ import { MemoryLeaseKv } from "./memory-lease-kv";
 import type { EdgeFactory } from "../../orchestrator/edges/open";
 import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "../../orchestrator/core/edges";
 import type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry } from "../../orchestrator/core/model";
+import type { ComponentHealth } from "../../orchestrator/core/observations";
 import type { ClearedOperation } from "../../orchestrator/core/edges";
 import type { OwnerRecord } from "../../orchestrator/core/ownership";
 import type { NodeListChange, StackEdge, StackState } from "../../orchestrator/core/edges";
@@ -105,6 +106,11 @@ export class FakeWorld {
   statusReads = new Map<string, number>();
   /** Certificate expiry per node (openssl's notAfter text); a node not named has one years away. */
   certificates: Record<string, string> = {};
+  /**
+   * A Kubernetes control plane on the machines, when a test sets it: every machine's API
+   * server runs its entry's kubernetesVersion and is ready until stopped; a Node per machine.
+   */
+  kube?: FakeKube;
 
   /** Sets the ownership marker key as another writer would (a new revision). */
   setOwner(value: string | undefined): void {
@@ -162,6 +168,107 @@ export class FakeWorld {
       hostPublicKey: "ssh-ed25519 AAAA",
       providerId: `fake/${name}`,
     };
+  }
+}
+
+/** The fake cluster's Kubernetes (FakeWorld.kube): kubeadm-config, kube-proxy and what molt did to Nodes. */
+export interface FakeKube {
+  clusterConfigVersion: string;
+  kubeProxy: { version: string; rolledOut: boolean };
+  cordoned: Set<string>;
+  /** Machines whose kube-apiserver molt stopped. */
+  stopped: Set<string>;
+}
+
+/** Kubernetes of `version` on `w`'s machines (kubeadm-config and kube-proxy at it). */
+export function withFakeKube(w: FakeWorld, version: string): FakeWorld {
+  w.kube = {
+    clusterConfigVersion: version,
+    kubeProxy: { version, rolledOut: true },
+    cordoned: new Set(),
+    stopped: new Set(),
+  };
+  for (const n of w.list) n.kubernetesVersion = version;
+  for (const m of w.machines.values()) m.entry.kubernetesVersion = version;
+  return w;
+}
+
+class FakeKubeEdge implements KubeEdge {
+  constructor(private readonly w: FakeWorld) {}
+  private get k(): FakeKube {
+    return this.w.kube!;
+  }
+  private node(name: string) {
+    const m = this.w.machines.get(name);
+    if (!m?.up) return undefined;
+    return {
+      name,
+      ready: true,
+      unschedulable: this.k.cordoned.has(name),
+      controlPlane: true,
+      kubeletVersion: `v${m.entry.kubernetesVersion}`,
+    };
+  }
+  private api(via: string): void {
+    const m = this.w.machines.get(via);
+    if (!m?.up || this.k.stopped.has(via)) throw new Error(`the API server of ${via} does not answer`);
+  }
+  async components(node: string): Promise<ComponentHealth> {
+    const m = this.w.machines.get(node);
+    const ok = !!m?.up && !this.k.stopped.has(node) && !!this.w.memberOf(node)?.name;
+    return {
+      apiserver: ok ? { ok, version: m!.entry.kubernetesVersion } : { ok, error: "connection refused" },
+      controllerManager: { ok: true },
+      scheduler: { ok: true },
+    };
+  }
+  async observeCluster(via: string) {
+    this.api(via);
+    return {
+      nodes: [...this.w.machines.keys()].flatMap((n) => {
+        const k = this.node(n);
+        return k ? [{ ...k, leaseAgeSeconds: 1 }] : [];
+      }),
+      evictable: {},
+      clusterConfigVersion: this.k.clusterConfigVersion,
+      kubeProxy: { ...this.k.kubeProxy },
+    };
+  }
+  async readKubeProxy(via: string) {
+    this.api(via);
+    return { ...this.k.kubeProxy };
+  }
+  async readNode(via: string, name: string) {
+    this.api(via);
+    return this.node(name);
+  }
+  async setClusterConfigVersion(via: string, version: string): Promise<void> {
+    this.api(via);
+    this.w.log.push(`kube kubeadm-config ${version}`);
+    this.k.clusterConfigVersion = version;
+  }
+  async cordon(via: string, node: string): Promise<void> {
+    this.api(via);
+    this.w.log.push(`kube cordon ${node}`);
+    this.k.cordoned.add(node);
+  }
+  async evictRound(via: string): Promise<{ remaining: number; blocked: string[] }> {
+    this.api(via);
+    return { remaining: 0, blocked: [] };
+  }
+  async deleteNode(via: string, node: string): Promise<void> {
+    this.api(via);
+    this.w.log.push(`kube delete-node ${node}`);
+    this.k.cordoned.delete(node);
+  }
+  async stopApiServer(node: string): Promise<void> {
+    this.w.log.push(`kube stop-apiserver ${node}`);
+    this.k.stopped.add(node);
+  }
+  async updateAddons(via: string, _kubeadmNode: string, version: string): Promise<void> {
+    this.api(via);
+    this.w.log.push(`kube addons ${version}`);
+    this.k.kubeProxy = { version, rolledOut: true };
   }
 }
 
@@ -381,7 +488,8 @@ class FakeNodes implements NodeAccess {
     return this.etcdEdge;
   }
   async kube(): Promise<KubeEdge> {
-    throw new Error("the fake cluster runs no Kubernetes");
+    if (!this.w.kube) throw new Error("the fake cluster runs no Kubernetes");
+    return new FakeKubeEdge(this.w);
   }
   async vip(): Promise<VipEdge> {
     const w = this.w;

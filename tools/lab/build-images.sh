@@ -10,6 +10,8 @@
 #               kubeadm, lab-kubelet) with the etcd its kubeadm deploys, for each minor in
 #               LAB_KUBE_MINORS (k8s-v1.36.3, k8s-v1.37.2), and the newest once more on
 #               "OS 2" (k8s-v1.37.2-os2), built from Go modules by tools/lab/build-kube.sh
+#   --chain: also k8s-<version> of each minor in LAB_KUBE_CHAIN_MINORS (k8s-v1.35.4), the
+#               chained upgrade's first minor (npm run test:long; test/long/chain.test.ts)
 #   etcd-<version> etcd only, at each version of LAB_ETCD_ONLY (etcd-v3.5.11, etcd-v3.5.35,
 #               etcd-v3.6.16), built from Go modules by tools/lab/build-etcd.sh: foreign
 #               clusters to adopt, and etcd's 3.5 -> 3.6 patch rule on real binaries.
@@ -150,6 +152,10 @@ if [ "${MOLT_LAB_KUBE:-1}" = 1 ]; then
   "$here/lab/build-kube.sh"
   for minor in $LAB_KUBE_MINORS; do build_kube "$minor"; done
   build_kube "${LAB_KUBE_MINORS##* }" 2
+fi
+if [ "${1:-}" = --chain ]; then
+  "$here/lab/build-kube.sh" $LAB_KUBE_CHAIN_MINORS
+  for minor in $LAB_KUBE_CHAIN_MINORS; do build_kube "$minor"; done
 fi
 if [ "${MOLT_LAB_ETCD_ONLY:-1}" = 1 ]; then
   "$here/lab/build-etcd.sh"

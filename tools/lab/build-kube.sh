@@ -3,8 +3,9 @@
 #   kubernetes-<v>/bin: kube-apiserver, kube-controller-manager, kube-scheduler, kubeadm
 #   etcd-<v>/bin:       etcd, etcdctl
 #   lab-kubelet-<hash>/bin: lab-kubelet (tools/lab/kubelet; the hash is of its source)
-# for every minor in LAB_KUBE_MINORS (tools/versions.env). A binary already built at the
-# right version is reused. Prints one line per binary with its build time.
+# for every minor in LAB_KUBE_MINORS (tools/versions.env), or for the minors given as arguments
+# (build-images.sh --chain: LAB_KUBE_CHAIN_MINORS). A binary already built at the right version
+# is reused. Prints one line per binary with its build time.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tools/versions.env
@@ -26,7 +27,9 @@ build() {
   echo "built: $out ($stamp) in $(( $(date +%s) - start ))s"
 }
 
-for minor in $LAB_KUBE_MINORS; do
+minors=("$@")
+[ $# -gt 0 ] || read -ra minors <<<"$LAB_KUBE_MINORS"
+for minor in "${minors[@]}"; do
   key=${minor//./_}
   kv=$(eval echo "\$LAB_KUBE_$key")
   ev=$(eval echo "\$LAB_ETCD_$key")

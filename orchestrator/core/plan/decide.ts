@@ -11,10 +11,67 @@ import { withNextSurge } from "./overlap";
 import { scopeOf, type Scope } from "./scope";
 import { kubernetesVersionProblem } from "./versions";
 import { vipCondition } from "./vip";
+import { chainOf, chainPath, settledWorld, type Chain, type ChainStep } from "./chain";
 
 type Step = (c: Scope) => Operation | undefined;
 
 export function decide(s: World, stack: string): Operation {
+  const chain = chainOf(s.nodes, s.intent);
+  if (chain.kind === "none") return decideStep(s, stack);
+  if (chain.kind === "refuse")
+    return (
+      cleanUpFailedSurge(s, stack) ?? { kind: "refuse", condition: "KubernetesVersionChain", reason: chain.reason }
+    );
+  // A chained upgrade (plan/chain.ts): the step the world is in decides, as an ordinary rollout to it.
+  const c = chain.chain;
+  if (c.settle) {
+    // Every node runs an earlier step's minor: that step converges (and soaks) first.
+    const op = decideStep(settledWorld(s, c.settle.intent), stack);
+    if (op.kind !== "done" || s.rollingBack) return inStep(op, c, c.settle.step);
+    const soak = stepSoak(s, c.settle.step, c.steps[c.current]);
+    if (soak) return inStep(soak, c, c.settle.step);
+  }
+  return inStep(decideStep({ ...s, intent: c.intent }, stack), c, c.steps[c.current]);
+}
+
+/**
+ * The chain's step every node reached whose gates hold now (a converged rollout to it, its
+ * soak passed): verified, the next step may start. Undefined outside a chain or before then.
+ */
+export function passedStep(s: World, stack: string): ChainStep | undefined {
+  const chain = chainOf(s.nodes, s.intent);
+  const settle = chain.kind === "chain" ? chain.chain.settle : undefined;
+  if (!settle || s.rollingBack) return undefined;
+  if (decideStep(settledWorld(s, settle.intent), stack).kind !== "done") return undefined;
+  const soak = s.intent.timeouts.stepSoakSeconds ?? 0;
+  return soak > 0 && !s.expired.includes(`step-soak:${settle.step.minor}`) ? undefined : settle.step;
+}
+
+/** The operation's reason, saying which step of the chain it serves. */
+function inStep(op: Operation, c: Chain, step: ChainStep): Operation {
+  const n = c.steps.indexOf(step) + 1;
+  return {
+    ...op,
+    reason: `chain ${chainPath(c)}, step ${n}/${c.steps.length} (${step.kubernetesVersion}): ${op.reason}`,
+  };
+}
+
+/** molt:rollout.stepSoakSeconds: the converged step observed before the next step's first node joins. */
+function stepSoak(s: World, reached: ChainStep, next: ChainStep): Operation | undefined {
+  const seconds = s.intent.timeouts.stepSoakSeconds ?? 0;
+  const key = `step-soak:${reached.minor}` as const;
+  if (seconds <= 0 || s.expired.includes(key)) return undefined;
+  return {
+    kind: "wait",
+    key,
+    reason:
+      `soaking the cluster on ${reached.kubernetesVersion}: every node converged, observed for ${seconds}s ` +
+      `before ${next.kubernetesVersion}'s first node joins`,
+  };
+}
+
+/** One rollout to `s.intent` (in a chain: to the current step's). */
+function decideStep(s: World, stack: string): Operation {
   const early = cleanUpFailedSurge(s, stack) ?? firstNode(s, stack) ?? preflight(s);
   if (early) return early;
   const c = scopeOf(s, stack);
@@ -46,7 +103,7 @@ export function decide(s: World, stack: string): Operation {
   for (const step of steps) {
     const op = step(c);
     // molt:rollout.pruneWithNextSurge: a prune and the surge decided right after it, as one (plan/overlap.ts).
-    if (op) return withNextSurge(s, op, (after) => decide(after, stack)) ?? op;
+    if (op) return withNextSurge(s, op, (after) => decideStep(after, stack)) ?? op;
   }
   const { intent } = s;
   return {

@@ -1,5 +1,5 @@
 // The planner: pure functions from one observed world to the next operation.
-export { decide } from "./decide";
+export { decide, passedStep } from "./decide";
 export { scopeOf, type Scope } from "./scope";
 export {
   agreedLeader,
@@ -18,4 +18,5 @@ export {
 } from "./rules";
 export { etcdVersionProblem, kubernetesVersionProblem } from "./versions";
 export { isTransientEtcdRefusal, waitDeadlineSeconds } from "./waits";
-export { plannedReplacements, type PlannedReplacement } from "./replacements";
+export { plannedReplacements, replacementsNow, type PlannedReplacement } from "./replacements";
+export { chainOf, chainPath, stepIntent, type Chain, type ChainResult, type ChainStep } from "./chain";

@@ -1,6 +1,7 @@
 // The replacements a rollout would do, for `plan` and the confirmation prompt.
 import type { Intent, NodeEntry, World } from "../model";
 import { certificateExpiring, isOutdated } from "./rules";
+import { chainOf } from "./chain";
 
 export interface PlannedReplacement {
   order: number;
@@ -49,4 +50,15 @@ function certificateReason(node: string, intent: Intent, certificates: World["ce
     `certificate ${c.path} expires ${c.notAfter.slice(0, 16).replace("T", " ")} UTC, within ` +
     `${intent.rollout.replaceCertificatesExpiringWithinDays} days (molt:rollout.replaceCertificatesExpiringWithinDays)`
   );
+}
+
+/**
+ * The replacements that come first: in a chained upgrade (plan/chain.ts) the step that rolls
+ * now (a reached step's own, when its nodes are not all on its image), else the intent's.
+ */
+export function replacementsNow(s: World): PlannedReplacement[] {
+  const r = chainOf(s.nodes, s.intent);
+  if (r.kind !== "chain") return plannedReplacements(s.nodes, s.intent, s.certificates);
+  const settle = r.chain.settle && plannedReplacements(s.nodes, r.chain.settle.intent, s.certificates);
+  return settle?.length ? settle : plannedReplacements(s.nodes, r.chain.intent, s.certificates);
 }

@@ -9,6 +9,7 @@ import type { Intent, WaitKey } from "../model";
 export function waitDeadlineSeconds(key: WaitKey, t: Intent["timeouts"]): number {
   if (key.startsWith("join:")) return t.joinSeconds;
   if (key.startsWith("soak:")) return t.soakSeconds ?? 0;
+  if (key.startsWith("step-soak:")) return t.stepSoakSeconds ?? 0;
   if (key === "addons") return Math.max(t.settleSeconds, t.drainSeconds);
   return t.settleSeconds;
 }
