@@ -104,12 +104,18 @@ describe("adopting a cluster whose API VIP is KubeOne's keepalived (long, lab t2
     await installKubeOneVip(foreign, VIP);
     figures.foreignCreateMs = Date.now() - t;
     env = { ...suite.env, SSH_AUTH_SOCK: foreign.agent.socket };
+    // The stack's destroy (in this process) logs in to molt's nodes with the agent too.
+    savedSock = process.env.SSH_AUTH_SOCK;
+    process.env.SSH_AUTH_SOCK = foreign.agent.socket;
   });
+  let savedSock: string | undefined;
   after(async function () {
     this.timeout(600_000);
     console.log("    kubeone-vip figures:", JSON.stringify(figures));
     await suite?.teardown();
     await foreign?.destroy();
+    if (savedSock === undefined) delete process.env.SSH_AUTH_SOCK;
+    else process.env.SSH_AUTH_SOCK = savedSock;
     assert.deepEqual(labLeftovers(lab), { netns: [], ports: [], machineDirs: [], haproxy: [] }, "nothing left");
   });
 
