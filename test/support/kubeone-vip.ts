@@ -97,7 +97,6 @@ ${kubeoneKeepalivedConf(v, { master: i === 0, iface })}CONF
 cat > /etc/keepalived/check_apiserver.sh <<'CHECK'
 ${kubeoneCheckScript(v.address)}CHECK
 chmod +x /etc/keepalived/check_apiserver.sh
-keepalived --config-test --use-file /etc/keepalived/keepalived.conf
 setsid keepalived --dont-fork --log-console --log-detail >>/var/log/molt/owner-keepalived.log 2>&1 </dev/null &
 for i in $(seq 1 100); do [ -f /run/keepalived.pid ] && exit 0; sleep 0.1; done
 echo "keepalived did not start on ${n.name}" >&2; exit 1
