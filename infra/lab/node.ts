@@ -139,6 +139,11 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
           install: "image",
           machineId: machine.id,
           environment: { NODE_NAME: e.name },
+          ...(!e.init && args.seed
+            ? {
+                seed: { connection: args.seed.connection, dependsOn: args.seed.bootstrap ? [args.seed.bootstrap] : [] },
+              }
+            : {}),
         },
         { parent: this, dependsOn: [machine] },
       );

@@ -27,6 +27,11 @@ export interface VipSettings {
   virtualRouterId: number;
   /** Seconds between VRRP adverts (default 1): a dead holder is replaced after about 3x this. */
   advertIntervalSeconds?: number;
+  /**
+   * The lowest priority of a new node: above every adopted node's (core/keepalived-conf.ts
+   * joinPriorityFloor) while the group has any; absent: 100.
+   */
+  priorityFloor?: number;
 }
 
 /** What keeps a node eligible for the VIP: its local API server, or (etcd-only lab) its local etcd. */
@@ -53,6 +58,8 @@ export const STATE_FILE = "/run/molt/vrrp-state";
 /** Written by the set-up: how keepalived runs here, for the release and resume scripts. */
 export const RUN_MODE_FILE = `${KEEPALIVED_DIR}/molt-run-mode`;
 export const INTERFACE_PLACEHOLDER = "@MOLT_VRRP_INTERFACE@";
+/** Where the set-up puts the group's authentication block (from stdin), or nothing. */
+export const AUTH_PLACEHOLDER = "@MOLT_VRRP_AUTHENTICATION@";
 /** Check cadence: a failing endpoint loses the VIP after FALL s, a recovered one is eligible after RISE s. */
 export const CHECK = { intervalSeconds: 1, timeoutSeconds: 2, fall: 2, rise: 2 } as const;
 
@@ -65,16 +72,19 @@ export function validateVip(v: VipSettings): void {
   const a = v.advertIntervalSeconds ?? 1;
   if (!Number.isInteger(a) || a < 1 || a > 255)
     throw new Error(`advertIntervalSeconds ${a} is not a whole number of seconds (1-255)`);
+  const f = v.priorityFloor ?? 100;
+  if (!Number.isInteger(f) || f < 1 || f > 254) throw new Error(`priorityFloor ${f} is not a VRRP priority (1-254)`);
 }
 
 /**
- * VRRP priority: newer nodes rank higher (100-240, 10 apart, wrapping every 15 generations).
- * After a release, backups take over after a skew of (256 - priority)/256 advert intervals:
- * 10 apart is about 40 ms, so the newest node wins even on a loaded host (1 apart, 4 ms, it
- * often did not).
+ * VRRP priority: newer nodes rank higher (floor-240, 10 apart, wrapping; 100-240 and every
+ * 15 generations for molt's own groups). After a release, backups take over after a skew of
+ * (256 - priority)/256 advert intervals: 10 apart is about 40 ms, so the newest node wins
+ * even on a loaded host (1 apart, 4 ms, it often did not).
  */
-export function vrrpPriority(generation: number): number {
-  return 100 + 10 * (generation % 15);
+export function vrrpPriority(generation: number, floor = 100): number {
+  const span = Math.max(1, Math.floor((240 - floor) / 10) + 1);
+  return Math.min(floor + 10 * (generation % span), 254);
 }
 
 export function renderKeepalivedConfig(v: VipSettings, node: VipNode): string {
@@ -112,8 +122,10 @@ export function renderKeepalivedConfig(v: VipSettings, node: VipNode): string {
     "  nopreempt",
     `  interface ${INTERFACE_PLACEHOLDER}`,
     `  virtual_router_id ${v.virtualRouterId}`,
-    `  priority ${vrrpPriority(node.generation)}`,
+    `  priority ${vrrpPriority(node.generation, v.priorityFloor)}`,
     `  advert_int ${v.advertIntervalSeconds ?? 1}`,
+    // An adopted group's authentication (the set-up puts it here from stdin), or none.
+    AUTH_PLACEHOLDER,
     "  virtual_ipaddress {",
     `    ${v.address}/32 dev ${INTERFACE_PLACEHOLDER}`,
     "  }",
@@ -272,6 +284,19 @@ wait_until() {
 }
 `;
 
+const AUTH_FUNCTIONS = `# Reads "TYPE PASSWORD" from stdin; prints keepalived's authentication block (or nothing).
+authentication_block() {
+  local type="" pass="" rest="" safe='^[A-Za-z0-9._+/=@%^*(),:;~<>?&|-]+$'
+  read -r type pass rest || true
+  [ -n "$type" ] || return 0
+  case "$type" in PASS | AH) ;; *) die "unknown VRRP auth_type on stdin (PASS or AH)" ;; esac
+  if [ -n "$rest" ] || ! [[ "$pass" =~ $safe ]]; then
+    die "the VRRP group's auth_pass has characters molt cannot write into keepalived.conf (not shown)"
+  fi
+  printf '  authentication {\\n    auth_type %s\\n    auth_pass %s\\n  }' "$type" "$pass"
+}
+`;
+
 export interface KeepalivedScriptArgs {
   vip: VipSettings;
   node: VipNode;
@@ -284,7 +309,8 @@ export interface KeepalivedScriptArgs {
 
 /**
  * Set-up (RemoteCommand create, before kubeadm): keepalived, its configuration with this
- * node's interface, the track script, started. Safe to run again.
+ * node's interface, the track script, started. Safe to run again. Its stdin: the group's
+ * authentication ("PASS <password>" or "AH <password>", from a member) or nothing.
  */
 export function renderKeepalivedSetupScript(a: KeepalivedScriptArgs): string {
   return renderScript({
@@ -303,10 +329,13 @@ export function renderKeepalivedSetupScript(a: KeepalivedScriptArgs): string {
       NOTIFY_SCRIPT,
       NOTIFY_TEXT: renderNotifyScript(),
       INTERFACE_PLACEHOLDER,
+      AUTH_PLACEHOLDER,
       DEADLINE_SECONDS: String(a.deadlineSeconds ?? 60),
     },
-    functions: [KEEPALIVED_FUNCTIONS],
+    functions: [KEEPALIVED_FUNCTIONS, AUTH_FUNCTIONS],
     main: `
+# The group's authentication, when it has one (never logged, never on a command line).
+auth=$(authentication_block)
 install_or_verify_keepalived
 iface=$(interface_of "$NODE_ADDRESS")
 [ -n "$iface" ] || die "no interface of $NODE_NAME holds its address $NODE_ADDRESS"
@@ -318,7 +347,9 @@ mv "$CHECK_SCRIPT.tmp" "$CHECK_SCRIPT"
 printf '%s' "$NOTIFY_TEXT" >"$NOTIFY_SCRIPT.tmp"
 chmod 0700 "$NOTIFY_SCRIPT.tmp"
 mv "$NOTIFY_SCRIPT.tmp" "$NOTIFY_SCRIPT"
-printf '%s' "\${CONFIG_TEXT//"$INTERFACE_PLACEHOLDER"/"$iface"}" >"$KEEPALIVED_CONF.tmp"
+conf=\${CONFIG_TEXT//"$INTERFACE_PLACEHOLDER"/"$iface"}
+umask 077
+printf '%s' "\${conf//"$AUTH_PLACEHOLDER"/"$auth"}" >"$KEEPALIVED_CONF.tmp"
 chmod 0600 "$KEEPALIVED_CONF.tmp"
 keepalived --config-test --use-file "$KEEPALIVED_CONF.tmp" >&2 || die "keepalived refuses the configuration"
 mv "$KEEPALIVED_CONF.tmp" "$KEEPALIVED_CONF"
@@ -327,6 +358,64 @@ log "keepalived runs on $iface for $VIP_ADDRESS (VRRP; eligible once the local e
 `,
   });
 }
+
+/** keepalived's own default pid file: where an owner's keepalived run without systemd is found. */
+export const OWNER_PIDFILE = "/run/keepalived.pid";
+/** How the owner's keepalived ran before molt stopped it (for a resume). */
+export const OWNER_RECORD = "/run/molt/owner-keepalived";
+
+// An adopted node's keepalived is its owner's: the distribution's systemd unit (KubeOne's
+// vSphere example), or a daemon found by keepalived's default pid file. A release stops it
+// (a priority-0 advert: the group's best backup takes over at once) and disables the unit,
+// so the VIP never comes back to a machine molt retires; a resume starts it as it ran.
+const OWNER_FUNCTIONS = `owner_pid() {
+  local pid
+  [ -f "$OWNER_PIDFILE" ] || return 1
+  pid=$(cat "$OWNER_PIDFILE")
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = keepalived ] || return 1
+  echo "$pid"
+}
+owner_keepalived() {
+  local pid
+  mkdir -p "$(dirname "$OWNER_RECORD")"
+  if [ "$1" = resume ]; then
+    case "$(head -n1 "$OWNER_RECORD" 2>/dev/null)" in
+      systemd)
+        systemctl enable keepalived >/dev/null 2>&1
+        systemctl start keepalived
+        ;;
+      process)
+        if ! owner_pid >/dev/null; then
+          mapfile -t argv < <(tail -n +2 "$OWNER_RECORD")
+          # As it ran (it may not fork itself: --dont-fork), detached from this session.
+          setsid "\${argv[@]}" >/dev/null 2>&1 </dev/null &
+          wait_until "the owner's keepalived to run" \\
+            "[ \\"\\$(cat /proc/\\$(cat '$OWNER_PIDFILE' 2>/dev/null)/comm 2>/dev/null)\\" = keepalived ]"
+        fi
+        ;;
+      *) die "molt did not stop keepalived here: nothing to resume" ;;
+    esac
+    log "the owner's keepalived started again"
+    return 0
+  fi
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet keepalived 2>/dev/null; then
+    echo systemd >"$OWNER_RECORD"
+    systemctl disable keepalived >/dev/null 2>&1 || true
+    systemctl stop --no-block keepalived
+  elif pid=$(owner_pid); then
+    { echo process; tr '\\0' '\\n' <"/proc/$pid/cmdline"; } >"$OWNER_RECORD"
+    kill "$pid"
+  elif holds_vip; then
+    die "this node holds $VIP_ADDRESS, but no keepalived unit is active and $OWNER_PIDFILE names" \\
+      "no keepalived: stop what holds it by hand"
+  else
+    log "no keepalived runs here: nothing to release"
+    return 0
+  fi
+  wait_until "$VIP_ADDRESS to leave this node" "! ip -o -4 addr show | grep -qF ' $VIP_ADDRESS/'"
+  log "the owner's keepalived stopped (and disabled); this node no longer holds $VIP_ADDRESS"
+}
+`;
 
 /**
  * Release (before a node's retirement, and its teardown): keepalived stops and is disabled,
@@ -347,12 +436,15 @@ export function renderKeepalivedReleaseScript(
       ACTION: action,
       RUN_MODE_FILE,
       KEEPALIVED_CONF,
+      OWNER_PIDFILE,
+      OWNER_RECORD,
       DEADLINE_SECONDS: String(deadlineSeconds),
     },
-    functions: [KEEPALIVED_FUNCTIONS],
+    functions: [KEEPALIVED_FUNCTIONS, OWNER_FUNCTIONS],
     main: `
 if [ ! -f "$RUN_MODE_FILE" ]; then
-  log "keepalived was never set up here: nothing to $ACTION"
+  # Not molt's keepalived: an adopted node's, set up by its owner (KubeOne).
+  owner_keepalived "$ACTION"
   return 0
 fi
 if [ "$ACTION" = resume ]; then

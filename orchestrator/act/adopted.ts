@@ -43,6 +43,16 @@ export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
         "wipe or destroy the machine before it runs again",
     );
   } else {
+    // Its keepalived (the owner's VRRP group, which molt's nodes joined) stops and is disabled
+    // first, so the VIP can never come back to a machine that serves nothing; a holder gave
+    // the VIP away already (release-vip), any other was a backup.
+    const address = ctx.intent.vip?.address;
+    if (a.keepalived && address && ctx.edges.nodes.vip) {
+      const vip = await ctx.edges.nodes.vip();
+      const seconds = ctx.intent.timeouts.settleSeconds;
+      await ctx.timed("endpoint", op.kind, op.node, () => vip.keepalived(op.node, address, "release", seconds));
+      done.push("keepalived stopped and disabled");
+    }
     // A bounded poll inside the script: the member stops within the settle deadline.
     const script = RESET.replace(/DEADLINE/g, String(ctx.intent.timeouts.settleSeconds)).replace(
       /WIPE/g,

@@ -5,6 +5,7 @@
 // keys are never trusted silently.
 //   reach.ts        bastion, host keys, logins       etcd-checks.ts  stacked etcd, members == hosts
 //   kube-checks.ts  API endpoint, kubeadm-config     ownership.ts    no other stack owns it; claimed
+//   vip-checks.ts   VIP mode: the hosts' keepalived group
 //   record.ts       the entries, one engine run
 import type { Stack } from "@pulumi/pulumi/automation";
 import type { NodeEndpoint, NodeEntry } from "../core/nodes";
@@ -34,6 +35,7 @@ import { cloudProviderOf } from "../../infra/providers/registry";
 import { adoptCredentials, bastionOf, pinnedHostKeys, probeAll } from "./reach";
 import { adoptedEntries, adoptedView, record } from "./record";
 import { claimForAdoption } from "./ownership";
+import { readHostKeepalived, vipGroupChecks, type HostKeepalived } from "./vip-checks";
 import { ownerBackend } from "../backend/store";
 
 export { InvalidAdoptionInputError, parseHostList, parseKubeOneOutput, type AdoptionInput } from "./input";
@@ -185,6 +187,21 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
         detail: `${etcd.members.length} voting members == the hosts, healthy, no alarm, leader ${etcd.leaderName}`,
       });
 
+      // 5b. VIP mode: the keepalived group on the hosts is one molt's nodes can join.
+      let vrrp = new Map<AdoptionHost, number>();
+      if (cfg.apiEndpoint) {
+        const kept = new Map<AdoptionHost, HostKeepalived>();
+        for (const h of o.input.hosts) {
+          const ssh = access!.session(h.address);
+          if (!ssh) refuse(`host ${h.address} has no SSH session to read its keepalived from`);
+          kept.set(h, await readHostKeepalived(ssh!));
+        }
+        const v = vipGroupChecks(o.input.hosts, kept, cfg.apiEndpoint);
+        refuseUnless(v.problems, refuse);
+        emit({ type: "check", check: "vip", ok: true, detail: v.detail });
+        vrrp = v.priorities;
+      }
+
       // 6. Kubernetes: the API endpoint answers; kubeadm-config names stacked etcd; Nodes.
       let kubeVersions: Record<string, string> = {};
       if (kubernetes) {
@@ -213,7 +230,17 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
       emit({ type: "check", check: "ownership", ok: true, detail: claim.detail });
 
       // 8. Record: the leader last (retired last: one leadership move fewer).
-      const entries = adoptedEntries(o.input, etcd, seen, kubeVersions, cfg, bastion, imports, identities.providerIds);
+      const entries = adoptedEntries(
+        o.input,
+        etcd,
+        seen,
+        kubeVersions,
+        cfg,
+        bastion,
+        imports,
+        identities.providerIds,
+        vrrp,
+      );
       // The sessions stay open until the record is written: the lease in the cluster is kept
       // alive through them, and a failed record undoes the claim through them.
       let recorded: NodeEntry[];

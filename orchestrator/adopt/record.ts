@@ -26,6 +26,8 @@ export function adoptedEntries(
   imports: ReadonlyMap<AdoptionHost, string> = new Map(),
   /** Each host's machine as its cloud controller names it (cloud-checks.ts machineIdentities). */
   providerIds: ReadonlyMap<AdoptionHost, string> = new Map(),
+  /** Each host's keepalived priority (VIP mode: vip-checks.ts). */
+  vrrpPriorities: ReadonlyMap<AdoptionHost, number> = new Map(),
 ): NodeEntry[] {
   const isLeader = (h: AdoptionHost) => Number(etcd.byHost.get(h)!.member.id === etcd.leader);
   const order = [...input.hosts].sort((a, b) => isLeader(a) - isLeader(b));
@@ -47,6 +49,7 @@ export function adoptedEntries(
         source: input.source,
         ...(providerIds.has(h) ? { providerId: providerIds.get(h)! } : {}),
         ...(imports.has(h) ? { machine: { importId: imports.get(h)! } } : {}),
+        ...(vrrpPriorities.has(h) ? { keepalived: { priority: vrrpPriorities.get(h)! } } : {}),
       },
     };
   });

@@ -3,6 +3,7 @@ import type { HostFileCarry } from "../core/model";
 import type { NodeEntry } from "../core/nodes";
 import { assignStaticAddress } from "../core/addresses";
 import { assignFailureDomain } from "../core/placement";
+import { joinPriorityFloor } from "../core/keepalived-conf";
 import type { ProgramInput } from "../../infra/program";
 import type { StackConfig } from "./";
 
@@ -20,6 +21,9 @@ export function programInputFor(
   // Only when set: a stack without them keeps the program input it always had.
   const access = cfg.sshAccess.agent || cfg.sshAccess.bastion ? cfg.sshAccess : undefined;
   const joins = { ...(joining ? { joining } : {}), ...(hostFiles ? { hostFiles } : {}) };
+  // An adopted VRRP group: new nodes rank above its adopted members (never taken back by one).
+  const adoptedPriorities = nodes.flatMap((n) => (n.adopted?.keepalived ? [n.adopted.keepalived.priority] : []));
+  const floor = adoptedPriorities.length ? { priorityFloor: joinPriorityFloor(adoptedPriorities) } : {};
   if (cfg.intent.provider === "lab") {
     if (!cfg.lab) throw new Error(`internal: ${cfg.file} was loaded without lab settings`);
     return {
@@ -27,7 +31,7 @@ export function programInputFor(
       nodes,
       sshUser: cfg.sshUser,
       ...(access ? { sshAccess: access } : {}),
-      lab: cfg.lab,
+      lab: cfg.lab.vip ? { ...cfg.lab, vip: { ...cfg.lab.vip, ...floor } } : cfg.lab,
       joinDeadlineSeconds: cfg.intent.timeouts.joinSeconds,
       ...(cfg.intent.encryptionAtRest ? { encryptionAtRest: true } : {}),
       ...joins,
@@ -37,9 +41,13 @@ export function programInputFor(
   if (!cloud || cloud.provider !== cfg.intent.provider)
     throw new Error(`internal: ${cfg.file} was loaded without ${cfg.intent.provider} settings`);
   // molt:encryptionAtRest reaches the kubeadm init of a new cluster's first node.
+  const withVip =
+    cloud.provider === "vsphere" && cloud.vsphere.vip && adoptedPriorities.length
+      ? { ...cloud, vsphere: { ...cloud.vsphere, vip: { ...cloud.vsphere.vip, ...floor } } }
+      : cloud;
   const withEncryption = cfg.intent.encryptionAtRest
-    ? { ...cloud, bootstrap: { ...cloud.bootstrap, encryptionAtRest: true } }
-    : cloud;
+    ? { ...withVip, bootstrap: { ...withVip.bootstrap, encryptionAtRest: true } }
+    : withVip;
   return {
     provider: cloud.provider,
     nodes,

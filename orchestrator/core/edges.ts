@@ -66,6 +66,11 @@ export interface VipEdge {
   observe(address: string, nodes: string[]): Promise<VipObservation>;
   /** Stops keepalived on the node and waits until the VIP left it; `resume` starts it again. */
   keepalived(node: string, address: string, action: "release" | "resume", deadlineSeconds: number): Promise<void>;
+  /**
+   * Does the endpoint answer through the VIP, asked from `node` (over the network once the
+   * node no longer holds it): kube-apiserver's /readyz, or etcd's /health on etcd-only nodes.
+   */
+  answers(node: string, address: string, endpoint: "apiserver" | "etcd"): Promise<boolean>;
 }
 
 /** SSH access to the stack's nodes, and the etcd and Kubernetes edges over it. */

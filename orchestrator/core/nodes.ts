@@ -63,6 +63,12 @@ export interface AdoptedNode {
    * an Azure VM resource id, a vSphere inventory path, a lab machine's name).
    */
   machine?: { importId: string };
+  /**
+   * Its keepalived VRRP group for the API endpoint VIP (molt:apiEndpoint mode vip), as
+   * `molt adopt` read it: its priority while its checks pass. molt's new nodes join the
+   * group above it (core/keepalived-conf.ts); its authentication is never recorded here.
+   */
+  keepalived?: { priority: number };
 }
 
 /** How a node is reached, as recorded in stack outputs for the orchestrator. */

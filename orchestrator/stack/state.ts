@@ -47,6 +47,10 @@ const entrySchema = z
           .object({ importId: z.string().min(1) })
           .strict()
           .optional(),
+        keepalived: z
+          .object({ priority: z.number().int().min(1).max(255) })
+          .strict()
+          .optional(),
       })
       .strict()
       .optional(),

@@ -88,6 +88,8 @@ export class FakeWorld {
     vipNewNodesFault?: boolean;
     /** Starting keepalived again on a node that released the VIP fails. */
     vipResumeFails?: boolean;
+    /** The VIP's new holder does not answer requests through it (the hand-off never completes). */
+    vipNotAnswering?: boolean;
     /** Reading the ownership marker fails (no member answers that read). */
     ownerReadFails?: boolean;
     /** Another stack's claim lands between this run's read of the marker and its write: this value. */
@@ -512,6 +514,7 @@ class FakeNodes implements NodeAccess {
           ]),
         ),
       }),
+      answers: async () => !!w.vip?.holder && !w.faults.vipNotAnswering,
       keepalived: async (node, _address, action) => {
         w.log.push(`keepalived ${action} ${node}`);
         if (!w.vip) return;

@@ -65,6 +65,11 @@ export interface ForeignOptions {
   kubernetes: boolean;
   /** Another cluster of the same installer on the same private bridge: its bastion and key. */
   viaBastionOf?: ForeignCluster;
+  /**
+   * etcd only: a VIP the installer's keepalived will move (test/support/kubeone-vip.ts) is the
+   * cluster's client endpoint: every member listens on it and its certificate names it.
+   */
+  clientVip?: string;
 }
 
 function run(cmd: string, args: string[], stdin?: string): Promise<string> {
@@ -244,7 +249,7 @@ export async function createForeignCluster(o: ForeignOptions): Promise<ForeignCl
       for (const n of m.nodes) await attach({ lb: m.lb.inputs, server: n.name, address: n.address, port: 6443 });
       await bootstrapKubernetes(m.nodes, m.lb, o.clusterName, m.ssh);
     } else {
-      await bootstrapEtcd(m.nodes, m.ssh);
+      await bootstrapEtcd(m.nodes, m.ssh, o.clientVip);
     }
   } catch (e) {
     await m.destroy();
@@ -306,6 +311,7 @@ function kubeoneOutput(o: {
 async function bootstrapEtcd(
   nodes: ForeignNode[],
   ssh: (node: string, cmd: string, stdin?: string) => Promise<string>,
+  clientVip?: string,
 ): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "molt-foreign-ca-"));
   let ca: string;
@@ -363,12 +369,19 @@ cert() {
     -extfile $PKI/$1.ext -out $PKI/$1.crt 2>/dev/null
   rm -f $PKI/$1.csr $PKI/$1.ext
 }
-SANS="subjectAltName=DNS:${n.name},DNS:localhost,IP:${n.address},IP:127.0.0.1"
+SANS="subjectAltName=DNS:${n.name},DNS:localhost,IP:${n.address},IP:127.0.0.1${clientVip ? `,IP:${clientVip}` : ""}"
+${
+  // The lab machine refuses etcd's ports to the host; through the VIP they answer (a client's way in).
+  clientVip
+    ? `ip rule show pref 5 | grep -q . || ip rule add pref 5 to ${clientVip}/32 ipproto tcp dport 2379 lookup local`
+    : ""
+}
 cert server ${n.name} "" serverAuth,clientAuth "$SANS"
 cert peer ${n.name} "" serverAuth,clientAuth "$SANS"
 cert healthcheck-client kube-etcd-healthcheck-client system:masters clientAuth ""
 setsid /usr/local/bin/etcd --name ${n.name} --data-dir /var/lib/etcd \\
-  --listen-client-urls https://127.0.0.1:2379,https://${n.address}:2379 --advertise-client-urls https://${n.address}:2379 \\
+  --listen-client-urls ${clientVip ? "https://0.0.0.0:2379" : `https://127.0.0.1:2379,https://${n.address}:2379`} \\
+  --advertise-client-urls https://${n.address}:2379 \\
   --listen-peer-urls https://${n.address}:2380 --initial-advertise-peer-urls https://${n.address}:2380 \\
   --initial-cluster ${cluster} --initial-cluster-state new --initial-cluster-token installer \\
   --cert-file $PKI/server.crt --key-file $PKI/server.key --client-cert-auth --trusted-ca-file $PKI/ca.crt \\

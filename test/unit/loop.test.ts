@@ -859,12 +859,33 @@ describe("the rollout loop (fake edges)", function () {
     w.faults.vipNotTakenOver = true;
     const { summary } = await run(w);
     assert.equal(summary.result, "failed");
-    assert.match(summary.reason, /did not move from lab-cp-1.*started again and nothing was removed/);
+    assert.match(
+      summary.reason,
+      /hand-off of the API endpoint VIP .* from lab-cp-1 did not complete.*started again and nothing was removed/,
+    );
     assert.deepEqual(
       w.log.filter((l) => l.startsWith("keepalived")),
       ["keepalived release lab-cp-1", "keepalived resume lab-cp-1"],
     );
     assert.equal(w.vip.holder, "lab-cp-1");
+    assert.equal(w.members.length, 4, "no member was removed");
+  });
+
+  it("stops, nothing removed, when nothing answers through the moved VIP; keepalived runs again", async () => {
+    stack("lab-v2", { vip: true });
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.vip = { holder: "lab-cp-1", stopped: new Set() };
+    w.faults.vipNotAnswering = true;
+    const { summary } = await run(w);
+    assert.equal(summary.result, "failed");
+    assert.match(
+      summary.reason,
+      /from lab-cp-1 did not complete .*the endpoint has not answered through it yet.*started again/,
+    );
+    assert.deepEqual(
+      w.log.filter((l) => l.startsWith("keepalived")),
+      ["keepalived release lab-cp-1", "keepalived resume lab-cp-1"],
+    );
     assert.equal(w.members.length, 4, "no member was removed");
   });
 
@@ -878,7 +899,7 @@ describe("the rollout loop (fake edges)", function () {
     assert.equal(summary.result, "failed");
     assert.match(
       summary.reason,
-      /did not move from lab-cp-1.*starting keepalived on lab-cp-1 again FAILED \(.*timed out.*\): no node may hold the VIP now; start it there by hand/,
+      /from lab-cp-1 did not complete.*starting keepalived on lab-cp-1 again FAILED \(.*timed out.*\): no node may hold the VIP now; start it there by hand/,
     );
     assert.doesNotMatch(summary.reason, /was started again/);
     assert.equal(w.vip.holder, undefined);

@@ -157,6 +157,7 @@ export class VsphereControlPlaneNode extends CloudControlPlaneNode {
           runMode: "systemd",
           install: args.bootstrap.install.source === "packages" ? "packages" : "image",
           machineId: this.vm.uuid,
+          ...(args.seed ? { seed: { connection: args.seed, dependsOn: [] } } : {}),
         },
         { parent: this, dependsOn: [this.bootstrap] },
       );

@@ -4,6 +4,7 @@ import type { Operation } from "../model";
 import { failNewNode, isJoining } from "./new-node";
 import { canSafelyRemoveMember, isUnreachable, leaderApplied, statusError, statusOf } from "./rules";
 import type { Scope } from "./scope";
+import { KEEPALIVED_CONF_PATH } from "../keepalived-conf";
 
 /** Declared dead by the operator: only ever an unhealthy member (a healthy one is replaced add-first). */
 export function replaceDeadGuard(c: Scope): Operation | undefined {
@@ -69,6 +70,8 @@ export function memberlessNode(c: Scope): Operation | undefined {
     const wipe = [
       "/etc/kubernetes/pki",
       ...(c.s.hostFiles?.files ?? []).filter((f) => f.action === "copy").map((f) => f.path),
+      // Its keepalived (stopped first by retire-adopted) holds the VRRP group's auth_pass.
+      ...(memberless.adopted.keepalived ? [KEEPALIVED_CONF_PATH] : []),
     ];
     return {
       kind: "retire-adopted",

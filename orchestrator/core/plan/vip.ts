@@ -1,7 +1,7 @@
 // The planner's rules for an API endpoint VIP (molt:apiEndpoint mode vip), pure like decide.ts:
 // exactly one node holds the VIP before anything changes, and a node to be retired gives it
 // away first, so the endpoint never sits on a node that is losing its member or API server.
-import type { Operation, World } from "../model";
+import type { Operation, VipObservation, World } from "../model";
 import { isOutdated } from "./rules";
 
 /** A wait or refusal while the VIP is not held by exactly one node; undefined when it is (or no VIP). */
@@ -58,4 +58,39 @@ export function vipRelease(s: World, victim: string): Operation | undefined {
     node: victim,
     reason: `retire ${victim}: it holds the API endpoint VIP ${s.vip.address}; hand it to another node first`,
   };
+}
+
+/** What the hand-off of a released VIP has reached (act/endpoint.ts polls it with a deadline). */
+export type HandOff =
+  | { done: true; holder: string }
+  /** `ask`: only the answer through the VIP is missing (the caller asks, then decides again). */
+  | { done: false; why: string; ask?: true };
+
+/**
+ * The VIP has left `victim` for good once exactly one other node holds it, that node's
+ * keepalived calls itself MASTER (when it records a state: an adopted node's does not),
+ * and a request to the endpoint through the VIP was answered (`answered`: asked only
+ * once the first two hold). Until then the retirement waits; past its deadline keepalived
+ * is started again on the victim and nothing is removed.
+ */
+export function vipHandOff(v: VipObservation, victim: string, answered?: boolean): HandOff {
+  const others = v.holders.filter((h) => h !== victim);
+  const unobserved = v.unobserved.length ? `; not observed: ${v.unobserved.join(", ")}` : "";
+  if (v.holders.includes(victim)) return { done: false, why: `${victim} still holds ${v.address}${unobserved}` };
+  if (others.length !== 1)
+    return {
+      done: false,
+      why: `${v.address} is held by ${others.join(" and ") || "no node"}${unobserved}`,
+    };
+  const holder = others[0];
+  const state = v.states[holder];
+  if (state !== undefined && state !== "MASTER")
+    return { done: false, why: `${holder} holds ${v.address} but its keepalived records ${state}, not MASTER` };
+  if (answered !== true)
+    return {
+      done: false,
+      why: `${holder} holds ${v.address}; the endpoint has not answered through it yet`,
+      ...(answered === undefined ? { ask: true as const } : {}),
+    };
+  return { done: true, holder };
 }
