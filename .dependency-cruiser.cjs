@@ -41,7 +41,9 @@ module.exports = {
       comment: "orchestrator/lease: the stack's lease and the lab's claim; the commands take them, never the reverse.",
       severity: "error",
       from: { path: "^orchestrator/lease/" },
-      to: { path: "^orchestrator/((act|adopt|promotion|loop|report)/|(rollout|inspect|observe|disown|index)[.]ts$)" },
+      to: {
+        path: "^orchestrator/((act|adopt|promotion|loop|report|run)/|(rollout|inspect|observe|disown|index)[.]ts$)",
+      },
     },
     {
       name: "cli-is-the-top",

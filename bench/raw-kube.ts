@@ -12,7 +12,8 @@ import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { clusterConfigurationAt } from "../infra/kubeadm/cluster-config";
 import type { SshSession } from "../infra/remote/ssh";
 import { kubeNodeOf, kubeProxyOf } from "../orchestrator/edges/kube";
-import { isEvictable, k8s } from "../orchestrator/edges/kube-support";
+import { k8s } from "../orchestrator/edges/kube-support";
+import { isEvictable } from "../orchestrator/core/drain";
 import { pollUntil } from "../lib/poll";
 import { labKubeConfig } from "../test/support/kube-workload";
 

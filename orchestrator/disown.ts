@@ -2,14 +2,10 @@
 // ownership marker is removed only if it names S with S's backend, in a delete that requires
 // it unchanged since it was read; the cluster is reached through S's own nodes, under S's
 // lease (a rollout of S would claim it again). Nothing else on the cluster changes.
-import { loadStackConfig, resolveLabImage } from "./config";
-import type { Edges } from "./core/edges";
 import { describeOwner, disownDecision, ownerReadOf, type OwnerMarker, type OwnerRead } from "./core/ownership";
-import { openEdges, type EdgeFactory } from "./edges/open";
+import type { EdgeFactory } from "./edges/open";
 import type { RolloutEvent } from "./events";
-import { holdStack } from "./lease/hold";
-import { ownerBackend } from "./backend/store";
-import { backendUrl, repoRoot } from "./stack/engine";
+import { openRun } from "./run/context";
 
 export interface DisownOptions {
   stack: string;
@@ -39,25 +35,14 @@ export class DisownRefusedError extends Error {
 }
 
 export async function disown(o: DisownOptions): Promise<DisownResult> {
-  const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
-  const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
-  const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
-  const self = { stack: o.stack, backend: ownerBackend(backend) };
   const refuse = (problem: string): never => {
     throw new DisownRefusedError(o.stack, problem);
   };
-  const emit = (e: RolloutEvent) => o.onEvent?.(e);
-  const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env, cfg.lockIn, "disown");
-  let edges: Edges | undefined;
+  const run = await openRun({ ...o, emit: (e) => o.onEvent?.(e) });
+  const { self } = run;
   try {
-    edges = await (o.edges ?? openEdges)({
-      stackName: o.stack,
-      workDir,
-      env: o.env,
-      backend,
-      config: cfg,
-      create: false,
-    });
+    const lease = await run.hold("disown");
+    const edges = await run.open({ clusterLease: false });
     const state = await edges.stack.state();
     if (state.nodes.length === 0)
       refuse(
@@ -65,7 +50,7 @@ export async function disown(o: DisownOptions): Promise<DisownResult> {
           `whose adoption never got recorded can be taken over: \`--take-over ${o.stack}\` on the adoption or ` +
           "rollout of the stack that should own the cluster",
       );
-    await lock.holdInCluster(edges);
+    await lease.holdInCluster(edges);
     await edges.nodes.sync(state);
     const etcd = await edges.nodes.etcd();
     let read: OwnerRead;
@@ -92,8 +77,6 @@ export async function disown(o: DisownOptions): Promise<DisownResult> {
         `(a rollout of stack ${o.stack} too: stop using it for this cluster)`,
     };
   } finally {
-    // Before the sessions close: a lease in the cluster is given up through them.
-    await lock.release();
-    await edges?.nodes.close();
+    await run.close();
   }
 }

@@ -1,9 +1,6 @@
 // Read-only views of a stack for `plan` and `status`: one observation (the loop's own),
 // no lock, no change.
-import { loadStackConfig, resolveLabImage } from "./config";
-import { SshNodeAccess } from "./edges/nodes";
-import { openEdges, type EdgeFactory } from "./edges/open";
-import type { Edges } from "./core/edges";
+import type { EdgeFactory } from "./edges/open";
 import type { NodeView } from "./events";
 import type { Operation, World } from "./core/model";
 import { observe } from "./observe";
@@ -17,19 +14,12 @@ import {
   replacementsNow,
   type PlannedReplacement,
 } from "./core/plan";
-import { BackendError, StackNotFoundError } from "./stack/driver";
-import type { StackEdge, StackState } from "./core/edges";
-import { backendUrl, repoRoot } from "./stack/engine";
+import type { ChainStep } from "./core/plan";
 import { nodeViews } from "./views";
 import { hexMemberId } from "./etcd-id";
 import { releaseStatus, type ReleaseStatus } from "./promotion/status";
-import { S3Store } from "./backend/s3";
-import { ownerBackend } from "./backend/store";
 import { describeOwner, sameOwner, type Ownership } from "./core/ownership";
-import { fileBackendDir } from "./backend/file-sidecars";
-import { existsSync } from "node:fs";
-import { checkpointExists } from "./stack/checkpoint";
-import type { ChainStep } from "./core/plan";
+import { openRun, stackExists } from "./run/context";
 
 export interface Condition {
   type:
@@ -76,39 +66,17 @@ export async function inspect(o: {
   env?: Record<string, string>;
   edges?: EdgeFactory;
 }): Promise<Inspection> {
-  const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
-  const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
+  const run = await openRun({ ...o, readOnly: true });
+  const { cfg, backend } = run;
   const intent = cfg.intent;
-  // Nothing is written, the default backend's folder included.
-  const ownBackend = o.env?.PULUMI_BACKEND_URL ?? process.env.PULUMI_BACKEND_URL;
-  const backend = ownBackend ?? backendUrl({ create: false });
-  if (ownBackend) await checkBackendReadOnly(backend, o.env);
-  const empty = (): Edges => ({ stack: new EmptyStack(o.stack), nodes: new SshNodeAccess() });
-  let edges: Edges;
-  try {
-    // A stack the backend has no checkpoint of is not opened: the engine would write to the
-    // backend (.pulumi/meta.yaml) to find that out.
-    edges =
-      !o.edges && (await checkpointExists(backend, o.stack, { ...process.env, ...o.env })) === false
-        ? empty()
-        : await (o.edges ?? openEdges)({
-            stackName: o.stack,
-            workDir,
-            env: o.env,
-            backend,
-            config: cfg,
-            create: false,
-          });
-  } catch (e) {
-    if (!(e instanceof StackNotFoundError)) throw e;
-    edges = empty();
-  }
-  const exists = !(edges.stack instanceof EmptyStack);
   let snapshot: World;
+  let exists: boolean;
   try {
-    snapshot = await observe(edges, intent, { expired: [] }, { stack: o.stack, backend: ownerBackend(backend) });
+    const edges = await run.open();
+    exists = stackExists(edges);
+    snapshot = await observe(edges, intent, { expired: [] }, run.self);
   } finally {
-    await edges.nodes.close();
+    await run.close();
   }
   const stored = { nodes: snapshot.nodes };
   const views = nodeViews(snapshot);
@@ -203,7 +171,7 @@ export async function inspect(o: {
     alarms: (snapshot.etcd?.alarms ?? []).map((a) => `${a.alarm}@${hexMemberId(a.memberId)}`),
     conditions,
     next,
-    ...(cfg.release ? { release: await releaseStatus(cfg, o.stack, backend, o.env) } : {}),
+    ...(cfg.release ? { release: await releaseStatus(cfg, o.stack, backend, run.store) } : {}),
     replacements: replacementsNow(snapshot),
     ...(snapshot.certificates ? { certificates: snapshot.certificates } : {}),
     progress: rolloutProgress(snapshot, intent),
@@ -246,38 +214,6 @@ function kubeCondition(s: World): Condition {
     };
   }
   return { type: "ControlPlaneHealthy", status: "False", reason: bad.map(([n, p]) => `${n}: ${p}`).join("; ") };
-}
-
-/**
- * The backend checked before the engine opens it, as a rollout's lease checks it, writing nothing:
- * the engine's own answer to a missing bucket, refused credentials or an unreachable endpoint is an
- * SDK trace (exit 1), and to a missing folder "code: 1"; this says what is wrong and what to do
- * (BackendError, exit 2). A bucket: HEAD (read-only); a folder: that it exists.
- */
-async function checkBackendReadOnly(backend: string, env?: Record<string, string>): Promise<void> {
-  if (backend.startsWith("s3://")) return new S3Store(backend, env).check();
-  const dir = fileBackendDir(backend);
-  if (dir && !existsSync(dir)) throw new BackendError(backend, `the folder ${dir} does not exist`);
-}
-
-/** A stack that does not exist yet: no nodes, nothing to change. */
-class EmptyStack implements StackEdge {
-  constructor(readonly name: string) {}
-  async prepare() {
-    return [];
-  }
-  async state(): Promise<StackState> {
-    return { nodes: [], endpoints: [], sshUser: "root", orphans: [] };
-  }
-  async apply(): Promise<void> {
-    throw new Error(`stack ${this.name} does not exist`);
-  }
-  async destroyOrphans(): Promise<void> {
-    throw new Error(`stack ${this.name} does not exist`);
-  }
-  async releaseAdopted(): Promise<string[]> {
-    throw new Error(`stack ${this.name} does not exist`);
-  }
 }
 
 function rolloutProgress(s: World, intent: World["intent"]): Inspection["progress"] {

@@ -5,20 +5,18 @@
 //   record:  orchestrator/core/memory.ts (the loop's memory, advanced by pure functions)
 import { pause } from "../lib/poll";
 import { act, changesMembership, isChange } from "./act";
-import { loadStackConfig, resolveLabImage, type StackConfig } from "./config";
-import { claimStackLab } from "./lease/lab-claim";
-import { openEdges, type EdgeFactory } from "./edges/open";
+import type { StackConfig } from "./config";
 import type { Edges } from "./core/edges";
 import { retainBackups, takeBackup } from "./etcd-backup";
 import type { NodeView, RolloutEvent } from "./events";
-import { holdStack } from "./lease/hold";
-import { checkProviderPlugins } from "./stack/plugins";
+import type { StackLock } from "./lease/hold";
 import { releasePreflight, releaseRecorder } from "./promotion/hooks";
-import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory, type Stop } from "./core/memory";
-import { RunClock } from "./loop/timing";
+import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory } from "./core/memory";
+import type { LoopMemory, Stop } from "./core/memory";
 import type { Intent, Operation, World } from "./core/model";
 import { observe, reobserveAddons, reobserveNode } from "./observe";
 import { k8s } from "./edges/kube-support";
+import type { EdgeFactory } from "./edges/open";
 import { watchOf, watchWait } from "./loop/wait-watch";
 import {
   decide,
@@ -28,10 +26,10 @@ import {
   waitDeadlineSeconds,
   type PlannedReplacement,
 } from "./core/plan";
+import { openRun, type Run } from "./run/context";
 import { EngineCancelledError } from "./stack/driver";
-import { backendUrl, moltHome, repoRoot } from "./stack/engine";
+import { moltHome } from "./stack/engine";
 import { redactDeep, redactText, rememberEnvSecrets } from "./report/redact";
-import { ownerBackend } from "./backend/store";
 import type { StackState } from "./core/edges";
 import { isHealthyNode, nodeViews } from "./views";
 import { checkWindowAtStart, controlsClock, windowClosedReason } from "./controls/window";
@@ -122,115 +120,76 @@ export async function rollout(o: RolloutOptions): Promise<Summary> {
     return e;
   };
   try {
-    return await run(o, emit, leftForOwner);
+    const run = await openRun({
+      stack: o.stack,
+      workDir: o.workDir,
+      env: o.env,
+      edges: o.edges,
+      signal: o.signal,
+      emit,
+    });
+    try {
+      const started = await start(o, run);
+      return await loop(o, run, started, (end) => emit(summary(o.stack, run, started, end, leftForOwner)));
+    } finally {
+      await run.close();
+    }
   } catch (e) {
     if (e instanceof Error) e.message = redactText(e.message);
     throw e;
   }
 }
 
-async function run(
-  o: RolloutOptions,
-  emit: <E extends RolloutEvent>(e: E) => E,
-  leftForOwner: NonNullable<Summary["leftForOwner"]>,
-): Promise<Summary> {
-  const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
-  const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
-  const intent = controlsIntent(intentOf(cfg, o), o);
+/** What the loop starts from (intent, wall clock, the release's recorder, the lease) and leaves for the summary. */
+interface Started {
+  intent: Intent;
+  wall: () => number;
+  release: ReturnType<typeof releaseRecorder>;
+  lease: StackLock;
+  memory: LoopMemory;
+  views: NodeView[];
+  backupPath?: string;
+  /** Steps of a chained upgrade this run saw converged, every gate holding (in order). */
+  stepsVerified: { kubernetesVersion: string; image: string }[];
+}
+
+/** Everything before the edges open: nothing changes until the lease is held and the lab claimed. */
+async function start(o: RolloutOptions, run: Run): Promise<Started> {
+  const { workDir, backend, env, store, emit } = run;
+  const intent = controlsIntent(intentOf(run.cfg, o), o);
   // @kubernetes/client-node takes about a second to load: loaded while the stack opens, not in the first pass.
   if (intent.kubernetesVersion !== undefined) k8s().catch(() => undefined);
   // molt:rollout.window: outside it nothing starts (OutsideWindowError, CLI exit 8).
   const wall = o.wallClock ?? controlsClock();
   const window = checkWindowAtStart(intent.rollout.window, wall());
-  emit({
-    type: "start",
-    stack: o.stack,
-    command: "rollout",
-    ...startOf(intent),
-    ...(window ? { window } : {}),
-    time: new Date().toISOString(),
-  });
-  const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
-  // Who this run is, as the cluster's ownership marker names its owner.
-  const self = { stack: o.stack, backend: ownerBackend(backend) };
-  // A run that may `up` needs the provider's engine plugins, which molt never downloads during
-  // a run: missing ones are refused before anything is written, the lease included.
-  if (!o.edges) checkProviderPlugins(cfg.intent.provider, o.env);
+  const time = new Date().toISOString();
+  emit({ type: "start", stack: o.stack, command: "rollout", ...startOf(intent), ...(window ? { window } : {}), time });
+  // Missing engine plugins are refused before anything is written, the lease included.
+  run.checkPlugins();
   // Staging across environments (orchestrator/promotion/): refuse an unverified release; record a converged one.
-  const promotion = { cfg, stack: o.stack, workDir, backend, env: o.env, emit, verify: o.verify };
+  const promotion = { cfg: run.cfg, stack: o.stack, workDir, backend, env, store, emit, verify: o.verify };
   await releasePreflight(promotion);
   const release = releaseRecorder({ ...promotion, signingKeyFile: o.signingKeyFile });
-  // The stack's lease (orchestrator/lease/hold.ts): `lock.signal` aborts if it is ever lost,
-  // which cancels an engine step in flight as the caller's signal does.
-  const lock = await holdStack(backend, o.stack, cfg.lockSeconds, emit, o.env, cfg.lockIn);
+  // The stack's lease (orchestrator/lease/hold.ts): its loss aborts `run.signal`, which cancels
+  // an engine step in flight as the caller's signal does.
+  const lease = await run.hold("rollout");
   // A lab stack's lab is its own: another stack's is refused here, before anything changes
   // (after the lease: a backend that cannot be used is said as such first).
-  let stackCfg: StackConfig;
-  try {
-    stackCfg = claimStackLab(cfg, o.stack, backend, (message) => emit({ type: "warning", message }));
-  } catch (e) {
-    await lock.release();
-    throw e;
-  }
-  const signal = o.signal ? AbortSignal.any([o.signal, lock.signal]) : lock.signal;
+  run.claimLab((message) => emit({ type: "warning", message }));
+  return { intent, wall, release, lease, memory: initialMemory, views: [], stepsVerified: [] };
+}
 
-  const clock = new RunClock(emit);
+/** The passes: observe -> decide -> act -> record, until the memory says the run ends. */
+async function loop(o: RolloutOptions, run: Run, s: Started, finish: (end: Stop) => Summary): Promise<Summary> {
+  const { intent, lease } = s;
+  const { clock, emit } = run;
+  const signal = run.signal!;
   const pollMs = o.pollMs ?? 500;
   const now = o.now ?? Date.now;
-  let memory = initialMemory;
-  let views: NodeView[] = [];
-  /** Steps of a chained upgrade this run saw converged, every gate holding (in order). */
-  const stepsVerified: { kubernetesVersion: string; image: string }[] = [];
-  let backupPath: string | undefined;
   let confirmed = !o.confirm;
-  const finish = (end: Stop): Summary => {
-    const { wallMs, phases } = clock.close();
-    const s: Summary = {
-      type: "summary",
-      ...end,
-      stack: o.stack,
-      wallMs,
-      operations: memory.operations,
-      phases,
-      nodes: views,
-      ...(backupPath ? { snapshotPath: backupPath } : {}),
-      replaced: [...memory.controls.retired],
-      ...(leftForOwner.length ? { leftForOwner } : {}),
-    };
-    return emit(s);
-  };
-
-  let edges: Edges | undefined;
   try {
-    edges = await (o.edges ?? openEdges)({
-      stackName: o.stack,
-      workDir,
-      env: o.env,
-      backend,
-      config: stackCfg,
-      report: emit,
-      engineOutput: o.engineOutput,
-      engineLockDeadlineSeconds: intent.timeouts.joinSeconds + 120,
-      signal,
-      tagProcesses: true,
-      lock,
-      guarded: lock.guarded,
-    });
-    // A lease in the cluster is taken before anything is cleared or changed (a stack with no
-    // cluster yet: before the first change after its first node's etcd is up).
-    await lock.holdInCluster(edges);
-    const cleared = await edges.stack.prepare();
-    if (cleared.length) emit({ type: "pending-cleared", operations: cleared });
-    const opened = edges;
-    const leaks = leakWatch({
-      inventory:
-        o.inventory === undefined ? (o.edges ? undefined : inventoryOf(cfg, o.env)) : (o.inventory ?? undefined),
-      terminate: !!o.terminateLeaked,
-      stack: () => opened.stack,
-      emit,
-    });
-    await leaks.atStart();
-    checkReplaceDead(intent, await edges.stack.state(), o.stack);
+    const { edges, leaks } = await openEdges(o, run, intent);
+    const hookOutputInReports = run.cfg.notify.includeHookOutput;
     const ctx = {
       edges,
       intent,
@@ -239,67 +198,44 @@ async function run(
       timed: clock.timed,
       report: emit,
       hookCallbacks: o.hooks,
-      hookOutputInReports: cfg.notify.includeHookOutput,
+      hookOutputInReports,
     };
 
     for (let pass = 1; ; pass++) {
-      if (lock.signal.aborted) return finish({ result: "failed", reason: lock.lostReason() });
-      if (o.signal?.aborted)
-        return finish({
-          result: "cancelled",
-          reason: "cancelled by the caller; stopped at a boundary between operations",
-        });
-      if (memory.operations >= (o.maxOperations ?? 200))
-        return finish({
-          result: "failed",
-          reason: `stopped after ${memory.operations} operations without converging (a planner bug?)`,
-        });
+      const stop = stopBefore(o, lease, s.memory);
+      if (stop) return finish(stop);
 
       // Observe.
       const t = Date.now();
-      const e = edges;
       const world = await clock.timed("observe", "wait", undefined, () =>
-        observe(e, intent, worldMemory(memory, windowClosedReason(intent.rollout.window, wall())), self),
+        observe(edges, intent, worldMemory(s.memory, windowClosedReason(intent.rollout.window, s.wall())), run.self),
       );
-      views = nodeViews(world);
-      memory = afterObservation(memory, (n) => isHealthyNode(views, n, intent.kubernetesVersion !== undefined));
+      s.views = nodeViews(world);
+      s.memory = afterObservation(s.memory, (n) => isHealthyNode(s.views, n, intent.kubernetesVersion !== undefined));
       // A lease in the cluster: taken as soon as a new stack's first node can hold it, waits included.
-      await lock.holdInCluster(e, { whenReachable: true });
-      emit({ type: "observed", pass, nodes: views, ms: Date.now() - t });
+      await lease.holdInCluster(edges, { whenReachable: true });
+      emit({ type: "observed", pass, nodes: s.views, ms: Date.now() - t });
 
       // Decide. A chained upgrade's step whose gates all hold is verified (the record says so).
-      const passed = passedStep(world, o.stack);
-      if (passed && !stepsVerified.some((v) => v.kubernetesVersion === passed.kubernetesVersion))
-        stepsVerified.push({ kubernetesVersion: passed.kubernetesVersion, image: passed.image });
+      noteVerifiedStep(s, world, o.stack);
       const op = decide(world, o.stack);
       emit({ type: "decision", pass, operation: op });
-      const decided = afterDecision(memory, op, now(), intent.timeouts);
-      memory = decided.memory;
-      const end = endOf(memory, op);
+      const decided = afterDecision(s.memory, op, now(), intent.timeouts);
+      s.memory = decided.memory;
+      const end = endOf(s.memory, op);
+      const converged = {
+        edges,
+        nodes: s.views,
+        operations: s.memory.operations,
+        signal,
+        stepsVerified: s.stepsVerified,
+      };
       if (end) {
         await leaks.atEnd(end, world);
-        return finish(
-          await release.settle(end, { edges: e, nodes: views, operations: memory.operations, signal, stepsVerified }),
-        );
+        return finish(await s.release.settle(end, converged));
       }
       if (!isChange(op)) {
-        // A wait: observe again after the poll interval (at once when its deadline just passed);
-        // a join, a node's health and kube-proxy's rollout are watched until their end shows (loop/wait-watch.ts).
-        const watch = watchOf(op);
-        const waitFor = async (): Promise<unknown> =>
-          watch && op.kind === "wait"
-            ? watchWait({
-                world,
-                op,
-                decide: (w) => decide(w, o.stack),
-                reread: (w) => ("node" in watch ? reobserveNode(e, w, watch.node) : reobserveAddons(e, w)),
-                tickMs: WATCH_TICK_MS,
-                fullEveryMs: WATCH_FULL_PASS_MS,
-                deadline: (memory.waits[op.key] ?? now()) + waitDeadlineSeconds(op.key, intent.timeouts) * 1000 + 1,
-                now,
-                signal,
-              })
-            : pause(pollMs, signal);
+        const waitFor = () => waitOut(op, world, { o, edges, intent, memory: s.memory, pollMs, now, signal });
         if (!decided.expiredNow) await clock.timed("wait", "wait", op.kind === "wait" ? op.node : undefined, waitFor);
         continue;
       }
@@ -310,36 +246,128 @@ async function run(
         if (!confirmed) return finish({ result: "cancelled", reason: "not confirmed; nothing was changed" });
       }
       await o.beforeOperation?.(op, world);
-      await lock.holdInCluster(edges);
-      if (changesMembership(op) && !backupPath && world.etcd) {
-        backupPath = await takeBackup(await edges.nodes.etcd(), world, o.stack, clock.timed, emit);
-        if (backupPath) retainBackups(o.stack, cfg.backups.keep, backupPath, emit);
+      await lease.holdInCluster(edges);
+      if (changesMembership(op) && !s.backupPath && world.etcd) {
+        s.backupPath = await takeBackup(await edges.nodes.etcd(), world, o.stack, clock.timed, emit);
+        if (s.backupPath) retainBackups(o.stack, run.cfg.backups.keep, s.backupPath, emit);
       }
       const outcome = await act(op, { ...ctx, world });
 
       // Record.
-      const acted = afterAct(memory, op, outcome, now(), intent);
-      memory = acted.memory;
+      const acted = afterAct(s.memory, op, outcome, now(), intent);
+      s.memory = acted.memory;
       if (acted.stop) return finish(acted.stop);
       if (outcome.kind === "retry") await clock.timed("wait", "wait", undefined, () => pause(pollMs, signal));
     }
   } catch (e) {
     // A cancelled engine step ends the run at the boundary after it (stack/engine-process.ts).
-    if (e instanceof EngineCancelledError && lock.signal.aborted)
-      return finish({ result: "failed", reason: lock.lostReason() });
+    if (e instanceof EngineCancelledError && lease.signal.aborted)
+      return finish({ result: "failed", reason: lease.lostReason() });
     if (e instanceof EngineCancelledError)
       return finish({
         result: "cancelled",
         reason: `cancelled by the caller: ${e.message}; rerun \`molt rollout\` to continue`,
       });
     throw e;
-  } finally {
-    // No engine command of this run outlives it (stack/edge.ts reads the state in the background).
-    await edges?.stack.quiesce?.();
-    // Before the nodes' sessions close: a lease in the cluster is released through them.
-    await lock.release();
-    await edges?.nodes.close();
   }
+}
+
+/**
+ * The edges, opened for a change once the lease is held: what a dead run's engine left is
+ * cleared, machines a killed run leaked are listed, and --replace-dead is checked against the
+ * stack's nodes, before the first pass.
+ */
+async function openEdges(o: RolloutOptions, run: Run, intent: Intent) {
+  const change = { engineOutput: o.engineOutput, engineLockDeadlineSeconds: intent.timeouts.joinSeconds + 120 };
+  const edges = await run.open({ change });
+  const cleared = await edges.stack.prepare();
+  if (cleared.length) run.emit({ type: "pending-cleared", operations: cleared });
+  const leaks = leakWatch({
+    inventory:
+      o.inventory === undefined ? (o.edges ? undefined : inventoryOf(run.cfg, o.env)) : (o.inventory ?? undefined),
+    terminate: !!o.terminateLeaked,
+    stack: () => edges.stack,
+    emit: run.emit,
+  });
+  await leaks.atStart();
+  checkReplaceDead(intent, await edges.stack.state(), o.stack);
+  return { edges, leaks };
+}
+
+/** A chained upgrade's step converged with every gate holding: the release's record says this run verified it. */
+function noteVerifiedStep(s: Started, world: World, stack: string): void {
+  const passed = passedStep(world, stack);
+  if (passed && !s.stepsVerified.some((v) => v.kubernetesVersion === passed.kubernetesVersion))
+    s.stepsVerified.push({ kubernetesVersion: passed.kubernetesVersion, image: passed.image });
+}
+
+/** At the top of every pass (the boundary between operations): a lost lease, a cancel, the safety net. */
+function stopBefore(o: RolloutOptions, lease: StackLock, memory: LoopMemory): Stop | undefined {
+  if (lease.signal.aborted) return { result: "failed", reason: lease.lostReason() };
+  if (o.signal?.aborted)
+    return { result: "cancelled", reason: "cancelled by the caller; stopped at a boundary between operations" };
+  if (memory.operations >= (o.maxOperations ?? 200))
+    return {
+      result: "failed",
+      reason: `stopped after ${memory.operations} operations without converging (a planner bug?)`,
+    };
+  return undefined;
+}
+
+/**
+ * A wait: observe again after the poll interval (at once when its deadline just passed); a
+ * join, a node's health and kube-proxy's rollout are watched until their end shows (loop/wait-watch.ts).
+ */
+async function waitOut(
+  op: Operation,
+  world: World,
+  w: {
+    o: RolloutOptions;
+    edges: Edges;
+    intent: Intent;
+    memory: LoopMemory;
+    pollMs: number;
+    now: () => number;
+    signal: AbortSignal;
+  },
+): Promise<unknown> {
+  const watch = watchOf(op);
+  if (!watch || op.kind !== "wait") return pause(w.pollMs, w.signal);
+  const { edges, now } = w;
+  return watchWait({
+    world,
+    op,
+    decide: (x) => decide(x, w.o.stack),
+    reread: (x) => ("node" in watch ? reobserveNode(edges, x, watch.node) : reobserveAddons(edges, x)),
+    tickMs: WATCH_TICK_MS,
+    fullEveryMs: WATCH_FULL_PASS_MS,
+    deadline: (w.memory.waits[op.key] ?? now()) + waitDeadlineSeconds(op.key, w.intent.timeouts) * 1000 + 1,
+    now,
+    signal: w.signal,
+  });
+}
+
+/** The run's summary event: how it ended, where its time went, the nodes as last observed. */
+function summary(
+  stack: string,
+  run: Run,
+  s: Started,
+  end: Stop,
+  leftForOwner: NonNullable<Summary["leftForOwner"]>,
+): Summary {
+  const { wallMs, phases } = run.clock.close();
+  return {
+    type: "summary",
+    ...end,
+    stack,
+    wallMs,
+    operations: s.memory.operations,
+    phases,
+    nodes: s.views,
+    ...(s.backupPath ? { snapshotPath: s.backupPath } : {}),
+    replaced: [...s.memory.controls.retired],
+    ...(leftForOwner.length ? { leftForOwner } : {}),
+  };
 }
 
 /** The intent of this run: the stack's config, with the command line's overrides. */

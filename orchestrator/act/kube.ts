@@ -2,6 +2,8 @@
 // planner named.
 import { DeadlineError, pollUntil } from "../../lib/poll";
 import type { Act } from "./context";
+import type { KubeEdge } from "../core/edges";
+import { DRAIN_ROUND_MS, drainTimedOut, isEvictable, podStep, refusedEviction, type DrainRound } from "../core/drain";
 
 export const updateClusterConfig: Act<"update-cluster-config"> = async (op, ctx) => {
   const kube = await ctx.edges.nodes.kube();
@@ -32,25 +34,25 @@ export const updateAddons: Act<"update-addons"> = async (op, ctx) => {
 /**
  * Cordons the node and evicts its pods through the Eviction API until none is left, or
  * the drain deadline passes: then the run stops with what blocked it, nothing removed.
- * Evictions a PodDisruptionBudget refuses (429) are retried, as kubectl drain does.
+ * Which pods go, which are refused, the rounds' pace and the messages: core/drain.ts.
  */
 export const drain: Act<"drain"> = async (op, ctx) => {
   const kube = await ctx.edges.nodes.kube();
   const seconds = ctx.intent.timeouts.drainSeconds;
-  let last = { remaining: 0, blocked: [] as string[] };
+  let last: DrainRound = { remaining: 0, blocked: [] };
   try {
     await ctx.timed("kube", op.kind, op.node, async () => {
       await kube.cordon(op.via, op.node);
       await pollUntil(
         async () => {
-          last = await kube.evictRound(op.via, op.node);
+          last = await evictRound(kube, op.via, op.node);
           return last.remaining === 0 ? true : undefined;
         },
         {
           what: `the drain of ${op.node}`,
           deadlineMs: seconds * 1000,
-          intervalMs: 1000,
-          maxIntervalMs: 1000,
+          intervalMs: DRAIN_ROUND_MS,
+          maxIntervalMs: DRAIN_ROUND_MS,
           signal: ctx.signal,
         },
       );
@@ -59,19 +61,23 @@ export const drain: Act<"drain"> = async (op, ctx) => {
     // Cancelled: the loop stops at this boundary; the node stays cordoned and a rerun drains on.
     if ((e as Error).name === "AbortError") return { kind: "done" };
     if (!(e instanceof DeadlineError)) throw e;
-    const blocked =
-      last.blocked.length > 0
-        ? `evictions refused: ${last.blocked.join("; ")}`
-        : `${last.remaining} pod(s) still on the node (terminating or not evictable)`;
-    return {
-      kind: "stop",
-      result: "failed",
-      reason:
-        `drain of ${op.node} did not finish within ${seconds}s (molt:timeouts.drainSeconds): ${blocked}. ` +
-        `No node was removed: ${op.node} stays cordoned and every etcd member is in place. Let the ` +
-        `PodDisruptionBudget allow the eviction ` +
-        `(or raise the deadline), then run molt again: it continues with the drain.`,
-    };
+    return { kind: "stop", result: "failed", reason: drainTimedOut(op.node, seconds, last) };
   }
   return { kind: "done" };
 };
+
+/** One round over the node's evictable pods, each as the policy says: wait for it, evict it, or refuse. */
+export async function evictRound(kube: KubeEdge, via: string, node: string): Promise<DrainRound> {
+  const pods = (await kube.podsOn(via, node)).filter(isEvictable);
+  const blocked: string[] = [];
+  await Promise.all(
+    pods.map(async (p) => {
+      const step = podStep(p);
+      if (step.kind === "refuse") blocked.push(step.reason);
+      if (step.kind !== "evict") return;
+      const r = await kube.evict(via, step.namespace, step.name);
+      if (r.kind === "refused") blocked.push(refusedEviction(step.namespace, step.name, r.message));
+    }),
+  );
+  return { remaining: pods.length, blocked };
+}

@@ -11,18 +11,15 @@ import type { Stack } from "@pulumi/pulumi/automation";
 import type { NodeEndpoint, NodeEntry } from "../core/nodes";
 import { buildProgram } from "../../infra/program";
 import type { SshTarget } from "../../infra/remote/ssh";
-import { loadStackConfig, resolveLabImage } from "../config";
-import { claimStackLab } from "../lease/lab-claim";
 import { EtcdAccess } from "../edges/etcd";
 import { acquireLock, machineStore, type HeldLock } from "../lease/bucket";
 import { acquireClusterLock } from "../lease/cluster";
-import { leaseHome } from "../lease/hold";
+import { leaseHomeOf } from "../lease/hold";
+import { openRun } from "../run/context";
 import { exportState, viewOf } from "../stack/state";
 import { readStoredState } from "../stack/state";
 import { programInputFor } from "../config/program-input";
 import { openStack, StackNotFoundError } from "../stack/driver";
-import { checkProviderPlugins } from "../stack/plugins";
-import { backendUrl, repoRoot } from "../stack/engine";
 import { AdoptionRefusedError, refuseUnless, type AdoptEvent, type SeenHostKey } from "./errors";
 import { etcdProblems, observeEtcd, stackedEtcdProblems } from "./etcd-checks";
 import type { ExpectedHostKeys } from "./host-keys";
@@ -36,7 +33,6 @@ import { adoptCredentials, bastionOf, pinnedHostKeys, probeAll } from "./reach";
 import { adoptedEntries, adoptedView, record } from "./record";
 import { claimForAdoption } from "./ownership";
 import { readHostKeepalived, vipGroupChecks, type HostKeepalived } from "./vip-checks";
-import { ownerBackend } from "../backend/store";
 
 export { InvalidAdoptionInputError, parseHostList, parseKubeOneOutput, type AdoptionInput } from "./input";
 export { ExpectedHostKeys, InvalidHostKeyInputError } from "./host-keys";
@@ -76,22 +72,26 @@ export interface AdoptResult {
 
 export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
   const emit = (e: AdoptEvent) => o.onEvent?.(e);
-  const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
-  const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
+  // The same start as every command's (run/context.ts); the lease is adoption's own (below).
+  const run = await openRun({ stack: o.stack, workDir: o.workDir, env: o.env });
+  const { cfg, workDir, backend } = run;
   const refuse = (...problems: string[]): never => {
     throw new AdoptionRefusedError(o.stack, problems);
   };
   // The provider's engine plugins first, as a rollout does: without them nothing is written.
-  checkProviderPlugins(cfg.intent.provider, o.env);
+  run.checkPlugins();
   const imports = matchImports(o.imports ?? [], o.input.hosts, cfg, refuse);
-  const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
   // Where the lease lives (lease/hold.ts): in the cluster, this machine's first, then the
-  // adopted cluster's etcd once it is reached (before anything is recorded).
-  const home = leaseHome(backend, cfg.lockIn, o.env);
+  // adopted cluster's etcd once it is reached (before anything is recorded). Not the stack's
+  // lease of run.hold: the cluster's etcd is reached through the hosts adopted, not the stack.
+  run.makeBackend();
+  const home = leaseHomeOf(backend, cfg.lockIn, run.store !== undefined);
   const lock = await acquireLock(backend, o.stack, "adopt", {
     ttlSeconds: cfg.lockSeconds,
     env: o.env,
-    ...(home === "cluster" ? { store: machineStore(), scope: "machine" as const } : {}),
+    ...(home === "cluster"
+      ? { store: machineStore(), scope: "machine" as const }
+      : { store: run.store!, scope: "backend" as const }),
   });
   let clusterLock: HeldLock | undefined;
   // The state guard's token (infra/guard.ts), for a stack whose lease lives in the cluster.
@@ -99,9 +99,7 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
   try {
     // 0. A lab stack's lab is its own (lease/lab-claim.ts): another stack's is refused before anything
     // is recorded.
-    const owned = claimStackLab(cfg, o.stack, backend, (message) =>
-      emit({ type: "check", check: "lab", ok: true, detail: message }),
-    );
+    const owned = run.claimLab((message) => emit({ type: "check", check: "lab", ok: true, detail: message }));
     // 1. The stack must hold no node yet (it need not exist: it is created when recording).
     let stack: Stack | undefined;
     try {
@@ -225,8 +223,11 @@ export async function adopt(o: AdoptOptions): Promise<AdoptResult> {
           : undefined;
 
       // 7. Ownership: no other stack's; claimed for this one (kept open: undone if the record fails).
-      const self = { stack: o.stack, backend: ownerBackend(backend) };
-      const claim = await claimForAdoption(access!, { self, ...(o.takeOver ? { takeOver: o.takeOver } : {}) }, refuse);
+      const claim = await claimForAdoption(
+        access!,
+        { self: run.self, ...(o.takeOver ? { takeOver: o.takeOver } : {}) },
+        refuse,
+      );
       emit({ type: "check", check: "ownership", ok: true, detail: claim.detail });
 
       // 8. Record: the leader last (retired last: one leadership move fewer).

@@ -4,6 +4,7 @@
 import type { CloudMachine } from "./leaks";
 import type { Operation } from "./model";
 import type { NodeEntry, SshAccessSettings, StoredState } from "./nodes";
+import type { PodLike } from "./drain";
 import type { OwnerRecord } from "./ownership";
 import type {
   Alarm,
@@ -44,6 +45,9 @@ export interface EtcdEdge {
   removeOwner(revision: string): Promise<boolean>;
 }
 
+/** An eviction's answer: done, the pod already gone (404), or refused now by a PodDisruptionBudget (429). */
+export type Eviction = { kind: "evicted" } | { kind: "gone" } | { kind: "refused"; message: string };
+
 export interface KubeEdge {
   components(node: string): Promise<ComponentHealth>;
   observeCluster(via: string): Promise<Omit<KubeObservation, "components" | "via">>;
@@ -53,8 +57,10 @@ export interface KubeEdge {
   readNode(via: string, name: string): Promise<Omit<KubeNode, "leaseAgeSeconds"> | undefined>;
   setClusterConfigVersion(via: string, version: string): Promise<void>;
   cordon(via: string, node: string): Promise<void>;
-  /** One round of evictions: what is left on the node, and what refused (PDBs). */
-  evictRound(via: string, node: string): Promise<{ remaining: number; blocked: string[] }>;
+  /** The pods on `node`, unfiltered: the drain policy (core/drain.ts) decides which go. */
+  podsOn(via: string, node: string): Promise<PodLike[]>;
+  /** One eviction through the Eviction API (PodDisruptionBudgets honoured). */
+  evict(via: string, namespace: string, name: string): Promise<Eviction>;
   deleteNode(via: string, node: string): Promise<void>;
   stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<void>;
   updateAddons(via: string, kubeadmNode: string, version: string): Promise<void>;

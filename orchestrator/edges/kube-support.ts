@@ -1,5 +1,5 @@
 // Plain helpers of the Kubernetes edge: HTTPS probes with a deadline, versions in image
-// tags, which pods a drain evicts, and the admin credentials in a kubeconfig.
+// tags, and the admin credentials in a kubeconfig.
 import { request } from "node:https";
 import { parse as parseYaml } from "yaml";
 import type { TlsClientCredentials } from "./etcd";
@@ -82,22 +82,6 @@ export function evictionMessage(e: unknown): string {
   } catch {
     return String(body ?? (e as Error).message).slice(0, 300);
   }
-}
-
-export interface PodLike {
-  metadata?: {
-    annotations?: Record<string, string>;
-    ownerReferences?: { kind?: string }[];
-    deletionTimestamp?: Date | string;
-  };
-  status?: { phase?: string };
-}
-
-/** Pods `kubectl drain --ignore-daemonsets` evicts: not mirror pods, DaemonSet pods or finished pods. */
-export function isEvictable(p: PodLike): boolean {
-  if (p.metadata?.annotations?.["kubernetes.io/config.mirror"]) return false;
-  if (p.metadata?.ownerReferences?.some((o) => o.kind === "DaemonSet")) return false;
-  return p.status?.phase !== "Succeeded" && p.status?.phase !== "Failed";
 }
 
 /** The client certificate and key (and CA) of a kubeconfig with embedded data. */

@@ -8,6 +8,8 @@
 //     the newest ready one, as cluster-admin with the credentials of /etc/kubernetes/admin.conf
 //     read over SSH once and held in memory only.
 import type { ComponentHealth, KubeNode, KubeObservation } from "../core/observations";
+import type { Eviction } from "../core/edges";
+import { isEvictable, type PodLike } from "../core/drain";
 import { clusterConfigRefs, clusterConfigurationAt } from "../../infra/kubeadm/cluster-config";
 import { hostFilesOf, type HostFile } from "../core/host-files";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
@@ -16,20 +18,9 @@ import { sudoFor, type TlsClientCredentials } from "./etcd";
 import { pollUntil } from "../../lib/poll";
 import type { SessionPool } from "./sessions";
 
-import {
-  b64,
-  credentialsOf,
-  describe,
-  evictionMessage,
-  get,
-  isEvictable,
-  k8s,
-  notFound,
-  stripV,
-  tagVersion,
-} from "./kube-support";
+import { b64, credentialsOf, describe, evictionMessage, get, k8s, notFound, stripV, tagVersion } from "./kube-support";
 
-export { credentialsOf, isEvictable, stripV, tagVersion };
+export { credentialsOf, stripV, tagVersion };
 
 export const CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane";
 
@@ -297,49 +288,31 @@ export class KubeAccess {
     );
   }
 
-  /**
-   * One eviction round over the node's evictable pods (the Eviction API, so
-   * PodDisruptionBudgets are honoured). Returns what is left and, for pods a budget
-   * protects, why.
-   */
-  async evictRound(via: string, node: string): Promise<{ remaining: number; blocked: string[] }> {
+  /** The pods scheduled on `node`, as the API lists them; which a drain evicts is core/drain.ts's. */
+  async podsOn(via: string, node: string): Promise<PodLike[]> {
     const { core } = await this.api(via);
-    const pods = (await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items.filter(
-      isEvictable,
-    );
-    const blocked: string[] = [];
-    await Promise.all(
-      pods
-        .filter((p) => !p.metadata?.deletionTimestamp)
-        .map(async (p) => {
-          const name = p.metadata!.name!;
-          const namespace = p.metadata!.namespace!;
-          // Like kubectl drain without --force: a pod no controller recreates would be lost.
-          if (!p.metadata?.ownerReferences?.some((o) => o.controller)) {
-            blocked.push(
-              `${namespace}/${name}: not managed by a controller, so an eviction would lose it for good (kubectl ` +
-                `drain refuses it without --force); move or delete it yourself`,
-            );
-            return;
-          }
-          try {
-            await core.createNamespacedPodEviction({
-              name,
-              namespace,
-              body: { apiVersion: "policy/v1", kind: "Eviction", metadata: { name, namespace } },
-            });
-          } catch (e) {
-            const code = (e as { code?: number }).code;
-            if (code === 404) return;
-            if (code === 429) {
-              blocked.push(`${namespace}/${name}: ${evictionMessage(e)}`);
-              return;
-            }
-            throw e;
-          }
-        }),
-    );
-    return { remaining: pods.length, blocked };
+    return (await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items;
+  }
+
+  /**
+   * One eviction through the Eviction API (PodDisruptionBudgets honoured): "gone" when the pod
+   * is not there any more (404), "refused" with the API's reason when a budget forbids it now (429).
+   */
+  async evict(via: string, namespace: string, name: string): Promise<Eviction> {
+    const { core } = await this.api(via);
+    try {
+      await core.createNamespacedPodEviction({
+        name,
+        namespace,
+        body: { apiVersion: "policy/v1", kind: "Eviction", metadata: { name, namespace } },
+      });
+      return { kind: "evicted" };
+    } catch (e) {
+      const code = (e as { code?: number }).code;
+      if (code === 404) return { kind: "gone" };
+      if (code === 429) return { kind: "refused", message: evictionMessage(e) };
+      throw e;
+    }
   }
 
   async deleteNode(via: string, node: string): Promise<void> {

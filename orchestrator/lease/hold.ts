@@ -15,6 +15,8 @@ import { acquireClusterLock, ClusterLockUnavailableError } from "./cluster";
 import { EtcdUnreachableError } from "../edges/etcd";
 import { AnotherUpdateInProgressError } from "../stack/state-changed";
 import { openStore, redactUrl, STORE_SCHEMES } from "../backend/store";
+import type { ObjectStore } from "../backend/object-store";
+import type { StackConfig } from "../config";
 import { BackendError } from "../stack/driver";
 import { canBindEngines } from "../stack/engine-bind";
 import { stopEnginesNow } from "../stack/engine-process";
@@ -45,7 +47,15 @@ export function leaseHome(
   lockIn: "backend" | "cluster" | undefined,
   env: Record<string, string | undefined> = {},
 ): "backend" | "cluster" {
-  const shared = openStore(backend, env) !== undefined;
+  return leaseHomeOf(backend, lockIn, openStore(backend, env) !== undefined);
+}
+
+/** leaseHome, for a caller that opened the backend's store already: `shared` when it has one. */
+export function leaseHomeOf(
+  backend: string,
+  lockIn: "backend" | "cluster" | undefined,
+  shared: boolean,
+): "backend" | "cluster" {
   if (lockIn === "backend" && !shared)
     throw new BackendError(
       redactUrl(backend),
@@ -55,17 +65,23 @@ export function leaseHome(
   return lockIn ?? (shared ? "backend" : "cluster");
 }
 
-export async function holdStack(
-  backend: string,
-  stackName: string,
-  ttlSeconds: number,
-  emit: (e: RolloutEvent) => void,
-  env: Record<string, string | undefined> = {},
-  lockIn?: "backend" | "cluster",
-  command = "rollout",
-): Promise<StackLock> {
-  const home = leaseHome(backend, lockIn, env);
-  const shared = openStore(backend, env);
+export interface HoldOptions {
+  backend: string;
+  stack: string;
+  /** molt:lock.seconds (the lease's time to live) and molt:lock.in. */
+  cfg: Pick<StackConfig, "lockSeconds" | "lockIn">;
+  emit: (e: RolloutEvent) => void;
+  env?: Record<string, string | undefined>;
+  /** Who holds it ("rollout", "verify", "disown"), as the lease's record says. */
+  command: string;
+  /** The backend's object store (backend/store.ts openStore), undefined where molt has none. */
+  store: ObjectStore | undefined;
+}
+
+export async function holdStack(o: HoldOptions): Promise<StackLock> {
+  const { backend, stack: stackName, emit, env = {}, command, store: shared } = o;
+  const ttlSeconds = o.cfg.lockSeconds;
+  const home = leaseHomeOf(backend, o.cfg.lockIn, shared !== undefined);
   // Engines die with their molt where another machine may have to prove them dead (buckets).
   // (And wherever the cluster holds the lease: another machine takes it over once it expired.)
   const bind = (shared !== undefined || home === "cluster") && !backend.startsWith("file://") && canBindEngines();
@@ -77,7 +93,9 @@ export async function holdStack(
     env,
     engineBound: bind,
     onRenewError,
-    ...(home === "cluster" ? { store: machineStore(), scope: "machine" as const } : {}),
+    ...(home === "cluster"
+      ? { store: machineStore(), scope: "machine" as const }
+      : { store: shared!, scope: "backend" as const }),
   });
   const announce = (l: HeldLock, scope: "backend" | "cluster" | "cluster-pending" | "machine") => {
     emit({ type: "lock", where: l.where, scope, ttlSeconds, runId: l.holder.runId, engineBound: l.holder.engineBound });

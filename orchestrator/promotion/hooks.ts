@@ -6,7 +6,8 @@
 //    written to the stack's backend (soaking), and with `verify` the soak runs inline.
 import type { StackConfig } from "../config";
 import { InvalidConfigError } from "../config";
-import { openStore, redactUrl, STORE_SCHEMES } from "../backend/store";
+import type { ObjectStore } from "../backend/object-store";
+import { redactUrl, STORE_SCHEMES } from "../backend/store";
 import type { Edges } from "../core/edges";
 import type { RolloutEvent } from "../events";
 import type { Stop } from "../core/memory";
@@ -36,6 +37,8 @@ export interface PromotionContext {
   workDir?: string;
   /** This stack's backend URL. */
   backend: string;
+  /** Its object store (backend/store.ts openStore), undefined where molt has none. */
+  store: ObjectStore | undefined;
   env?: Record<string, string>;
   emit: (e: RolloutEvent) => void;
 }
@@ -50,7 +53,7 @@ export async function releasePreflight(c: PromotionContext & { verify?: boolean 
       `--verify: stack ${stack} names no molt:release, so there is nothing to verify; nothing was changed. ` +
         `Declare the release in ${cfg.file}, or run without --verify.`,
     );
-  if (c.verify && !openStore(c.backend, c.env))
+  if (c.verify && !c.store)
     throw new PromotionRefusedError(
       `--verify: molt keeps verification records in ${STORE_SCHEMES} backends only, and stack ${stack}'s is ` +
         `${redactUrl(c.backend)}; nothing was changed`,
@@ -141,7 +144,7 @@ export function releaseRecorder(
     async settle(end: Stop, run: ConvergedRun): Promise<Stop> {
       const release = c.cfg.release;
       if (!release || (end.result !== "succeeded" && end.result !== "noop")) return end;
-      const store = openStore(c.backend, c.env);
+      const store = c.store;
       if (!store) {
         c.emit({
           type: "warning",
@@ -272,7 +275,7 @@ export function unsignedNote(stack: string): string {
 
 /** The stored record and its version; one that cannot be read is replaced by a new convergence. */
 async function currentRecord(
-  store: NonNullable<ReturnType<typeof openStore>>,
+  store: ObjectStore,
   stack: string,
   release: string,
 ): Promise<{ stored?: StoredRecord; etag?: string }> {

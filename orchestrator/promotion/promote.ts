@@ -6,10 +6,11 @@
 import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, mkdirSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { InvalidConfigError, loadStackConfig, resolveLabImage, stackConfigPath, type StackConfig } from "../config";
+import { InvalidConfigError, stackConfigPath, type StackConfig } from "../config";
 import type { EdgeFactory } from "../edges/open";
 import { inspect } from "../inspect";
-import { backendUrl, repoRoot } from "../stack/engine";
+import { backendUrl } from "../stack/engine";
+import { projectDir, stackConfig } from "../run/context";
 import { lineDiff, withRelease } from "./config-edit";
 import { PromotionNotConfirmedError, PromotionRefusedError } from "./errors";
 import type { PromoteEvent } from "./events";
@@ -50,7 +51,7 @@ export interface PromoteResult {
 export async function promote(o: PromoteOptions): Promise<PromoteResult> {
   const emit = (e: PromoteEvent) => o.onEvent?.(e);
   const check = (check: string, detail: string) => emit({ type: "promote-check", check, ok: true, detail });
-  const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
+  const workDir = projectDir(o.workDir);
   for (const [flag, name] of [
     ["--from", o.from],
     ["--to", o.to],
@@ -59,7 +60,7 @@ export async function promote(o: PromoteOptions): Promise<PromoteResult> {
     if (p) throw new PromotionRefusedError(`${flag} ${name} is not a stack name: ${p}; nothing was changed`);
   }
   if (o.from === o.to) throw new PromotionRefusedError(`--from and --to are both ${o.from}; nothing was changed`);
-  const source = resolveLabImage(loadStackConfig(workDir, o.from));
+  const source = stackConfig(workDir, o.from);
   const release = source.release;
   if (!release)
     throw new PromotionRefusedError(
@@ -192,7 +193,7 @@ function validateText(text: string, stack: string, file: string): StackConfig {
   try {
     mkdirSync(join(dir, "stacks"));
     writeFileSync(stackConfigPath(dir, stack), text);
-    return resolveLabImage(loadStackConfig(dir, stack));
+    return stackConfig(dir, stack);
   } catch (e) {
     if (e instanceof InvalidConfigError) throw new InvalidConfigError(file + " (after promotion)", e.problems);
     throw e;

@@ -1,7 +1,8 @@
 // What `molt status` says about a stack's release: its name and digest, and where its
 // verification record stands. Reading a record never fails the status: a backend without
 // records, or an unreadable record, is said as such.
-import { openStore, redactUrl, STORE_SCHEMES } from "../backend/store";
+import type { ObjectStore } from "../backend/object-store";
+import { redactUrl, STORE_SCHEMES } from "../backend/store";
 import type { StackConfig } from "../config";
 import { readRecord, type VerificationRecord } from "./record";
 import { releaseDigest } from "./release";
@@ -25,7 +26,7 @@ export async function releaseStatus(
   cfg: StackConfig,
   stack: string,
   backend: string,
-  env?: Record<string, string>,
+  store: ObjectStore | undefined,
 ): Promise<ReleaseStatus | undefined> {
   const release = cfg.release;
   if (!release) return undefined;
@@ -35,7 +36,6 @@ export async function releaseStatus(
     description: describeRelease(release),
     requireVerifiedOn: cfg.promotion.requireVerifiedOn.map((s) => s.stack),
   };
-  const store = openStore(backend, env);
   if (!store)
     return {
       ...base,

@@ -2,18 +2,14 @@
 // the stack's lease while it watches (no rollout may change the cluster under a soak), never
 // changes the cluster, and writes only the record.
 import type { RolloutEvent } from "../events";
-import { loadStackConfig, resolveLabImage } from "../config";
-import { requireStore } from "../backend/store";
-import { openEdges, type EdgeFactory } from "../edges/open";
-import type { Edges } from "../core/edges";
-import { holdStack } from "../lease/hold";
-import { backendUrl, repoRoot } from "../stack/engine";
+import { InvalidConfigError } from "../config";
+import { openRun, type Run } from "../run/context";
+import type { EdgeFactory } from "../edges/open";
 import { PromotionRefusedError } from "./errors";
 import type { VerifyEvent } from "./events";
 import { readRecord, type VerificationRecord } from "./record";
 import { releaseDigest } from "./release";
 import { recordConsistencyProblem, recordIntegrityProblem, releaseIntentProblems } from "./rules";
-import { InvalidConfigError } from "../config";
 import { unsignedNote } from "./hooks";
 import { loadSigner } from "./signing";
 import { resoakReason, runSoak } from "./soak";
@@ -36,8 +32,22 @@ export type VerifySummary = Extract<VerifyEvent, { type: "verify-summary" }>;
 export async function verify(o: VerifyOptions): Promise<VerifySummary> {
   const t0 = Date.now();
   const emit = (e: VerifyEvent) => o.onEvent?.(e);
-  const workDir = o.workDir ?? process.env.MOLT_PROJECT_DIR ?? repoRoot;
-  const cfg = resolveLabImage(loadStackConfig(workDir, o.stack));
+  // The rollouts' lease, wherever it lives (lease/hold.ts): beside the state, or in the cluster.
+  const lockEvents = (e: RolloutEvent) => {
+    // A lease that cannot be given up expires by itself after its time to live.
+    if (e.type === "lock-release-failed")
+      emit({ type: "warning", message: `giving the stack lock up failed: ${e.message}` });
+  };
+  const run = await openRun({ ...o, emit: lockEvents });
+  try {
+    return await verifyIn(o, run, emit, t0);
+  } finally {
+    await run.close();
+  }
+}
+
+async function verifyIn(o: VerifyOptions, run: Run, emit: (e: VerifyEvent) => void, t0: number) {
+  const { cfg } = run;
   const release = cfg.release;
   if (!release)
     throw new PromotionRefusedError(
@@ -48,8 +58,7 @@ export async function verify(o: VerifyOptions): Promise<VerifySummary> {
   if (problems.length) throw new InvalidConfigError(cfg.file, problems);
   // Read before anything else: a key that cannot sign refuses the run, not the end of a long soak.
   const signer = loadSigner({ file: o.signingKeyFile, env: { ...process.env, ...(o.env ?? {}) } });
-  const backend = o.env?.PULUMI_BACKEND_URL ?? backendUrl();
-  const store = requireStore(backend, "verification records", o.env);
+  const store = run.requireStore("verification records");
   await store.check();
   const finish = (result: VerifySummary["result"], reason: string): VerifySummary => {
     const s: VerifySummary = {
@@ -73,56 +82,35 @@ export async function verify(o: VerifyOptions): Promise<VerifySummary> {
         `${first!.record.signature ? `signed with key ${first!.record.signature.keyId}` : "unsigned"})`,
     );
 
-  // The rollouts' lease, wherever it lives (lease/hold.ts): beside the state, or in the cluster.
-  const lockEvents = (e: RolloutEvent) => {
-    // A lease that cannot be given up expires by itself after its time to live.
-    if (e.type === "lock-release-failed")
-      emit({ type: "warning", message: `giving the stack lock up failed: ${e.message}` });
-  };
-  const lock = await holdStack(backend, o.stack, cfg.lockSeconds, lockEvents, o.env, cfg.lockIn, "verify");
-  const signal = o.signal ? AbortSignal.any([o.signal, lock.signal]) : lock.signal;
-  let edges: Edges | undefined;
-  try {
-    edges = await (o.edges ?? openEdges)({
-      stackName: o.stack,
-      workDir,
-      env: o.env,
-      backend,
-      config: cfg,
-      create: false,
-    });
-    await lock.holdInCluster(edges);
-    // Read again under the lease: a rollout may have replaced the record in between.
-    const stored = await readRecord(store, o.stack, release.name);
-    checkRecord(stored?.record, o.stack, release.name, releaseDigest(release));
-    const soak = await runSoak({
-      edges,
-      intent: cfg.intent,
-      stack: o.stack,
-      store,
-      stored: stored!,
-      signal,
-      emit,
-      minutes,
-      ...(signer ? { signer } : {}),
-      ...(o.soakIntervalMs !== undefined ? { intervalMs: o.soakIntervalMs } : {}),
-    });
-    if (soak.result === "passed") {
-      if (!soak.record.signature) emit({ type: "warning", message: unsignedNote(o.stack) });
-      return finish(
-        "verified",
-        `release ${release.name} stayed healthy on stack ${o.stack} for ${soak.record.soak.minutes} min ` +
-          `(${soak.record.soak.observations} observations); ` +
-          (soak.record.signature ? `signed with key ${soak.record.signature.keyId}` : "unsigned"),
-      );
-    }
-    if (lock.signal.aborted) return finish("cancelled", `${(lock.signal.reason as Error)?.message ?? "lease lost"}`);
-    return finish(soak.result === "failed" ? "soak-failed" : "cancelled", soak.reason);
-  } finally {
-    // Before the sessions close: a lease in the cluster is given up through them.
-    await lock.release();
-    await edges?.nodes.close();
+  const lock = await run.hold("verify");
+  const signal = run.signal!;
+  const edges = await run.open();
+  // Read again under the lease: a rollout may have replaced the record in between.
+  const stored = await readRecord(store, o.stack, release.name);
+  checkRecord(stored?.record, o.stack, release.name, releaseDigest(release));
+  const soak = await runSoak({
+    edges,
+    intent: cfg.intent,
+    stack: o.stack,
+    store,
+    stored: stored!,
+    signal,
+    emit,
+    minutes,
+    ...(signer ? { signer } : {}),
+    ...(o.soakIntervalMs !== undefined ? { intervalMs: o.soakIntervalMs } : {}),
+  });
+  if (soak.result === "passed") {
+    if (!soak.record.signature) emit({ type: "warning", message: unsignedNote(o.stack) });
+    return finish(
+      "verified",
+      `release ${release.name} stayed healthy on stack ${o.stack} for ${soak.record.soak.minutes} min ` +
+        `(${soak.record.soak.observations} observations); ` +
+        (soak.record.signature ? `signed with key ${soak.record.signature.keyId}` : "unsigned"),
+    );
   }
+  if (lock.signal.aborted) return finish("cancelled", `${(lock.signal.reason as Error)?.message ?? "lease lost"}`);
+  return finish(soak.result === "failed" ? "soak-failed" : "cancelled", soak.reason);
 }
 
 function checkRecord(record: VerificationRecord | undefined, stack: string, release: string, digest: string): void {

@@ -5,7 +5,8 @@ import { StateChangedByAnotherRunError } from "../../orchestrator/stack/state-ch
 import type { LeaseKv } from "../../orchestrator/core/edges";
 import { MemoryLeaseKv } from "./memory-lease-kv";
 import type { EdgeFactory } from "../../orchestrator/edges/open";
-import type { EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "../../orchestrator/core/edges";
+import type { EtcdEdge, Eviction, KubeEdge, NodeAccess, VipEdge } from "../../orchestrator/core/edges";
+import type { PodLike } from "../../orchestrator/core/drain";
 import type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry } from "../../orchestrator/core/model";
 import type { ComponentHealth } from "../../orchestrator/core/observations";
 import type { ClearedOperation } from "../../orchestrator/core/edges";
@@ -254,9 +255,14 @@ class FakeKubeEdge implements KubeEdge {
     this.w.log.push(`kube cordon ${node}`);
     this.k.cordoned.add(node);
   }
-  async evictRound(via: string): Promise<{ remaining: number; blocked: string[] }> {
+  /** No workloads on the fake cluster: a drain finds nothing to evict. */
+  async podsOn(via: string): Promise<PodLike[]> {
     this.api(via);
-    return { remaining: 0, blocked: [] };
+    return [];
+  }
+  async evict(via: string): Promise<Eviction> {
+    this.api(via);
+    return { kind: "evicted" };
   }
   async deleteNode(via: string, node: string): Promise<void> {
     this.api(via);

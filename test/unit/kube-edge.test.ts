@@ -1,34 +1,9 @@
-// Pure parts of the Kubernetes edge: which pods a drain evicts, image tags, kubeconfig credentials.
+// Pure parts of the Kubernetes edge: image tags, kubeconfig credentials (which pods a drain
+// evicts: test/unit/drain.test.ts).
 import * as assert from "node:assert/strict";
-import { credentialsOf, isEvictable, tagVersion } from "../../orchestrator/edges/kube";
+import { credentialsOf, tagVersion } from "../../orchestrator/edges/kube";
 
 describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
-  it("evicts what kubectl drain --ignore-daemonsets evicts", () => {
-    const owned = (kind: string) => ({ metadata: { ownerReferences: [{ kind }] }, status: { phase: "Running" } });
-    assert.equal(isEvictable(owned("ReplicaSet")), true);
-    assert.equal(isEvictable(owned("StatefulSet")), true);
-    assert.equal(
-      isEvictable(owned("DaemonSet")),
-      false,
-      "DaemonSet pods stay (their controller would recreate them there)",
-    );
-    assert.equal(
-      isEvictable({
-        metadata: { annotations: { "kubernetes.io/config.mirror": "abc" } },
-        status: { phase: "Running" },
-      }),
-      false,
-      "mirror pods of static pods stay",
-    );
-    assert.equal(isEvictable({ ...owned("ReplicaSet"), status: { phase: "Succeeded" } }), false);
-    assert.equal(isEvictable({ ...owned("Job"), status: { phase: "Failed" } }), false);
-    assert.equal(
-      isEvictable({ metadata: {}, status: { phase: "Pending" } }),
-      true,
-      "a naked pod counts (the drain then refuses to evict it)",
-    );
-  });
-
   it("reads the version from an image tag", () => {
     assert.equal(tagVersion("registry.k8s.io/kube-proxy:v1.37.2"), "1.37.2");
     assert.equal(tagVersion("localhost:5000/kube-proxy:v1.36.3@sha256:abc"), "1.36.3");

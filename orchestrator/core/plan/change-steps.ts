@@ -6,6 +6,7 @@ import type { Scope } from "./scope";
 import { etcdVersionProblem } from "./versions";
 import { vipRelease } from "./vip";
 import { etcdUpgradePatchProblem } from "./etcd-upgrade";
+import { drainReason, needsDrain } from "../drain";
 
 /**
  * Everything is healthy from here on: retire the victim, one step per pass. Whether its
@@ -48,16 +49,8 @@ export function retire(c: Scope): Operation | undefined {
   if (s.intent.kubernetesVersion !== undefined && s.kube) {
     const k = s.kube.nodes.find((n) => n.name === victim.name);
     const evictable = s.kube.evictable[victim.name] ?? 0;
-    if (k && (!k.unschedulable || evictable > 0)) {
-      return {
-        kind: "drain",
-        node: victim.name,
-        via: s.kube.via,
-        reason:
-          `retire ${victim.name}: cordon and drain it first (${evictable} pod(s) to evict, ` +
-          `PodDisruptionBudgets honoured)`,
-      };
-    }
+    if (needsDrain(k, evictable))
+      return { kind: "drain", node: victim.name, via: s.kube.via, reason: drainReason(victim.name, evictable) };
     // Its API server goes before its etcd member: stopped gracefully, it fails /readyz
     // while still serving, so the load balancer drops it before a request can reach an
     // API server whose etcd is gone.

@@ -1,0 +1,131 @@
+// The drain policy (orchestrator/core/drain.ts) and the drain act that follows it
+// (orchestrator/act/kube.ts), over a stub Kubernetes edge that only lists and evicts.
+import * as assert from "node:assert/strict";
+import { drain, evictRound } from "../../orchestrator/act/kube";
+import type { ActContext } from "../../orchestrator/act/context";
+import type { Eviction, KubeEdge } from "../../orchestrator/core/edges";
+import { isEvictable, needsDrain, podStep, type PodLike } from "../../orchestrator/core/drain";
+import type { Intent, Operation } from "../../orchestrator/core/model";
+
+const pod = (name: string, o: { controller?: boolean; terminating?: boolean; kind?: string } = {}): PodLike => ({
+  metadata: {
+    name,
+    namespace: "apps",
+    ownerReferences: o.controller === false ? [] : [{ kind: o.kind ?? "ReplicaSet", controller: true }],
+    ...(o.terminating ? { deletionTimestamp: "2026-12-03T00:00:00Z" } : {}),
+  },
+  status: { phase: "Running" },
+});
+
+/** A node's pods, and what the Eviction API answers for each; evicted pods leave. */
+function stubKube(pods: PodLike[], answers: Record<string, Eviction> = {}) {
+  const calls: string[] = [];
+  let left = [...pods];
+  const kube = {
+    cordon: async (_via: string, node: string) => void calls.push(`cordon ${node}`),
+    podsOn: async () => left,
+    evict: async (_via: string, namespace: string, name: string): Promise<Eviction> => {
+      calls.push(`evict ${namespace}/${name}`);
+      const a = answers[name] ?? { kind: "evicted" };
+      if (a.kind !== "refused") left = left.filter((p) => p.metadata?.name !== name);
+      return a;
+    },
+  } as unknown as KubeEdge;
+  return { kube, calls };
+}
+
+function ctxOf(kube: KubeEdge, drainSeconds: number): ActContext {
+  return {
+    edges: { nodes: { kube: async () => kube } } as unknown as ActContext["edges"],
+    world: {} as ActContext["world"],
+    intent: { timeouts: { joinSeconds: 60, settleSeconds: 30, drainSeconds } } as unknown as Intent,
+    pollMs: 10,
+    timed: (_phase, _op, _node, fn) => fn(),
+    report: () => undefined,
+  };
+}
+
+const op = { kind: "drain", node: "cp-1", via: "cp-4", reason: "" } as Extract<Operation, { kind: "drain" }>;
+
+describe("the drain policy (orchestrator/core/drain.ts)", () => {
+  it("evicts what kubectl drain --ignore-daemonsets evicts", () => {
+    const owned = (kind: string) => ({ metadata: { ownerReferences: [{ kind }] }, status: { phase: "Running" } });
+    assert.equal(isEvictable(owned("ReplicaSet")), true);
+    assert.equal(isEvictable(owned("StatefulSet")), true);
+    assert.equal(
+      isEvictable(owned("DaemonSet")),
+      false,
+      "DaemonSet pods stay (their controller would recreate them there)",
+    );
+    assert.equal(
+      isEvictable({
+        metadata: { annotations: { "kubernetes.io/config.mirror": "abc" } },
+        status: { phase: "Running" },
+      }),
+      false,
+      "mirror pods of static pods stay",
+    );
+    assert.equal(isEvictable({ ...owned("ReplicaSet"), status: { phase: "Succeeded" } }), false);
+    assert.equal(isEvictable({ ...owned("Job"), status: { phase: "Failed" } }), false);
+    assert.equal(
+      isEvictable({ metadata: {}, status: { phase: "Pending" } }),
+      true,
+      "a naked pod counts (the drain then refuses to evict it)",
+    );
+  });
+
+  it("evicts a controlled pod, waits for a terminating one, refuses one no controller recreates", () => {
+    assert.deepEqual(podStep(pod("web-1")), { kind: "evict", namespace: "apps", name: "web-1" });
+    assert.deepEqual(podStep(pod("web-2", { terminating: true })), { kind: "wait" });
+    const naked = podStep(pod("naked", { controller: false }));
+    assert.equal(naked.kind, "refuse");
+    assert.match((naked as { reason: string }).reason, /^apps\/naked: not managed by a controller.*--force/);
+  });
+
+  it("drains a retiring node that still takes pods or still has pods to evict", () => {
+    assert.equal(needsDrain({ unschedulable: false }, 0), true, "not cordoned yet");
+    assert.equal(needsDrain({ unschedulable: true }, 2), true, "cordoned, pods left");
+    assert.equal(needsDrain({ unschedulable: true }, 0), false, "cordoned and empty: drained");
+    assert.equal(needsDrain(undefined, 3), false, "no Node: nothing to drain");
+  });
+});
+
+describe("the drain act (orchestrator/act/kube.ts), over a stub Kubernetes edge", () => {
+  it("asks the edge to evict only what the policy evicts, and reports what was refused", async () => {
+    const { kube, calls } = stubKube(
+      [
+        pod("web-1"),
+        pod("web-2", { terminating: true }),
+        pod("naked", { controller: false }),
+        pod("ds", { kind: "DaemonSet" }),
+        pod("db-0"),
+      ],
+      { "db-0": { kind: "refused", message: "Cannot evict pod as it would violate the pod's disruption budget." } },
+    );
+    const round = await evictRound(kube, "cp-4", "cp-1");
+    assert.deepEqual(calls.sort(), ["evict apps/db-0", "evict apps/web-1"]);
+    assert.equal(round.remaining, 4, "the DaemonSet pod does not count; the terminating one does");
+    assert.deepEqual(round.blocked.sort(), [
+      "apps/db-0: Cannot evict pod as it would violate the pod's disruption budget.",
+      "apps/naked: not managed by a controller, so an eviction would lose it for good (kubectl drain refuses it " +
+        "without --force); move or delete it yourself",
+    ]);
+  });
+
+  it("cordons, evicts until none is left, and is done", async () => {
+    const { kube, calls } = stubKube([pod("web-1"), pod("web-2")]);
+    assert.deepEqual(await drain(op, ctxOf(kube, 5)), { kind: "done" });
+    assert.equal(calls[0], "cordon cp-1");
+    assert.deepEqual(calls.slice(1).sort(), ["evict apps/web-1", "evict apps/web-2"]);
+  });
+
+  it("stops the run when the drain outlives molt:timeouts.drainSeconds, saying what blocked it", async () => {
+    const { kube } = stubKube([pod("db-0")], { "db-0": { kind: "refused", message: "disruption budget" } });
+    const outcome = await drain(op, ctxOf(kube, 1));
+    assert.equal(outcome.kind, "stop");
+    const reason = (outcome as { reason: string }).reason;
+    assert.match(reason, /^drain of cp-1 did not finish within 1s \(molt:timeouts.drainSeconds\)/);
+    assert.match(reason, /evictions refused: apps\/db-0: disruption budget\./);
+    assert.match(reason, /No node was removed: cp-1 stays cordoned/);
+  });
+});
