@@ -2,7 +2,9 @@
 // the feature gates kubeadm has removed by then dropped. kubeadm refuses a configuration
 // naming a gate it no longer knows ("unrecognized feature-gate key"), so a cluster made on
 // 1.29-1.31 (where molt's init sets EtcdLearnerMode) would fail its first 1.33 join.
+import { isDeepStrictEqual } from "node:util";
 import * as semver from "semver";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import type { ClusterConfigRefs, ComponentRefs, HostPathMount } from "../../orchestrator/core/host-files";
 
 /** Gates kubeadm removed, with the first minor that refuses them. */
@@ -86,6 +88,54 @@ export function clusterConfigurationAt(cc: Record<string, unknown>, version: str
     else delete out.featureGates;
   }
   return out;
+}
+
+/** What raising kubeadm-config to a version does to its ClusterConfiguration text. */
+export type ClusterConfigRaise =
+  { change: false; why: string } | { change: true; text: string; from: string; message: string };
+
+/**
+ * kubeadm-config's ClusterConfiguration (its YAML text) raised to `version` by
+ * clusterConfigurationAt, the one rule of both ways molt raises it (the lab's
+ * update-cluster-config and the clouds' join material): the version set, removed gates
+ * dropped, etcd's experimental flags rewritten. Never lowered: a newer version is left as it
+ * is. `change: false` when the text already says what the rule would write.
+ */
+export function raiseClusterConfiguration(text: string, version: string): ClusterConfigRaise {
+  const target = semver.parse(version.replace(/^v/, ""));
+  if (!target) throw new Error(`${JSON.stringify(version)} is not a Kubernetes release version`);
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch (e) {
+    throw new Error(`kubeadm-config's ClusterConfiguration is not YAML (${(e as Error).message.split("\n")[0]})`);
+  }
+  if (!isRecord(parsed)) throw new Error("kubeadm-config has no ClusterConfiguration (not a YAML mapping)");
+  const current = typeof parsed.kubernetesVersion === "string" ? parsed.kubernetesVersion : "";
+  const have = semver.coerce(current);
+  if (have && semver.gt(have, target))
+    return {
+      change: false,
+      why:
+        `kubeadm-config names ${current}, newer than v${target.version}: leaving it ` +
+        "(molt never lowers the cluster version)",
+    };
+  const raised = clusterConfigurationAt(parsed, target.version);
+  if (isDeepStrictEqual(raised, parsed)) return { change: false, why: `kubeadm-config already names ${current}` };
+  const notes = [
+    ...removedFeatureGates(target.version)
+      .filter((g) => isRecord(parsed.featureGates) && g in parsed.featureGates)
+      .map((g) => `without the feature gate ${g} (removed by then)`),
+    ...(isDeepStrictEqual(raised.etcd, parsed.etcd) ? [] : ["etcd's experimental flags renamed for etcd 3.7"]),
+  ];
+  return {
+    change: true,
+    text: stringifyYaml(raised),
+    from: current,
+    message:
+      `raising kubeadm-config kubernetesVersion from ${current || "(none)"} to v${target.version}` +
+      (notes.length ? `, ${notes.join(", ")}` : ""),
+  };
 }
 
 /**
