@@ -175,6 +175,62 @@ export function clusterConfigRefs(cc: unknown): ClusterConfigRefs {
   };
 }
 
+/** kubeadm's static pod manifest of each component, by the ClusterConfiguration key it renders from. */
+export const STATIC_POD_MANIFESTS: Record<keyof ClusterConfigRefs, string> = {
+  apiServer: "kube-apiserver.yaml",
+  controllerManager: "kube-controller-manager.yaml",
+  scheduler: "kube-scheduler.yaml",
+};
+
+/**
+ * The same refs read from the components' static pod manifests (kubeadm renders its extraArgs
+ * into the container's command and its extraVolumes into hostPath volumes and mounts): what a
+ * node says of its host files when kubeadm-config cannot be read. kubeadm's own flags and
+ * mounts are among them; hostFilesOf leaves those out. A manifest that is not a Pod gives none.
+ */
+export function staticPodRefs(manifests: Partial<Record<keyof ClusterConfigRefs, string>>): ClusterConfigRefs {
+  const component = (text: string | undefined): ComponentRefs => {
+    let pod: unknown;
+    try {
+      pod = text === undefined ? undefined : parseYaml(text);
+    } catch {
+      pod = undefined;
+    }
+    const spec = isRecord(pod) && isRecord(pod.spec) ? pod.spec : {};
+    const container = Array.isArray(spec.containers) && isRecord(spec.containers[0]) ? spec.containers[0] : {};
+    const extraArgs: Record<string, string> = {};
+    for (const a of Array.isArray(container.command) ? container.command : []) {
+      const m = typeof a === "string" ? /^--([^=]+)=(.*)$/.exec(a) : null;
+      if (m) extraArgs[m[1]] = m[2];
+    }
+    const mounts = new Map<string, { mountPath: string; readOnly?: boolean }>();
+    for (const m of Array.isArray(container.volumeMounts) ? container.volumeMounts : [])
+      if (isRecord(m) && typeof m.name === "string" && typeof m.mountPath === "string")
+        mounts.set(m.name, {
+          mountPath: m.mountPath,
+          ...(typeof m.readOnly === "boolean" ? { readOnly: m.readOnly } : {}),
+        });
+    const extraVolumes: HostPathMount[] = [];
+    for (const v of Array.isArray(spec.volumes) ? spec.volumes : []) {
+      if (!isRecord(v) || typeof v.name !== "string" || !isRecord(v.hostPath)) continue;
+      const mount = mounts.get(v.name);
+      if (!mount || typeof v.hostPath.path !== "string") continue;
+      extraVolumes.push({
+        name: v.name,
+        hostPath: v.hostPath.path,
+        ...mount,
+        ...(typeof v.hostPath.type === "string" ? { pathType: v.hostPath.type } : {}),
+      });
+    }
+    return { extraArgs, extraVolumes };
+  };
+  return {
+    apiServer: component(manifests.apiServer),
+    controllerManager: component(manifests.controllerManager),
+    scheduler: component(manifests.scheduler),
+  };
+}
+
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
