@@ -2,7 +2,9 @@
 // the feature gates kubeadm has removed by then dropped. kubeadm refuses a configuration
 // naming a gate it no longer knows ("unrecognized feature-gate key"), so a cluster made on
 // 1.29-1.31 (where molt's init sets EtcdLearnerMode) would fail its first 1.33 join.
+import { isDeepStrictEqual } from "node:util";
 import * as semver from "semver";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import type { ClusterConfigRefs, ComponentRefs, HostPathMount } from "../../orchestrator/core/host-files";
 
 /** Gates kubeadm removed, with the first minor that refuses them. */
@@ -88,6 +90,54 @@ export function clusterConfigurationAt(cc: Record<string, unknown>, version: str
   return out;
 }
 
+/** What raising kubeadm-config to a version does to its ClusterConfiguration text. */
+export type ClusterConfigRaise =
+  { change: false; why: string } | { change: true; text: string; from: string; message: string };
+
+/**
+ * kubeadm-config's ClusterConfiguration (its YAML text) raised to `version` by
+ * clusterConfigurationAt, the one rule of both ways molt raises it (the lab's
+ * update-cluster-config and the clouds' join material): the version set, removed gates
+ * dropped, etcd's experimental flags rewritten. Never lowered: a newer version is left as it
+ * is. `change: false` when the text already says what the rule would write.
+ */
+export function raiseClusterConfiguration(text: string, version: string): ClusterConfigRaise {
+  const target = semver.parse(version.replace(/^v/, ""));
+  if (!target) throw new Error(`${JSON.stringify(version)} is not a Kubernetes release version`);
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch (e) {
+    throw new Error(`kubeadm-config's ClusterConfiguration is not YAML (${(e as Error).message.split("\n")[0]})`);
+  }
+  if (!isRecord(parsed)) throw new Error("kubeadm-config has no ClusterConfiguration (not a YAML mapping)");
+  const current = typeof parsed.kubernetesVersion === "string" ? parsed.kubernetesVersion : "";
+  const have = semver.coerce(current);
+  if (have && semver.gt(have, target))
+    return {
+      change: false,
+      why:
+        `kubeadm-config names ${current}, newer than v${target.version}: leaving it ` +
+        "(molt never lowers the cluster version)",
+    };
+  const raised = clusterConfigurationAt(parsed, target.version);
+  if (isDeepStrictEqual(raised, parsed)) return { change: false, why: `kubeadm-config already names ${current}` };
+  const notes = [
+    ...removedFeatureGates(target.version)
+      .filter((g) => isRecord(parsed.featureGates) && g in parsed.featureGates)
+      .map((g) => `without the feature gate ${g} (removed by then)`),
+    ...(isDeepStrictEqual(raised.etcd, parsed.etcd) ? [] : ["etcd's experimental flags renamed for etcd 3.7"]),
+  ];
+  return {
+    change: true,
+    text: stringifyYaml(raised),
+    from: current,
+    message:
+      `raising kubeadm-config kubernetesVersion from ${current || "(none)"} to v${target.version}` +
+      (notes.length ? `, ${notes.join(", ")}` : ""),
+  };
+}
+
 /**
  * What a ClusterConfiguration (parsed YAML, kubeadm v1beta3 or v1beta4) says of the host
  * files of the API server, controller manager and scheduler: their extraArgs (a map in
@@ -122,6 +172,62 @@ export function clusterConfigRefs(cc: unknown): ClusterConfigRefs {
     apiServer: component("apiServer"),
     controllerManager: component("controllerManager"),
     scheduler: component("scheduler"),
+  };
+}
+
+/** kubeadm's static pod manifest of each component, by the ClusterConfiguration key it renders from. */
+export const STATIC_POD_MANIFESTS: Record<keyof ClusterConfigRefs, string> = {
+  apiServer: "kube-apiserver.yaml",
+  controllerManager: "kube-controller-manager.yaml",
+  scheduler: "kube-scheduler.yaml",
+};
+
+/**
+ * The same refs read from the components' static pod manifests (kubeadm renders its extraArgs
+ * into the container's command and its extraVolumes into hostPath volumes and mounts): what a
+ * node says of its host files when kubeadm-config cannot be read. kubeadm's own flags and
+ * mounts are among them; hostFilesOf leaves those out. A manifest that is not a Pod gives none.
+ */
+export function staticPodRefs(manifests: Partial<Record<keyof ClusterConfigRefs, string>>): ClusterConfigRefs {
+  const component = (text: string | undefined): ComponentRefs => {
+    let pod: unknown;
+    try {
+      pod = text === undefined ? undefined : parseYaml(text);
+    } catch {
+      pod = undefined;
+    }
+    const spec = isRecord(pod) && isRecord(pod.spec) ? pod.spec : {};
+    const container = Array.isArray(spec.containers) && isRecord(spec.containers[0]) ? spec.containers[0] : {};
+    const extraArgs: Record<string, string> = {};
+    for (const a of Array.isArray(container.command) ? container.command : []) {
+      const m = typeof a === "string" ? /^--([^=]+)=(.*)$/.exec(a) : null;
+      if (m) extraArgs[m[1]] = m[2];
+    }
+    const mounts = new Map<string, { mountPath: string; readOnly?: boolean }>();
+    for (const m of Array.isArray(container.volumeMounts) ? container.volumeMounts : [])
+      if (isRecord(m) && typeof m.name === "string" && typeof m.mountPath === "string")
+        mounts.set(m.name, {
+          mountPath: m.mountPath,
+          ...(typeof m.readOnly === "boolean" ? { readOnly: m.readOnly } : {}),
+        });
+    const extraVolumes: HostPathMount[] = [];
+    for (const v of Array.isArray(spec.volumes) ? spec.volumes : []) {
+      if (!isRecord(v) || typeof v.name !== "string" || !isRecord(v.hostPath)) continue;
+      const mount = mounts.get(v.name);
+      if (!mount || typeof v.hostPath.path !== "string") continue;
+      extraVolumes.push({
+        name: v.name,
+        hostPath: v.hostPath.path,
+        ...mount,
+        ...(typeof v.hostPath.type === "string" ? { pathType: v.hostPath.type } : {}),
+      });
+    }
+    return { extraArgs, extraVolumes };
+  };
+  return {
+    apiServer: component(manifests.apiServer),
+    controllerManager: component(manifests.controllerManager),
+    scheduler: component(manifests.scheduler),
   };
 }
 

@@ -6,6 +6,7 @@
 // --numeric-owner -p); the copy is checked file by file (sha256) on both ends.
 import { createHash } from "node:crypto";
 import type { HostFile } from "../../orchestrator/core/host-files";
+import { connectDuringFirstBoot } from "../remote/host-key-rotation";
 import { SshSession, shellQuote, type SshTarget } from "../remote/ssh";
 
 /** More than this is not a set of configuration files: refused rather than copied. */
@@ -77,13 +78,37 @@ function asRoot(user: string, script: string): string {
   return `${sudo(user)}bash --norc --noprofile -c ${shellQuote(script)}`;
 }
 
-/** Runtime of ClusterHostFiles (loaded by its dynamic provider through MOLT_DIST). */
-export async function carryHostFiles(inputs: HostFilesInputs): Promise<HostFilesOutputs> {
+/** The part of an SSH session the copy uses (SshSession fits). */
+export type HostFilesSession = Pick<SshSession, "run" | "close">;
+
+export interface HostFilesEdges {
+  /** One connection attempt (the new node's is retried while it boots). */
+  connect(target: SshTarget): Promise<HostFilesSession>;
+  /** How long the new node may take to accept its first connection. */
+  firstBootDeadlineMs: number;
+}
+
+/** The same first-connection deadline and attempt as the node's other remote steps (remote/command-impl.ts). */
+const realEdges: HostFilesEdges = {
+  connect: (t) => SshSession.connect(t, { readyTimeoutMs: 20_000 }),
+  firstBootDeadlineMs: 120_000,
+};
+
+/**
+ * Runtime of ClusterHostFiles (loaded by its dynamic provider through MOLT_DIST). It is the
+ * first step on the new machine, which may still be booting: its connection is retried
+ * (refused, or another host key for a moment) until the first-boot deadline, as the other
+ * remote steps' first connection is. The healthy source gets one attempt.
+ */
+export async function carryHostFiles(
+  inputs: HostFilesInputs,
+  edges: HostFilesEdges = realEdges,
+): Promise<HostFilesOutputs> {
   const { files, node } = inputs;
   const copy = files.some((f) => f.action === "copy");
-  const from = copy ? await SshSession.connect(inputs.from) : undefined;
+  const from = copy ? await edges.connect(inputs.from) : undefined;
   try {
-    const to = await SshSession.connect(inputs.to);
+    const to = await connectDuringFirstBoot(inputs.to, edges.firstBootDeadlineMs, edges.connect);
     try {
       let sums = "";
       let tar = "";

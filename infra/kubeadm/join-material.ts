@@ -6,7 +6,7 @@
 // The script prints the material on the SSH channel's stdout only; the caller keeps it
 // as a Pulumi secret and hands it to the join script on stdin.
 import { SshSession, shellQuote, type SshTarget } from "../remote/ssh";
-import { removedFeatureGates } from "./cluster-config";
+import { raiseClusterConfiguration } from "./cluster-config";
 import { renderScript } from "./script";
 import * as semver from "semver";
 
@@ -44,65 +44,12 @@ export function renderJoinMaterialScript(opts: JoinMaterialOptions): string {
   const ttl = opts.tokenTtl ?? "15m";
   if (!/^([0-9]+h)?([0-9]+m)?([0-9]+s)?$/.test(ttl) || ttl === "")
     throw new Error(`token TTL ${JSON.stringify(ttl)} is not a duration like 15m`);
-  let raiseTo = "";
-  if (opts.raiseClusterVersionTo !== undefined) {
-    const v = semver.parse(opts.raiseClusterVersionTo.replace(/^v/, ""));
-    if (!v || v.prerelease.length)
-      throw new Error(`${JSON.stringify(opts.raiseClusterVersionTo)} is not a Kubernetes release version`);
-    raiseTo = `v${v.version}`;
-  }
   return renderScript({
     title: `fresh join material for ${opts.joiningNode} (token TTL ${ttl})`,
-    constants: {
-      JOINING_NODE: opts.joiningNode,
-      TOKEN_TTL: ttl,
-      RAISE_CLUSTER_VERSION_TO: raiseTo,
-      // Gates the raised version's kubeadm refuses (infra/kubeadm/cluster-config.ts).
-      DROP_FEATURE_GATES: raiseTo ? removedFeatureGates(raiseTo).join(" ") : "",
-    },
+    constants: { JOINING_NODE: opts.joiningNode, TOKEN_TTL: ttl },
     functions: [
       `admin_kubectl() {
   kubectl --kubeconfig /etc/kubernetes/admin.conf "$@"
-}
-`,
-      `raise_cluster_version() {
-  local config current raised
-  config=$(admin_kubectl -n kube-system get configmap kubeadm-config -o 'jsonpath={.data.ClusterConfiguration}')
-  current=$(sed -n 's/^kubernetesVersion: *//p' <<<"$config")
-  highest=$(printf '%s\\n%s\\n' "$current" "$RAISE_CLUSTER_VERSION_TO" | sort -V | tail -n 1)
-  if [ "$highest" != "$RAISE_CLUSTER_VERSION_TO" ]; then
-    log "kubeadm-config names $current, newer than $RAISE_CLUSTER_VERSION_TO:" \\
-      "leaving it (molt never lowers the cluster version)"
-    return 0
-  fi
-  raised=$(awk -v version="$RAISE_CLUSTER_VERSION_TO" \\
-    '/^kubernetesVersion:/ { $0 = "kubernetesVersion: " version } { print }' <<<"$config" | drop_feature_gates)
-  if [ "$raised" = "$config" ]; then
-    return 0
-  fi
-  dropped="\${DROP_FEATURE_GATES:+, without the feature gates $DROP_FEATURE_GATES (removed by then)}"
-  log "raising kubeadm-config kubernetesVersion from $current to $RAISE_CLUSTER_VERSION_TO$dropped"
-  printf '%s\\n' "$raised" |
-    admin_kubectl -n kube-system create configmap kubeadm-config \\
-      --from-file=ClusterConfiguration=/dev/stdin --dry-run=client -o yaml |
-    admin_kubectl replace -f - >&2
-}
-`,
-      // kubeadm writes featureGates as a block map; a gate line goes, and the key with it
-      // when nothing is left under it.
-      `drop_feature_gates() {
-  awk -v drop=" $DROP_FEATURE_GATES " '
-    function flush() { if (n > 0) { print header; for (i = 1; i <= n; i++) print kept[i] } n = 0; infg = 0 }
-    /^featureGates:[[:space:]]*$/ { infg = 1; header = $0; n = 0; next }
-    infg && /^[[:space:]]+[^[:space:]]/ {
-      gate = $1; sub(/:$/, "", gate)
-      if (index(drop, " " gate " ") == 0) kept[++n] = $0
-      next
-    }
-    infg { flush() }
-    { print }
-    END { if (infg) flush() }
-  '
 }
 `,
     ],
@@ -115,9 +62,6 @@ if admin_kubectl -n kube-system get configmap kubeadm-config -o 'jsonpath={.data
   grep -Eq '^[[:space:]]*EtcdLearnerMode:[[:space:]]*false'; then
   log "the cluster disables the EtcdLearnerMode feature gate: molt only joins control-plane nodes as etcd learners"
   return 1
-fi
-if [ -n "$RAISE_CLUSTER_VERSION_TO" ]; then
-  raise_cluster_version
 fi
 local token key hash
 token=$(kubeadm token create --kubeconfig /etc/kubernetes/admin.conf --ttl "$TOKEN_TTL" \\
@@ -169,16 +113,77 @@ export interface CommandRunner {
   run(command: string, what: string, opts?: { stdin?: string }): Promise<string>;
 }
 
+const ADMIN_KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf -n kube-system";
+
+function bashCommand(script: string): string {
+  return `bash --norc --noprofile -euo pipefail -c ${shellQuote(script)}`;
+}
+
+/** The kubeadm-config ConfigMap as JSON (its resourceVersion makes the write back conditional). */
+export const READ_KUBEADM_CONFIG = bashCommand(
+  [
+    "if [ ! -f /etc/kubernetes/admin.conf ]; then",
+    '  echo "$(hostname) is not an initialised control-plane node (no admin.conf): ask another node" >&2',
+    "  exit 1",
+    "fi",
+    `${ADMIN_KUBECTL} get configmap kubeadm-config -o json`,
+  ].join("\n"),
+);
+
+/** Replaces kubeadm-config with the JSON on stdin; a conflict (someone wrote it meanwhile) fails it. */
+export const REPLACE_KUBEADM_CONFIG = bashCommand(`${ADMIN_KUBECTL} replace -f - >&2`);
+
 /**
- * Runs the join-material script on a healthy control-plane node and returns the parsed
- * material. Wrap the result in pulumi.secret() before it enters a program or config.
+ * Before a version upgrade's first new node joins, kubeadm-config must name the version
+ * (kubeadm join deploys that version's static Pods). The ClusterConfiguration is read over
+ * SSH and rewritten here by the rule the lab's update-cluster-config uses
+ * (cluster-config.ts clusterConfigurationAt: version, removed gates, etcd 3.7's flags), and
+ * written back only if it changed, conditional on the resourceVersion read. Never lowered.
  */
-export async function obtainJoinMaterial(healthyNode: CommandRunner, opts: JoinMaterialOptions): Promise<JoinMaterial> {
+export async function raiseKubeadmConfig(
+  healthyNode: CommandRunner,
+  version: string,
+  log: (line: string) => void = () => undefined,
+): Promise<void> {
+  const v = semver.parse(version.replace(/^v/, ""));
+  if (!v || v.prerelease.length) throw new Error(`${JSON.stringify(version)} is not a Kubernetes release version`);
+  const raw = await healthyNode.run(READ_KUBEADM_CONFIG, "reading kubeadm-config");
+  let cm: { data?: Record<string, string> };
+  try {
+    cm = JSON.parse(raw) as typeof cm;
+  } catch {
+    throw new Error("kubectl printed no JSON for the kubeadm-config ConfigMap; nothing was changed, retry");
+  }
+  const cc = cm.data?.ClusterConfiguration;
+  if (typeof cc !== "string")
+    throw new Error("the kubeadm-config ConfigMap has no ClusterConfiguration: is this a kubeadm cluster?");
+  if (/^[ \t]*EtcdLearnerMode:[ \t]*false\b/m.test(cc))
+    throw new Error(
+      "the cluster disables the EtcdLearnerMode feature gate: molt only joins control-plane nodes as etcd learners",
+    );
+  const r = raiseClusterConfiguration(cc, v.version);
+  if (!r.change) {
+    if (/never lowers/.test(r.why)) log(r.why);
+    return;
+  }
+  log(r.message);
+  const body = { ...cm, data: { ...cm.data, ClusterConfiguration: r.text } };
+  await healthyNode.run(REPLACE_KUBEADM_CONFIG, "writing kubeadm-config", { stdin: JSON.stringify(body) });
+}
+
+/**
+ * Runs the join-material script on a healthy control-plane node (after raising kubeadm-config
+ * when asked) and returns the parsed material. Wrap the result in pulumi.secret() before it
+ * enters a program or config.
+ */
+export async function obtainJoinMaterial(
+  healthyNode: CommandRunner,
+  opts: JoinMaterialOptions,
+  log?: (line: string) => void,
+): Promise<JoinMaterial> {
   const script = renderJoinMaterialScript(opts);
-  const stdout = await healthyNode.run(
-    `bash --norc --noprofile -euo pipefail -c ${shellQuote(script)}`,
-    `join material for ${opts.joiningNode}`,
-  );
+  if (opts.raiseClusterVersionTo !== undefined) await raiseKubeadmConfig(healthyNode, opts.raiseClusterVersionTo, log);
+  const stdout = await healthyNode.run(bashCommand(script), `join material for ${opts.joiningNode}`);
   return parseJoinMaterial(stdout);
 }
 
@@ -186,7 +191,7 @@ export async function obtainJoinMaterial(healthyNode: CommandRunner, opts: JoinM
 export async function createFromSeed(inputs: { seed: SshTarget; options: JoinMaterialOptions }): Promise<JoinMaterial> {
   const ssh = await SshSession.connect(inputs.seed);
   try {
-    return await obtainJoinMaterial(ssh, inputs.options);
+    return await obtainJoinMaterial(ssh, inputs.options, (line) => void process.stderr.write(`${line}\n`));
   } finally {
     ssh.close();
   }

@@ -131,12 +131,12 @@ export async function connectRotating(
  * not match (the handshake stops at the key), so retrying is safe; at the deadline, a
  * mismatch is reported as one.
  */
-export async function connectDuringFirstBoot(
+export async function connectDuringFirstBoot<S = SshSession>(
   target: SshTarget,
   deadlineMs: number,
-  connect: (target: SshTarget) => Promise<SshSession>,
+  connect: (target: SshTarget) => Promise<S>,
   o: { retryHostKeyMismatch: boolean } = { retryHostKeyMismatch: true },
-): Promise<SshSession> {
+): Promise<S> {
   let mismatch: HostKeyMismatchError | undefined;
   try {
     return await pollUntil(

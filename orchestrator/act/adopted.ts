@@ -8,7 +8,9 @@
 // adopt --import` goes with that update, like one of molt's own. Every step is idempotent: a crash
 // anywhere repeats them on the next run, the entry still listed.
 import type { Act } from "./context";
+import { STATIC_POD_MANIFESTS, staticPodRefs } from "../../infra/kubeadm/cluster-config";
 import { shellQuote } from "../../infra/remote/ssh";
+import { hostFilesOf, type ClusterConfigRefs } from "../core/host-files";
 
 const RESET = [
   // Its member is gone already (removed with quorum checked): kubeadm must not look for it.
@@ -32,14 +34,51 @@ const RESET = [
   "echo wiped-secrets",
 ].join("\n");
 
+type Component = keyof ClusterConfigRefs;
+
+/** Prints each component's static pod manifest after a `### <component>` line (the API server's stopped one too). */
+export const READ_MANIFESTS = (Object.entries(STATIC_POD_MANIFESTS) as [Component, string][])
+  .map(
+    ([c, file]) =>
+      `for f in /etc/kubernetes/manifests/${file} /etc/kubernetes/${file}.retired; do ` +
+      `if SUDO test -f "$f"; then echo '### ${c}'; SUDO cat "$f"; echo; break; fi; done`,
+  )
+  .join("\n");
+
+/** The output of READ_MANIFESTS, by component. */
+export function manifestsIn(out: string): Partial<Record<Component, string>> {
+  const found: Partial<Record<Component, string>> = {};
+  const parts = out.split(/^### (apiServer|controllerManager|scheduler)$/m);
+  for (let i = 1; i + 1 < parts.length; i += 2) found[parts[i] as Component] = parts[i + 1];
+  return found;
+}
+
+/**
+ * Without Kubernetes observed, the host files the node's own manifests name (the rule that
+ * picks what a new node gets from kubeadm-config); undefined when none was left on it.
+ */
+async function hostFilesFromManifests(op: { node: string }, ctx: Parameters<Act<"retire-adopted">>[1]) {
+  const out = await ctx.edges.nodes.run(
+    op.node,
+    `sh -c ${shellQuote(READ_MANIFESTS)}`,
+    `reading ${op.node}'s static pod manifests`,
+  );
+  const manifests = manifestsIn(out);
+  if (Object.keys(manifests).length === 0) return undefined;
+  return hostFilesOf(staticPodRefs(manifests))
+    .filter((f) => f.action === "copy")
+    .map((f) => f.path);
+}
+
 export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
   const entry = ctx.world.nodes.find((n) => n.name === op.node);
   if (!entry?.adopted) throw new Error(`internal: ${op.node} is not an adopted node of the stack`);
   const a = entry.adopted;
   const done: string[] = [];
   if (op.unreachable && ctx.edges.nodes.unreachable.has(op.node)) {
+    const unknown = op.hostFilesUnknown ? " and the cluster's host files (unknown: Kubernetes unobserved)" : "";
     done.push(
-      `not reset: unreachable over SSH; it still holds the cluster's keys (${op.wipe.join(", ")}): ` +
+      `not reset: unreachable over SSH; it still holds the cluster's keys (${op.wipe.join(", ")})${unknown}: ` +
         "wipe or destroy the machine before it runs again",
     );
   } else {
@@ -53,17 +92,30 @@ export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
       await ctx.timed("endpoint", op.kind, op.node, () => vip.keepalived(op.node, address, "release", seconds));
       done.push("keepalived stopped and disabled");
     }
+    // Kubernetes unobserved: the plan's list lacks the host files; the node's manifests name them
+    // (read before the reset, which removes them).
+    const fromManifests = op.hostFilesUnknown ? await hostFilesFromManifests(op, ctx) : undefined;
+    const wipe = [...new Set([...op.wipe, ...(fromManifests ?? [])])];
     // A bounded poll inside the script: the member stops within the settle deadline.
     const script = RESET.replace(/DEADLINE/g, String(ctx.intent.timeouts.settleSeconds)).replace(
       /WIPE/g,
-      op.wipe.map(shellQuote).join(" "),
+      wipe.map(shellQuote).join(" "),
     );
     const out = await ctx.timed("provision", op.kind, op.node, () =>
       ctx.edges.nodes.run(op.node, `sh -c ${shellQuote(script)}`, `resetting ${op.node}`),
     );
     done.push(out.includes("kubeadm-reset") ? "kubeadm reset" : "etcd data wiped");
     if (!out.includes("wiped-secrets")) throw new Error(`internal: the reset of ${op.node} did not wipe its secrets`);
-    done.push(`cluster secrets removed (${op.wipe.join(", ")})`);
+    // Says what went, and what molt could not know: never "the secrets" when it wiped only some.
+    done.push(`removed from the machine: ${wipe.join(", ")}`);
+    if (op.hostFilesUnknown)
+      done.push(
+        fromManifests
+          ? "the cluster's host files read from the machine's own static pod manifests (Kubernetes unobserved)"
+          : "the cluster's host files unknown (Kubernetes unobserved, no static pod manifest left on the machine): " +
+              "files the cluster's API server read from the host (an encryption key, webhook credentials) may " +
+              "remain; check the machine",
+      );
   }
   done.push(...(await ctx.edges.stack.releaseAdopted(entry)));
   if (op.deleteNodeVia) {

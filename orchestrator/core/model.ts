@@ -250,6 +250,11 @@ export type Operation =
       wipe: string[];
       /** Its SSH did not answer: not reset or wiped; the owner is told. */
       unreachable?: boolean;
+      /**
+       * Kubernetes was not observed, so `wipe` lacks the cluster's host files: they are read from
+       * the node's own static pod manifests before its reset, by the same rule.
+       */
+      hostFilesUnknown?: boolean;
       reason: string;
     }
   | { kind: "prune-orphans"; nodes: string[]; reason: string }

@@ -34,6 +34,8 @@ describe("adopting and rolling a KubeOne-made control plane with its host files 
   let c: KubeOneCluster;
   const figures: Record<string, unknown> = {};
   let savedSock: string | undefined;
+  /** A rollout of a stack that adopted nothing would build a cluster of its own beside KubeOne's. */
+  let adopted = false;
   const admin = () => join(suite.wd.dir, "admin.conf");
 
   const stackYaml = (image: string) =>
@@ -93,6 +95,9 @@ describe("adopting and rolling a KubeOne-made control plane with its host files 
       image: "k8s-v1.36.3",
       names: NAMES,
       clusterName: STACK,
+      // The lab runs no cloud controller manager and molt's lab nodes no --cloud-provider: a
+      // KubeOne cluster without a cloud (its "none" provider). adopt refuses a mismatch.
+      externalCloudProvider: false,
     });
     figures.buildMs = Date.now() - t0;
     env = { ...suite.env, SSH_AUTH_SOCK: c.agent.socket };
@@ -129,10 +134,12 @@ describe("adopting and rolling a KubeOne-made control plane with its host files 
     const run = await cli("adopt", "--stack", STACK, "--json", "--terraform-output", tf, "--known-hosts", kh);
     assert.equal(run.code, 0, run.stdout + run.stderr);
     assert.deepEqual((await suite.stored()).nodes.map((n) => n.name).sort(), NAMES);
+    adopted = true;
   });
 
   it("rolls it to the next image, each new node getting the host files first, no request failing", async function () {
     this.timeout(1_800_000);
+    assert.ok(adopted, "the adoption failed (above): not rolling a stack that holds no cluster");
     suite.wd.writeStackConfig(STACK, stackYaml("k8s-v1.37.2"));
     const kc = await labKubeConfig(admin());
     const probe = await startApiProbe(kc, 100);
@@ -171,6 +178,19 @@ describe("adopting and rolling a KubeOne-made control plane with its host files 
     } finally {
       await access.close();
     }
+    // The same with etcdctl on one of molt's nodes, against its own etcd member.
+    const got = await onNode(
+      st,
+      mine[0],
+      `${st.sshUser === "root" ? "" : "sudo -n "}ETCDCTL_API=3 etcdctl --endpoints=https://127.0.0.1:2379 ` +
+        "--cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt " +
+        `--key=/etc/kubernetes/pki/etcd/healthcheck-client.key get /registry/secrets/default/${SECRET.name} -w json`,
+    );
+    const kv = (JSON.parse(got) as { kvs?: { value: string }[] }).kvs?.[0];
+    assert.ok(kv, `etcdctl on ${mine[0]} finds the Secret`);
+    const etcdctlRaw = Buffer.from(kv.value, "base64").toString("latin1");
+    assert.ok(etcdctlRaw.startsWith(`k8s:enc:aescbc:v1:${c.encryptionKeyName}:`), "etcdctl: encrypted at rest");
+    figures.etcdctlPrefix = etcdctlRaw.slice(0, `k8s:enc:aescbc:v1:${c.encryptionKeyName}:`.length);
     // Each new API server writes its audit log (KubeOne's policy, carried).
     for (const n of mine) {
       await readSecret(kc, SECRET.name);

@@ -444,11 +444,18 @@ describe("cloud sections of the stack configuration (orchestrator/config/index.t
       assert.equal(load(edited("azure", "molt:bootstrap.cniManifest", "none")).cloud?.bootstrap.cniManifest, "none");
     });
 
-    it("refuses an address as the Azure endpoint: only a name can be mapped to the local API server", () => {
-      assertProblem(
-        problemsOf(edited("azure", "molt:bootstrap.controlPlaneEndpoint", "10.0.0.100:6443")),
-        "molt:bootstrap.controlPlaneEndpoint",
-        /a DNS name on Azure.*do not hairpin/,
+    it("refuses a private address as the Azure endpoint (no hairpin, no mapping); a public frontend's is taken", () => {
+      for (const bad of ["10.0.0.100:6443", "172.20.1.4:6443", "192.168.1.10:6443", "[fd00::10]:6443"])
+        assertProblem(
+          problemsOf(edited("azure", "molt:bootstrap.controlPlaneEndpoint", bad)),
+          "molt:bootstrap.controlPlaneEndpoint",
+          /is a private address: on Azure an internal load balancer's frontend does not hairpin.*Use a DNS name/,
+        );
+      // KubeOne's Azure example: the endpoint is the azurerm_lb's public IP.
+      assert.equal(
+        load(edited("azure", "molt:bootstrap.controlPlaneEndpoint", "20.79.14.201:6443")).cloud?.bootstrap
+          .controlPlaneEndpoint,
+        "20.79.14.201:6443",
       );
       assert.ok(load(edited("aws", "molt:bootstrap.controlPlaneEndpoint", "10.0.0.100:6443")).cloud);
     });

@@ -4,7 +4,15 @@ import * as assert from "node:assert/strict";
 import { parse } from "yaml";
 import { hostFilesOf, isFileFlag, missingHostFiles, type HostFile } from "../../orchestrator/core/host-files";
 import { clusterConfigRefs } from "../../infra/kubeadm/cluster-config";
-import { renderDigestScript, renderPackScript, renderUnpackScript } from "../../infra/kubeadm/host-files";
+import {
+  carryHostFiles,
+  renderDigestScript,
+  renderPackScript,
+  renderUnpackScript,
+  type HostFilesEdges,
+  type HostFilesSession,
+} from "../../infra/kubeadm/host-files";
+import type { SshTarget } from "../../infra/remote/ssh";
 
 // kubeadm v1beta4, the way KubeOne writes it with encryption providers, a static audit log,
 // PodNodeSelector (an admission configuration) and an OIDC CA switched on.
@@ -232,5 +240,45 @@ describe("carrying them (infra/kubeadm/host-files.ts scripts)", () => {
   });
   it("digests every regular file in a stable order", () => {
     assert.match(renderDigestScript(files), /find -L .* -type f -print0 \| sort -z \| xargs -0 -r sha256sum/);
+  });
+});
+
+describe("carrying them: the connections (infra/kubeadm/host-files.ts carryHostFiles)", () => {
+  const files = hostFilesOf(clusterConfigRefs(parse(KUBEONE_V1BETA4)));
+  const SUMS = `${"a".repeat(64)}  /etc/kubernetes/admission/admission-config.yaml\n`;
+  const target = (host: string): SshTarget => ({ host, port: 22, user: "root", hostKey: "ssh-ed25519 AAAA" });
+  const inputs = { from: target("10.0.0.5"), to: target("10.0.0.9"), node: "cp-g4-b", files };
+
+  /** The healthy node answers at once; the new one refuses `refusals` attempts (still booting), then serves. */
+  function edges(refusals: number, deadlineMs = 30_000) {
+    const attempts: Record<string, number> = {};
+    const session: HostFilesSession = {
+      async run(command: string) {
+        return command.includes("sha256sum") ? SUMS : command.includes("tar -C / --numeric-owner -h") ? "dGFy" : "";
+      },
+      close() {},
+    };
+    const e: HostFilesEdges = {
+      firstBootDeadlineMs: deadlineMs,
+      async connect(t) {
+        attempts[t.host] = (attempts[t.host] ?? 0) + 1;
+        if (t.host === "10.0.0.9" && attempts[t.host] <= refusals) throw new Error(`connect ECONNREFUSED ${t.host}:22`);
+        return session as never;
+      },
+    };
+    return { e, attempts };
+  }
+
+  it("a new machine still booting: its connection is retried as the other first-boot steps' is", async () => {
+    const { e, attempts } = edges(3);
+    const out = await carryHostFiles(inputs, e);
+    assert.deepEqual(out.copied, ["/etc/kubernetes/admission/admission-config.yaml"]);
+    assert.equal(attempts["10.0.0.9"], 4);
+    assert.equal(attempts["10.0.0.5"], 1, "the healthy source is connected once");
+  });
+
+  it("one that never answers fails at the first-boot deadline, saying which machine", async () => {
+    const { e } = edges(Infinity, 300);
+    await assert.rejects(carryHostFiles(inputs, e), /10\.0\.0\.9:22/);
   });
 });

@@ -1259,6 +1259,16 @@ describe("planner (orchestrator/core/plan/)", () => {
       });
     });
 
+    it("with Kubernetes unobserved the host files are not known: the act is told to read them on the node", () => {
+      const s = snapshotOf(world([A(1, { noMember: true }), A(2), A(3), N(4, NEW)], { leader: 3 }));
+      const etcdOnly = decide(s, STACK);
+      assert.ok(etcdOnly.kind === "retire-adopted" && etcdOnly.hostFilesUnknown === undefined, "etcd only: none");
+      s.intent = { ...s.intent, kubernetesVersion: "1.37.2" };
+      delete s.kube;
+      s.kubeError = "connect ECONNREFUSED";
+      expectOp(decide(s, STACK), "retire-adopted", { wipe: ["/etc/kubernetes/pki"], hostFilesUnknown: true });
+    });
+
     it("a dead adopted node is retired without SSH, and says so (its owner must wipe it)", () => {
       const op = plan([A(1, { noMember: true, health: "dead" }), A(2), A(3), N(4, NEW)], { leader: 3 });
       expectOp(op, "retire-adopted", { node: "lab-cp-1", unreachable: true });

@@ -5,7 +5,7 @@ import { azureImport } from "../imported";
 import type { CloudCommonSections } from "../cloud-config";
 import { sdkPlugin, type CloudConfigBase } from "../provider";
 import { azureSection, imageReference, type AzureNodeSettings } from "./config";
-import { AzureControlPlaneAvailabilitySet, AzureControlPlaneNode } from "./node";
+import { AzureControlPlaneAvailabilitySet, AzureControlPlaneNode, endpointAddressKind } from "./node";
 import { adoptedAttachment, adoptedRelease, apiLoadBalancer } from "./load-balancer";
 
 export * from "./config";
@@ -19,8 +19,6 @@ export interface AzureCloudConfig extends CloudConfigBase {
 }
 
 type Parsed = CloudCommonSections & { "molt:azure": Omit<AzureNodeSettings, "zones"> & { zones?: string[] } };
-
-const IP_HOST = /^(\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\]):\d+$/;
 
 export const azureProvider = cloudProvider<AzureCloudConfig, AzureControlPlaneAvailabilitySet | undefined>({
   family: "cloud",
@@ -45,13 +43,16 @@ export const azureProvider = cloudProvider<AzureCloudConfig, AzureControlPlaneAv
     return { provider: "azure", ...common, azure: { ...azure, zones: azure.zones ?? [] } };
   },
   problems(cloud) {
-    // The endpoint's name is mapped to the local API server on every control-plane node:
-    // an address cannot be.
-    return IP_HOST.test(cloud.bootstrap.controlPlaneEndpoint)
+    // A name is mapped to the local API server on every control-plane node (an internal
+    // frontend does not hairpin); a public frontend address, as KubeOne's azurerm_lb has,
+    // needs no mapping (endpointRoutingFor). A private address can be neither.
+    const endpoint = cloud.bootstrap.controlPlaneEndpoint;
+    return endpointAddressKind(endpoint) === "private"
       ? [
-          "molt:bootstrap.controlPlaneEndpoint: a DNS name on Azure, not an address: Azure load balancers do not " +
-            "hairpin, so molt maps the name to the local API server on control-plane nodes (a private DNS zone " +
-            "record pointing at the load balancer serves everything else)",
+          `molt:bootstrap.controlPlaneEndpoint: ${endpoint} is a private address: on Azure an internal load ` +
+            "balancer's frontend does not hairpin (a node whose connection it sends to itself fails), and an " +
+            "address cannot be mapped to the local API server. Use a DNS name (a private DNS zone record pointing " +
+            "at the load balancer serves everything else), or the public frontend address of a public load balancer",
         ]
       : [];
   },

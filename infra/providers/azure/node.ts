@@ -6,10 +6,13 @@
 // Every resource is named after the node: a new image is a new node, never an in-place
 // update.
 //
-// Azure load balancers do not hairpin: a backend that connects to the frontend is never
-// sent to itself. The node therefore reaches controlPlaneEndpoint's name at its own API
+// Azure's internal load balancers do not hairpin: a backend that connects to the frontend is
+// never sent to itself. The node therefore reaches controlPlaneEndpoint's name at its own API
 // server once it runs one (endpointRouting "local-apiserver", as Cluster API's Azure
-// templates do), so `kubeadm init` and the kubelet never depend on the hairpin.
+// templates do), so `kubeadm init` and the kubelet never depend on the hairpin. A public
+// frontend address (KubeOne's azurerm_lb) is reached through the node's outbound SNAT, which
+// takes a flow back to the node itself; it cannot be mapped (an address), nor need it be.
+import { isIP } from "node:net";
 import type * as azure from "@pulumi/azure-native";
 import { azureSdk } from "../sdk";
 import * as pulumi from "@pulumi/pulumi";
@@ -17,6 +20,34 @@ import type { NodeEntry } from "../../../orchestrator/core/nodes";
 import { cloudInitUserData, keepFirstBootData, nodeTags, type CloudControlPlaneNodeArgs } from "../cloud-common";
 import { CloudControlPlaneNode } from "../cloud-node";
 import { imageReference, type AzureNodeSettings } from "./config";
+
+/** Whether controlPlaneEndpoint's host is a DNS name, a public address or a private one. */
+export function endpointAddressKind(endpoint: string): "name" | "public" | "private" {
+  const host = (endpoint.startsWith("[") ? endpoint.slice(1, endpoint.indexOf("]")) : endpoint.replace(/:\d+$/, ""))
+    .trim()
+    .toLowerCase();
+  const v = isIP(host);
+  if (v === 0) return "name";
+  if (v === 4) {
+    const [a, b] = host.split(".").map(Number);
+    const privateV4 =
+      a === 10 ||
+      a === 127 ||
+      a === 0 ||
+      (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168) ||
+      (a === 169 && b === 254) ||
+      (a === 100 && b >= 64 && b <= 127);
+    return privateV4 ? "private" : "public";
+  }
+  // IPv6: loopback, unspecified, unique local (fc00::/7), link local (fe80::/10).
+  return host === "::1" || host === "::" || /^f[cd]/.test(host) || /^fe[89ab]/.test(host) ? "private" : "public";
+}
+
+/** How a node reaches the endpoint: a name at its own API server; a public frontend address through the LB. */
+export function endpointRoutingFor(endpoint: string): "local-apiserver" | "load-balancer" {
+  return endpointAddressKind(endpoint) === "name" ? "local-apiserver" : "load-balancer";
+}
 
 export type AzureControlPlaneNodeArgs = CloudControlPlaneNodeArgs<AzureNodeSettings> & {
   /** The control plane's availability set (regions without zones; see AzureControlPlaneAvailabilitySet). */
@@ -127,7 +158,7 @@ export class AzureControlPlaneNode extends CloudControlPlaneNode {
       providerId: pulumi.interpolate`azure://${this.vm.id}`,
       machineId: this.vm.vmId,
       dependsOn: [this.vm],
-      endpointRouting: "local-apiserver",
+      endpointRouting: endpointRoutingFor(args.bootstrap.controlPlaneEndpoint),
     });
   }
 }

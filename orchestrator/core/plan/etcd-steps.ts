@@ -79,6 +79,7 @@ export function memberlessNode(c: Scope): Operation | undefined {
       ...(via && via !== memberless.name ? { deleteNodeVia: via } : {}),
       wipe,
       ...(unreachable ? { unreachable: true } : {}),
+      ...(c.s.intent.kubernetesVersion !== undefined && !c.s.kube ? { hostFilesUnknown: true } : {}),
       reason: unreachable
         ? `adopted node ${memberless.name} is no longer an etcd member and does not answer over SSH: release it ` +
           "and delete its Node without its reset; its machine is left to its owner, who must wipe it"

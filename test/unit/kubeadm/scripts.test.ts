@@ -53,10 +53,7 @@ function every(): Array<[string, string]> {
     renderResetScript(node.name, { ...settings, removeEtcdMemberOnReset: true }),
   ]);
   out.push(["join material", renderJoinMaterialScript({ joiningNode: "cp-g4-b" })]);
-  out.push([
-    "join material raising the version",
-    renderJoinMaterialScript({ joiningNode: "cp-g4-b", raiseClusterVersionTo: "1.35.0", tokenTtl: "10m" }),
-  ]);
+  out.push(["join material, 10m token", renderJoinMaterialScript({ joiningNode: "cp-g4-b", tokenTtl: "10m" })]);
   return out;
 }
 

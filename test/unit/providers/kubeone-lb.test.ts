@@ -381,6 +381,60 @@ describe("KubeOne's Azure load balancer backend pool (azurerm_lb, ApiServers) un
     },
   );
 
+  describe("the stack's endpoint is KubeOne's: the load balancer's public IP, no DNS label", () => {
+    const ipCfg = stackConfig("azure", (c) => {
+      c["molt:azure"].apiBackendPoolId = pool;
+      c["molt:bootstrap"].controlPlaneEndpoint = input.apiEndpoint!;
+    });
+    const noLabel = (members?: number[]) => {
+      const base = azure(members);
+      return (token: string, inputs: Record<string, unknown>) =>
+        token === "azure-native:network:getPublicIPAddress" ? { ipAddress: "20.79.14.201" } : base(token, inputs);
+    };
+
+    it("adoption goes on, and molt's new node reaches that address through the load balancer", async () => {
+      assert.equal(input.apiEndpoint, "20.79.14.201:6443");
+      await (
+        await run(ipCfg, entries, noLabel(), check(input.apiEndpoint!))
+      ).molt;
+      const fresh = placeNewNode(
+        ipCfg,
+        newEntry({ intent: ipCfg.intent, nodes: entries, endpoints: [], expired: [], orphans: [] }, "kubeone", false),
+        entries,
+      );
+      const r = await run(ipCfg, [...entries, fresh], noLabel());
+      const script = String(
+        r.rec.resources.find((x) => x.type === DYNAMIC && x.name === `${fresh.name}-kubeadm`)!.inputs.create,
+      );
+      // An address cannot be mapped in /etc/hosts; a public frontend takes the node's own flows back.
+      assert.match(script, /readonly LOCAL_ENDPOINT_HOST=''/);
+      const named = await run(cfg, [...entries, placeNewNode(cfg, fresh, entries)], azure());
+      assert.match(
+        String(
+          named.rec.resources.find((x) => x.type === DYNAMIC && x.name === `${fresh.name}-kubeadm`)!.inputs.create,
+        ),
+        /readonly LOCAL_ENDPOINT_HOST='kubeone-api\.westeurope\.cloudapp\.azure\.com'/,
+      );
+    });
+
+    it("refused: another public address, a frontend without one, or the pool's LB missing a VM", async () => {
+      await assert.rejects(
+        (await run(ipCfg, entries, noLabel(), check("20.79.99.99:6443"))).molt,
+        /20\.79\.99\.99:6443 \(kubeadm-config\) is not served by load balancer kubernetes \(pool ApiServers\) \(20\.79\.14\.201/,
+      );
+      const unassigned = (token: string, inputs: Record<string, unknown>) =>
+        token === "azure-native:network:getPublicIPAddress" ? {} : azure()(token, inputs);
+      await assert.rejects(
+        (await run(ipCfg, entries, unassigned, check(input.apiEndpoint!))).molt,
+        /not served by load balancer kubernetes \(pool ApiServers\) \(no DNS name or address; an address\)/,
+      );
+      await assert.rejects(
+        (await run(ipCfg, entries, noLabel([0, 2]), check(input.apiEndpoint!))).molt,
+        new RegExp(`${entries[1].name}'s machine is not a member of load balancer kubernetes`),
+      );
+    });
+  });
+
   it(
     "adoption is refused when the pool's load balancer does not " + "serve the endpoint, or a VM is not in the pool",
     async () => {
