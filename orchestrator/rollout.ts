@@ -22,6 +22,7 @@ import { k8s } from "./edges/kube-support";
 import { watchOf, watchWait } from "./loop/wait-watch";
 import {
   decide,
+  isTargetHealthy,
   passedStep,
   plannedReplacements,
   replacementsNow,
@@ -262,7 +263,11 @@ async function run(
         observe(e, intent, worldMemory(memory, windowClosedReason(intent.rollout.window, wall())), self),
       );
       views = nodeViews(world);
-      memory = afterObservation(memory, (n) => isHealthyNode(views, n, intent.kubernetesVersion !== undefined));
+      // A new node counts in once it is healthy in the API load balancer too (plan/endpoint.ts).
+      memory = afterObservation(
+        memory,
+        (n) => isHealthyNode(views, n, intent.kubernetesVersion !== undefined) && isTargetHealthy(world, n),
+      );
       // A lease in the cluster: taken as soon as a new stack's first node can hold it, waits included.
       await lock.holdInCluster(e, { whenReachable: true });
       emit({ type: "observed", pass, nodes: views, ms: Date.now() - t });

@@ -11,9 +11,11 @@ import type {
   EndpointStatus,
   KubeNode,
   KubeObservation,
+  LoadBalancerObservation,
   Member,
   VipObservation,
 } from "./observations";
+import type { NodeEndpoint } from "./nodes";
 
 export interface EtcdEdge {
   /** Per-member status, through that member's own endpoint. */
@@ -68,6 +70,20 @@ export interface VipEdge {
   keepalived(node: string, address: string, action: "release" | "resume", deadlineSeconds: number): Promise<void>;
 }
 
+/**
+ * The API load balancer in front of the nodes, as its own API reports it (the lab's HAProxy,
+ * an AWS target group or classic ELB, an Azure backend pool): what retirement deregisters a
+ * node from before its API server stops, and what a new node must be healthy in.
+ */
+export interface LoadBalancerEdge {
+  /** Each node's target (nodes as the state records them: names, addresses, provider ids). */
+  observe(nodes: readonly NodeEndpoint[]): Promise<LoadBalancerObservation>;
+  /** Takes the node out of rotation (new connections go elsewhere; open ones drain). Idempotent. */
+  deregister(node: NodeEndpoint): Promise<void>;
+  /** Puts it back (a retirement that did not finish). Idempotent. */
+  register(node: NodeEndpoint): Promise<void>;
+}
+
 /** SSH access to the stack's nodes, and the etcd and Kubernetes edges over it. */
 export interface NodeAccess {
   /** Sessions to exactly the state's nodes (kept warm across passes). */
@@ -99,6 +115,8 @@ export interface NodeAccess {
 export interface Edges {
   stack: StackEdge;
   nodes: NodeAccess;
+  /** The API load balancer, where molt can ask it; absent: retirement is not load-balancer aware. */
+  lb?: LoadBalancerEdge;
 }
 
 /** The stack's node list and what its state holds besides (resources of unlisted nodes). */
