@@ -42,7 +42,8 @@ function serverLines(dir: string, i: LabLbInputs): string[] {
         ...(existsSync(join(dir, "deregistered", n)) ? ["weight 0"] : []),
         ...(i.healthCheck && existsSync(join(dir, "pending", n)) ? ["disabled"] : []),
       ];
-      return `  server ${n} ${readFileSync(join(dir, "servers", n), "utf8").trim()}${options.map((o) => ` ${o}`).join("")}`;
+      const target = readFileSync(join(dir, "servers", n), "utf8").trim();
+      return [`  server ${n} ${target}`, ...options].join(" ");
     });
 }
 
@@ -106,7 +107,7 @@ interface RunningServer {
   weight: number;
 }
 
-/** The running backend servers (`show servers state`: srv_name, srv_addr, srv_op_state, srv_admin_state, srv_uweight). */
+/** The running backend servers (`show servers state`: name, address, op and admin state, weight). */
 async function serversRunningAt(dir: string): Promise<RunningServer[]> {
   const out = await adminQuery(dir, "show servers state apiservers");
   return out
@@ -382,7 +383,7 @@ export async function setDeregistered(
     await applyAndConfirm(
       dir,
       i,
-      `HAProxy to ${deregistered ? "stop sending new connections to" : "route to"} ${name} again`,
+      deregistered ? `HAProxy to send no new connections to ${name}` : `HAProxy to route to ${name} again`,
       (running) => running.some((s) => s.name === name && (s.weight === 0) === deregistered),
     );
   });

@@ -1,4 +1,5 @@
-// The API endpoint on the retiring node. release-vip: the retiring node gives the API endpoint's VIP away before anything is taken
+// The API endpoint and the retiring node (deregister-target below: the load balancer's turn).
+// release-vip: the retiring node gives the API endpoint's VIP away before anything is taken
 // from it (drain, API server stop, etcd member). Its keepalived stops (a priority-0 advert:
 // a backup takes over within a fraction of advert_int); then molt waits until exactly one
 // other node holds the VIP. If none takes it within the settle deadline, keepalived is

@@ -39,7 +39,9 @@ export function endpointHealth(c: Scope): Operation | undefined {
       return {
         kind: "register-target",
         node: n.name,
-        reason: `${n.name} stays but is not in ${lb.name} (${seen}; a retirement that did not finish): register it again`,
+        reason:
+          `${n.name} stays but is not in ${lb.name} (${seen}; a retirement that did not finish): ` +
+          "register it again",
       };
     const key = `lb:${n.name}` as const;
     if (joining) {
