@@ -66,6 +66,11 @@ export interface Intent {
    * Secret rewritten is a migration of its own).
    */
   encryptionAtRest?: boolean;
+  /**
+   * kube-apiserver's --shutdown-delay-duration on the nodes molt makes (molt:bootstrap on clouds):
+   * a stopping API server serves this long before it stops listening, which stop-apiserver waits for.
+   */
+  apiServerShutdownDelaySeconds?: number;
   rollout: {
     /** 1: add first (default). 0: retire first, allowed only with >= 3 replicas. */
     maxSurge: 0 | 1;
