@@ -7,7 +7,7 @@ import { pause } from "../lib/poll";
 import { act, changesMembership, isChange } from "./act";
 import { loadStackConfig, resolveLabImage, type StackConfig } from "./config";
 import { claimStackLab } from "./lease/lab-claim";
-import { openEdges, type EdgeFactory } from "./edges/open";
+import { loadBalancerGap, openEdges, type EdgeFactory } from "./edges/open";
 import type { Edges } from "./core/edges";
 import { retainBackups, takeBackup } from "./etcd-backup";
 import type { NodeView, RolloutEvent } from "./events";
@@ -203,6 +203,8 @@ async function run(
 
   let edges: Edges | undefined;
   try {
+    const gap = loadBalancerGap(stackCfg);
+    if (gap) emit({ type: "warning", message: gap });
     edges = await (o.edges ?? openEdges)({
       stackName: o.stack,
       workDir,

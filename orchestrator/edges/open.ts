@@ -1,5 +1,5 @@
 // The real edges of a run: the engine-backed stack, SSH access to the nodes, and the API load
-// balancer where molt can ask it.
+// balancer where molt can ask it (the lab's HAProxy, an Azure backend pool).
 import { EngineStack, type EngineStackOptions } from "../stack/edge";
 import { checkProviderPlugins } from "../stack/plugins";
 import { SshNodeAccess } from "./nodes";
@@ -7,6 +7,8 @@ import type { Edges, LoadBalancerEdge } from "../core/edges";
 import type { StackConfig } from "../config";
 import { labLbInputs } from "../../infra/lab/lb";
 import { LabLoadBalancerEdge } from "./lab-lb";
+import { AzureApiTargets, type ArmWithPost } from "../../infra/providers/azure/api-targets";
+import { armClient } from "../../infra/providers/azure/pool-membership-impl";
 
 export type EdgeOptions = EngineStackOptions;
 
@@ -30,7 +32,39 @@ export function loadBalancerEdgeFor(config: StackConfig, env = process.env): Loa
     const lb = labLbInputs(lab, kubernetes);
     return kubernetes || lb.serves === "etcd" ? new LabLoadBalancerEdge(lb) : undefined;
   }
+  const azure = (config.cloud as { azure?: { apiBackendPoolId?: unknown } } | undefined)?.azure;
+  if (config.cloud?.provider === "azure" && typeof azure?.apiBackendPoolId === "string")
+    return new AzureApiTargets(azure.apiBackendPoolId, lazyArm());
   return undefined;
+}
+
+/**
+ * Why retirement is not load-balancer aware on this stack although a load balancer serves it,
+ * for a warning at the start of a run: AWS's Elastic Load Balancing has no client in molt yet.
+ */
+export function loadBalancerGap(config: StackConfig, env = process.env): string | undefined {
+  if (env[LB_UNAWARE_ENV] === "1") return undefined;
+  if (config.cloud?.provider !== "aws") return undefined;
+  return (
+    "molt cannot ask the AWS load balancer (no Elastic Load Balancing client in this build): a retiring node's " +
+    "API server stops before the load balancer's health check notices (its shutdown delay, " +
+    "molt:bootstrap.apiServerShutdownDelaySeconds, must cover that check), and a new node is counted in " +
+    "without waiting for InService"
+  );
+}
+
+/** ARM with DefaultAzureCredential, made at the first call (an Azure run only loads @azure/identity then). */
+function lazyArm(): ArmWithPost {
+  let client: Promise<ArmWithPost> | undefined;
+  const arm = () =>
+    (client ??= import("@azure/identity").then(({ DefaultAzureCredential }) =>
+      armClient(new DefaultAzureCredential()),
+    ));
+  return {
+    get: async (id, v) => (await arm()).get(id, v),
+    put: async (id, v, body, etag) => (await arm()).put(id, v, body, etag),
+    post: async (id, v) => (await arm()).post(id, v),
+  };
 }
 
 export const openEdges: EdgeFactory = async (o) => {
