@@ -47,7 +47,7 @@ function serverLines(dir: string, i: LabLbInputs): string[] {
     });
 }
 
-function render(dir: string, i: LabLbInputs): string {
+export function render(dir: string, i: LabLbInputs): string {
   const bind = i.bind ?? parseSubnet(i.subnet).gateway;
   const hc = i.healthCheck;
   const every = hc
@@ -373,7 +373,13 @@ export async function setDeregistered(
   if (!existsSync(join(dir, "haproxy.cfg"))) throw new LabHostError(`lab load balancer of lab ${i.lab} does not exist`);
   await withLock(dir, async () => {
     const name = serverOf(dir, node);
-    if (!name) return;
+    // Nothing to take out; but a node to put back that has no server lost its attachment.
+    if (!name && deregistered) return;
+    if (!name)
+      throw new LabHostError(
+        `${node.name} (${node.address}) has no server in the lab load balancer of lab ${i.lab}: its attachment ` +
+          "was removed outside molt; `molt rollout` cannot put it back (refresh the stack, or replace the node)",
+      );
     const marker = join(dir, "deregistered", name);
     if (deregistered === existsSync(marker)) return;
     if (deregistered) {
