@@ -455,8 +455,8 @@ describe("stack configuration (orchestrator/config/index.ts)", () => {
         "lab health check with an unknown key",
         [
           ...labLines,
-          "molt:lab: { lbHealthCheck: { interval: 10, intervalSeconds: 10, unhealthyThreshold: 3, healthyThreshold: 2, " +
-            "deregistrationDelaySeconds: 15 } }",
+          "molt:lab: { lbHealthCheck: { interval: 10, intervalSeconds: 10, unhealthyThreshold: 3, " +
+            "healthyThreshold: 2, deregistrationDelaySeconds: 15 } }",
         ],
         "molt:lab.lbHealthCheck",
         /interval/,
