@@ -8,12 +8,20 @@ import type { readClientTls } from "./vip-probe";
 export interface EndpointProbeStats {
   requests: number;
   failures: number;
+  /**
+   * Of the failures, those etcd itself answered while its leadership moved (a proposal dropped):
+   * not the load balancer's; a real client (kube-apiserver's) retries them.
+   */
+  leaderChanges: number;
   errors: string[];
   /** [from, to] ms after the start, of each run of failed requests. */
   outages: [number, number][];
 }
 
 type Tls = Awaited<ReturnType<typeof readClientTls>>;
+
+/** etcd's own answers while leadership moves. */
+const LEADER_CHANGE = /leader changed|proposal dropped|no leader/i;
 
 /** A fault-handling policy (cockatiel's shape, as etcd3 calls it) that runs the call once. */
 const ONE_ATTEMPT = {
@@ -26,7 +34,7 @@ export function startEtcdEndpointProbe(
   tls: Tls,
   intervalMs = 100,
 ): { stop: () => Promise<EndpointProbeStats> } {
-  const stats: EndpointProbeStats = { requests: 0, failures: 0, errors: [], outages: [] };
+  const stats: EndpointProbeStats = { requests: 0, failures: 0, leaderChanges: 0, errors: [], outages: [] };
   const t0 = Date.now();
   let failingSince: number | undefined;
   let running = true;
@@ -40,6 +48,7 @@ export function startEtcdEndpointProbe(
       return;
     }
     stats.failures++;
+    if (LEADER_CHANGE.test(String((e as Error)?.message ?? e))) stats.leaderChanges++;
     failingSince ??= now;
     const msg = `${new Date().toISOString().slice(11, 23)} ${String((e as Error)?.message ?? e).split("\n")[0]}`;
     if (stats.errors.length < 10) stats.errors.push(msg.slice(0, 200));
