@@ -101,7 +101,10 @@ interface RunningServer {
   address: string;
   /** srv_op_state: 0 stopped (down), 1 starting, 2 running (up), 3 stopping. */
   opState: number;
-  /** srv_admin_state: bits 0x01, 0x02, 0x04 are maintenance (forced, inherited, configured). */
+  /**
+   * srv_admin_state: in maintenance while 0x01 (forced), 0x02 (inherited) or 0x20 (resolution) is
+   * set; 0x04 only records that the configuration said `disabled` (it stays after `state ready`).
+   */
   adminState: number;
   /** srv_uweight: 0 takes no new connections. */
   weight: number;
@@ -350,7 +353,7 @@ export async function labTargets(
             ? { state: "draining", detail: `${Math.ceil(left / 1000)}s of the deregistration delay left` }
             : { state: "unused", detail: "deregistered and drained" };
     } else if (!r) out[node.name] = { state: "initial", detail: "not yet loaded" };
-    else if (r.adminState & 0x07) out[node.name] = { state: "initial", detail: "not yet enabled" };
+    else if (r.adminState & 0x23) out[node.name] = { state: "initial", detail: "not yet enabled" };
     else if (r.weight === 0) out[node.name] = { state: "draining", detail: "weight 0 without a deregistration record" };
     else if (r.opState === 2) out[node.name] = { state: "healthy" };
     else out[node.name] = { state: "unhealthy", detail: "failing its health check" };

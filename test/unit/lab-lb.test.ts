@@ -101,7 +101,8 @@ describe("the lab's load balancer (infra/lab/lb-impl.ts)", () => {
     await admin(i, [
       "3 apiservers 1 t99-cp-1 10.77.199.10 2 0 0 1 3 6 3 4 6 0 0 0 - 6443 - 0 0 - - 0",
       "3 apiservers 2 t99-cp-2 10.77.199.11 0 0 0 1 3 6 3 4 6 0 0 0 - 6443 - 0 0 - - 0",
-      "3 apiservers 3 t99-cp-3 10.77.199.12 2 0 1 1 3 6 3 4 6 0 0 0 - 6443 - 0 0 - - 0",
+      // Started disabled, then enabled: 0x04 stays set, the server is in service.
+      "3 apiservers 3 t99-cp-3 10.77.199.12 2 4 1 1 3 6 3 4 6 0 0 0 - 6443 - 0 0 - - 0",
       "3 apiservers 4 t99-cp-4 10.77.199.13 0 0 1 1 3 6 3 4 6 0 0 0 - 6443 - 0 0 - - 0",
       "3 apiservers 5 t99-cp-5 10.77.199.14 0 5 1 1 3 6 3 4 6 0 0 0 - 6443 - 0 0 - - 0",
       "3 apiservers 6 owners 10.77.199.20 2 0 1 1 3 6 3 4 6 0 0 0 - 6443 - 0 0 - - 0",
