@@ -4,7 +4,8 @@ import type { EtcdAccess } from "./edges/etcd";
 import { observeCertificates } from "./edges/certs";
 import { KubeAccess } from "./edges/kube";
 import { type ComponentHealth, type KubeNode, type KubeObservation } from "./core/observations";
-import type { Edges, EtcdEdge, KubeEdge, NodeAccess, VipEdge } from "./core/edges";
+import type { Edges, EtcdEdge, KubeEdge, LoadBalancerEdge, NodeAccess, VipEdge } from "./core/edges";
+import type { NodeEndpoint } from "./core/nodes";
 import type { HostFile } from "./core/host-files";
 import { shellQuote } from "../infra/remote/ssh";
 import type {
@@ -61,6 +62,8 @@ export async function observe(edges: Edges, intent: Intent, memory: WorldMemory,
     // molt:rollout.replaceCertificatesExpiringWithinDays: each node's first certificate to expire.
     days !== undefined &&
       observeCertificates(edges.nodes, state.nodes, days, Date.now()).then((c) => void (world.certificates = c)),
+    // The API load balancer's view of each node's target (plan/endpoint.ts).
+    edges.lb && observeLb(edges.lb, state.endpoints, state.nodes, world),
     // The API endpoint VIP (molt:apiEndpoint mode vip): which node holds it.
     vip && edges.nodes.vip?.().then((v) => observeVip(v, vip.address, state.nodes, world)),
     intent.kubernetesVersion !== undefined &&
@@ -82,6 +85,26 @@ export async function observe(edges: Edges, intent: Intent, memory: WorldMemory,
   const failed = reads.find((r) => r.status === "rejected");
   if (failed) throw failed.reason;
   return world;
+}
+
+/** A load balancer that cannot be asked leaves every target unobserved (the planner waits, then refuses). */
+async function observeLb(
+  edge: LoadBalancerEdge,
+  endpoints: NodeEndpoint[],
+  nodes: NodeEntry[],
+  world: World,
+): Promise<void> {
+  const listed = endpoints.filter((e) => nodes.some((n) => n.name === e.name));
+  try {
+    world.lb = await edge.observe(listed);
+  } catch (e) {
+    const error = (e as Error).message.split("\n")[0];
+    world.lb = {
+      name: "the API load balancer",
+      targets: Object.fromEntries(nodes.map((n) => [n.name, { error }])),
+      drainSeconds: 0,
+    };
+  }
 }
 
 async function observeVip(edge: VipEdge, address: string, nodes: NodeEntry[], world: World): Promise<void> {

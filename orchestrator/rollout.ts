@@ -16,10 +16,11 @@ import type { LoopMemory, Stop } from "./core/memory";
 import type { Intent, Operation, World } from "./core/model";
 import { observe, reobserveAddons, reobserveNode } from "./observe";
 import { k8s } from "./edges/kube-support";
-import type { EdgeFactory } from "./edges/open";
+import { loadBalancerGap, type EdgeFactory } from "./edges/open";
 import { watchOf, watchWait } from "./loop/wait-watch";
 import {
   decide,
+  isTargetHealthy,
   passedStep,
   plannedReplacements,
   replacementsNow,
@@ -211,7 +212,11 @@ async function loop(o: RolloutOptions, run: Run, s: Started, finish: (end: Stop)
         observe(edges, intent, worldMemory(s.memory, windowClosedReason(intent.rollout.window, s.wall())), run.self),
       );
       s.views = nodeViews(world);
-      s.memory = afterObservation(s.memory, (n) => isHealthyNode(s.views, n, intent.kubernetesVersion !== undefined));
+      // A new node counts in once it is healthy in the API load balancer too (plan/endpoint.ts).
+      s.memory = afterObservation(
+        s.memory,
+        (n) => isHealthyNode(s.views, n, intent.kubernetesVersion !== undefined) && isTargetHealthy(world, n),
+      );
       // A lease in the cluster: taken as soon as a new stack's first node can hold it, waits included.
       await lease.holdInCluster(edges, { whenReachable: true });
       emit({ type: "observed", pass, nodes: s.views, ms: Date.now() - t });
@@ -279,6 +284,8 @@ async function loop(o: RolloutOptions, run: Run, s: Started, finish: (end: Stop)
  */
 async function openEdges(o: RolloutOptions, run: Run, intent: Intent) {
   const change = { engineOutput: o.engineOutput, engineLockDeadlineSeconds: intent.timeouts.joinSeconds + 120 };
+  const gap = loadBalancerGap(run.cfg);
+  if (gap) run.emit({ type: "warning", message: gap });
   const edges = await run.open({ change });
   const cleared = await edges.stack.prepare();
   if (cleared.length) run.emit({ type: "pending-cleared", operations: cleared });

@@ -5,6 +5,7 @@ import { stringify } from "yaml";
 import type { SemVer } from "semver";
 import {
   DEFAULT_CRI_SOCKET,
+  DEFAULT_SHUTDOWN_DELAY_SECONDS,
   kubeadmApiVersion,
   needsEtcdLearnerGate,
   type KubeadmBootstrapSettings,
@@ -64,14 +65,27 @@ function patches(node: KubeadmNode) {
 export const ENCRYPTION_DIR = "/etc/kubernetes/encryption-providers";
 export const ENCRYPTION_CONFIG = `${ENCRYPTION_DIR}/encryption-providers.yaml`;
 
-function encryptionAtRestArgs(apiVersion: string) {
-  const arg = { name: "encryption-provider-config", value: ENCRYPTION_CONFIG };
+/** The API server's flags in the ClusterConfiguration (every node that joins reads them from kubeadm-config). */
+function apiServerArgs(s: KubeadmBootstrapSettings): Record<string, string> {
+  const delay = s.apiServerShutdownDelaySeconds ?? DEFAULT_SHUTDOWN_DELAY_SECONDS;
   return {
-    // v1beta4 lists the flags, v1beta3 maps them.
-    extraArgs: apiVersion.endsWith("v1beta4") ? [arg] : { [arg.name]: arg.value },
-    extraVolumes: [
-      { name: "encryption-providers", hostPath: ENCRYPTION_DIR, mountPath: ENCRYPTION_DIR, readOnly: true },
-    ],
+    ...(delay > 0 ? { "shutdown-delay-duration": `${delay}s` } : {}),
+    ...(s.encryptionAtRest ? { "encryption-provider-config": ENCRYPTION_CONFIG } : {}),
+  };
+}
+
+function apiServer(s: KubeadmBootstrapSettings, version: SemVer) {
+  const args = apiServerArgs(s);
+  return {
+    ...(s.apiServerCertSANs?.length ? { certSANs: s.apiServerCertSANs } : {}),
+    ...(Object.keys(args).length ? { extraArgs: extraArgs(args, version) } : {}),
+    ...(s.encryptionAtRest
+      ? {
+          extraVolumes: [
+            { name: "encryption-providers", hostPath: ENCRYPTION_DIR, mountPath: ENCRYPTION_DIR, readOnly: true },
+          ],
+        }
+      : {}),
   };
 }
 
@@ -89,14 +103,7 @@ export function renderInitConfiguration(node: KubeadmNode, version: SemVer, s: K
       ...(s.dnsDomain ? { dnsDomain: s.dnsDomain } : {}),
     },
     ...(s.imageRepository ? { imageRepository: s.imageRepository } : {}),
-    ...(s.apiServerCertSANs?.length || s.encryptionAtRest
-      ? {
-          apiServer: {
-            ...(s.apiServerCertSANs?.length ? { certSANs: s.apiServerCertSANs } : {}),
-            ...(s.encryptionAtRest ? encryptionAtRestArgs(apiVersion) : {}),
-          },
-        }
-      : {}),
+    ...(Object.keys(apiServer(s, version)).length ? { apiServer: apiServer(s, version) } : {}),
     ...(needsEtcdLearnerGate(version) ? { featureGates: { EtcdLearnerMode: true } } : {}),
   };
   return docs(

@@ -55,7 +55,18 @@ export interface KubeadmBootstrapSettings {
    * (aescbc, a key made on the first node); joining nodes get the file carried (host-files.ts).
    */
   encryptionAtRest?: boolean;
+  /**
+   * kube-apiserver's --shutdown-delay-duration (seconds; default DEFAULT_SHUTDOWN_DELAY_SECONDS):
+   * on SIGTERM, /readyz fails at once while requests are still served this long, so a load
+   * balancer's health check (interval x unhealthy threshold) has taken the node out before the
+   * API server stops listening. molt deregisters a retiring node first; this covers the clients
+   * and load balancers it does not ask.
+   */
+  apiServerShutdownDelaySeconds?: number;
 }
+
+/** A classic ELB's (30 s x 2, KubeOne's) and an NLB's (30 s x 2) health check at their defaults. */
+export const DEFAULT_SHUTDOWN_DELAY_SECONDS = 60;
 
 /** Values of one node, as scripts need them. */
 export interface KubeadmNode {
@@ -129,6 +140,13 @@ export function validateSettings(s: KubeadmBootstrapSettings): void {
     if (v !== undefined && !CIDR.test(v))
       throw new InvalidBootstrapSettingError(k, `${JSON.stringify(v)} is not a CIDR (or a dual-stack pair)`);
   }
+  const delay = s.apiServerShutdownDelaySeconds;
+  if (delay !== undefined && !(Number.isInteger(delay) && delay >= 0 && delay <= 600))
+    throw new InvalidBootstrapSettingError(
+      "apiServerShutdownDelaySeconds",
+      `${JSON.stringify(delay)} is not a whole number of seconds from 0 to 600 (the load balancer's health check ` +
+        "interval x unhealthy threshold)",
+    );
   if (
     s.install.source === "packages" &&
     s.install.repository !== undefined &&

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { assertRoot, ensureBridge, LabHostError, parseSubnet, sh, waitFor } from "./host";
 import type { LabLbInputs, LabLbAttachmentInputs } from "./lb";
 import { claimLab, readLabClaim, releaseLab, type LabClaim } from "./owner";
+import type { TargetObservation } from "../../orchestrator/core/observations";
 
 const DEADLINE_MS = 30_000;
 
@@ -31,34 +32,54 @@ function masterPid(dir: string): number | undefined {
   return pid > 0 && pidAlive(pid) ? pid : undefined;
 }
 
-function render(dir: string, i: LabLbInputs): string {
-  const servers = existsSync(join(dir, "servers"))
-    ? readdirSync(join(dir, "servers"))
-        .sort()
-        .map((n) => `  server ${n} ${readFileSync(join(dir, "servers", n), "utf8").trim()}`)
-    : [];
+/** The server lines: a deregistered server gets weight 0 (no new connections), a new one starts disabled. */
+function serverLines(dir: string, i: LabLbInputs): string[] {
+  if (!existsSync(join(dir, "servers"))) return [];
+  return readdirSync(join(dir, "servers"))
+    .sort()
+    .map((n) => {
+      const options = [
+        ...(existsSync(join(dir, "deregistered", n)) ? ["weight 0"] : []),
+        ...(i.healthCheck && existsSync(join(dir, "pending", n)) ? ["disabled"] : []),
+      ];
+      const target = readFileSync(join(dir, "servers", n), "utf8").trim();
+      return [`  server ${n} ${target}`, ...options].join(" ");
+    });
+}
+
+export function render(dir: string, i: LabLbInputs): string {
   const bind = i.bind ?? parseSubnet(i.subnet).gateway;
+  const hc = i.healthCheck;
+  const every = hc
+    ? `inter ${hc.intervalSeconds}s fall ${hc.unhealthyThreshold} rise ${hc.healthyThreshold}`
+    : "inter 1s fall 2 rise 1";
   return [
     "global",
     "  master-worker",
     `  stats socket ${join(dir, "admin.sock")} mode 600 level admin`,
+    // Like a cloud's, a slow LB keeps what its checks learnt across reloads (lb-impl saves it first).
+    ...(hc ? [`  server-state-file ${join(dir, "state")}`] : []),
     "defaults",
     "  mode tcp",
     "  timeout connect 3s",
     "  timeout client 1h",
     "  timeout server 1h",
-    "  retries 2",
-    "  option redispatch",
+    // A cloud LB does not retry a refused connection on another target: the client sees it.
+    ...(hc ? ["  retries 0", "  load-server-state-from-file global"] : ["  retries 2", "  option redispatch"]),
     "frontend apiserver",
     `  bind ${bind}:${i.port}`,
     "  default_backend apiservers",
     "backend apiservers",
     "  balance roundrobin",
-    // /readyz over TLS, like a cloud LB's health check of kube-apiservers.
-    "  option httpchk GET /readyz",
-    "  http-check expect status 200",
-    "  default-server check check-ssl verify none inter 1s fall 2 rise 1",
-    ...servers,
+    // /readyz over TLS, like a cloud LB's health check of kube-apiservers; etcd's client port: a TCP check.
+    ...(i.serves === "etcd"
+      ? [`  default-server check ${every}`]
+      : [
+          "  option httpchk GET /readyz",
+          "  http-check expect status 200",
+          `  default-server check check-ssl verify none ${every}`,
+        ]),
+    ...serverLines(dir, i),
     "",
   ].join("\n");
 }
@@ -74,13 +95,31 @@ function adminQuery(dir: string, command: string): Promise<string> {
   });
 }
 
-/** The running backend servers: name and address (`show servers state`: srv_name, srv_addr). */
-async function serversRunningAt(dir: string): Promise<{ name: string; address: string }[]> {
+/** A running backend server as `show servers state` describes it. */
+interface RunningServer {
+  name: string;
+  address: string;
+  /** srv_op_state: 0 stopped (down), 1 starting, 2 running (up), 3 stopping. */
+  opState: number;
+  /**
+   * srv_admin_state: in maintenance while 0x01 (forced), 0x02 (inherited) or 0x20 (resolution) is
+   * set; 0x04 only records that the configuration said `disabled` (it stays after `state ready`).
+   */
+  adminState: number;
+  /** srv_uweight: 0 takes no new connections. */
+  weight: number;
+}
+
+/** The running backend servers (`show servers state`: name, address, op and admin state, weight). */
+async function serversRunningAt(dir: string): Promise<RunningServer[]> {
   const out = await adminQuery(dir, "show servers state apiservers");
   return out
     .split("\n")
     .filter((l) => /^\d+ apiservers /.test(l))
-    .map((l) => ({ name: l.split(" ")[3], address: l.split(" ")[4] }));
+    .map((l) => {
+      const f = l.split(" ");
+      return { name: f[3], address: f[4], opState: Number(f[5]), adminState: Number(f[6]), weight: Number(f[7]) };
+    });
 }
 
 /** Serializes config changes of one LB across provider processes. */
@@ -110,6 +149,11 @@ async function withLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
 
 async function apply(dir: string, i: LabLbInputs): Promise<void> {
   writeFileSync(join(dir, "haproxy.cfg"), render(dir, i));
+  // What the checks learnt so far, for the reloaded process (server-state-file).
+  if (i.healthCheck && masterPid(dir)) {
+    const state = await adminQuery(dir, "show servers state");
+    if (/^1\n/.test(state)) writeFileSync(join(dir, "state"), state);
+  }
   await sh("haproxy", ["-c", "-f", join(dir, "haproxy.cfg")]);
   const pid = masterPid(dir);
   if (pid) process.kill(pid, "SIGUSR2");
@@ -177,10 +221,18 @@ export async function attach(a: LabLbAttachmentInputs): Promise<{ id: string; ou
   if (!existsSync(join(dir, "haproxy.cfg")))
     throw new LabHostError(`lab load balancer of lab ${a.lb.lab} does not exist`);
   await withLock(dir, async () => {
+    const known = existsSync(join(dir, "servers", a.server));
     writeFileSync(join(dir, "servers", a.server), `${a.address}:${a.port}`);
+    // A cloud LB sends a new target nothing until it passes its checks: it starts disabled,
+    // then is enabled as down (below), so `healthyThreshold` checks must pass first.
+    if (a.lb.healthCheck && !known) {
+      mkdirSync(join(dir, "pending"), { recursive: true });
+      writeFileSync(join(dir, "pending", a.server), "");
+    }
     await applyAndConfirm(dir, a.lb, `HAProxy to route to ${a.server}`, (running) =>
       running.some((s) => s.name === a.server),
     );
+    await enablePending(dir);
   });
   return { id: `${a.lb.lab}/lb/${a.server}`, outs: a };
 }
@@ -206,7 +258,8 @@ export async function detach(a: LabLbAttachmentInputs): Promise<void> {
     for (const f of names) {
       const at = readFileSync(join(servers, f), "utf8").trim().split(/[\s]/)[0];
       const byAddress = !names.includes(a.server) && at === `${a.address}:${a.port}`;
-      if (f === a.server || byAddress) rmSync(join(servers, f), { force: true });
+      if (f === a.server || byAddress)
+        for (const d of ["servers", "deregistered", "pending"]) rmSync(join(dir, d, f), { force: true });
     }
     await applyAndConfirm(dir, a.lb, `HAProxy to stop routing to ${a.server} (${a.address})`, (running) =>
       running.every((s) => s.name !== a.server && (names.includes(a.server) || s.address !== a.address)),
@@ -223,7 +276,7 @@ async function applyAndConfirm(
   dir: string,
   i: LabLbInputs,
   what: string,
-  done: (running: { name: string; address: string }[]) => boolean,
+  done: (running: RunningServer[]) => boolean,
 ): Promise<void> {
   await apply(dir, i);
   let signalled = Date.now();
@@ -239,4 +292,108 @@ async function applyAndConfirm(
     },
     DEADLINE_MS,
   );
+}
+
+/**
+ * New servers of a cloud-like LB (pending, disabled in the configuration) are enabled as down:
+ * the checks bring them up. One CLI line, so no request is routed between the two commands.
+ */
+async function enablePending(dir: string): Promise<void> {
+  const pending = existsSync(join(dir, "pending")) ? readdirSync(join(dir, "pending")) : [];
+  if (pending.length === 0) return;
+  const running = await serversRunningAt(dir);
+  for (const n of pending.filter((p) => running.some((s) => s.name === p))) {
+    await adminQuery(dir, `set server apiservers/${n} state ready; set server apiservers/${n} health down`);
+    rmSync(join(dir, "pending", n), { force: true });
+  }
+}
+
+/** A node's server in the load balancer: by its name, else by its address (an owner's HAProxy names its own). */
+function serverOf(dir: string, node: { name: string; address: string }): string | undefined {
+  const servers = join(dir, "servers");
+  const names = existsSync(servers) ? readdirSync(servers) : [];
+  if (names.includes(node.name)) return node.name;
+  return names.find((n) => readFileSync(join(servers, n), "utf8").trim().split(":")[0] === node.address);
+}
+
+/** Seconds a deregistered server drains before it counts as unused (the lab's deregistration delay). */
+function deregistrationDelay(i: LabLbInputs): number {
+  return i.healthCheck?.deregistrationDelaySeconds ?? 0;
+}
+
+/** How long a deregistration takes to drain at most: the delay, then the checks that would notice a stop. */
+export function labDrainSeconds(i: LabLbInputs): number {
+  const hc = i.healthCheck;
+  return hc ? hc.deregistrationDelaySeconds + hc.intervalSeconds * hc.unhealthyThreshold : 2;
+}
+
+/** Each node's target as the running HAProxy and the deregistration records say (AWS's words). */
+export async function labTargets(
+  i: LabLbInputs,
+  nodes: readonly { name: string; address: string }[],
+  now = Date.now(),
+): Promise<Record<string, TargetObservation>> {
+  const dir = lbDir(i);
+  if (!existsSync(join(dir, "haproxy.cfg"))) throw new LabHostError(`lab load balancer of lab ${i.lab} does not exist`);
+  const running = await serversRunningAt(dir);
+  if (running.length === 0 && !existsSync(join(dir, "admin.sock")))
+    throw new LabHostError(`lab load balancer of lab ${i.lab} does not answer on its admin socket`);
+  const out: Record<string, TargetObservation> = {};
+  for (const node of nodes) {
+    const name = serverOf(dir, node);
+    const r = name ? running.find((s) => s.name === name) : undefined;
+    const marker = name ? join(dir, "deregistered", name) : undefined;
+    if (!name) out[node.name] = { state: "unused", detail: "not attached" };
+    else if (marker && existsSync(marker)) {
+      const left = Number(readFileSync(marker, "utf8")) + deregistrationDelay(i) * 1000 - now;
+      out[node.name] =
+        r && r.weight !== 0
+          ? { state: "draining", detail: "deregistration not yet loaded" }
+          : left > 0
+            ? { state: "draining", detail: `${Math.ceil(left / 1000)}s of the deregistration delay left` }
+            : { state: "unused", detail: "deregistered and drained" };
+    } else if (!r) out[node.name] = { state: "initial", detail: "not yet loaded" };
+    else if (r.adminState & 0x23) out[node.name] = { state: "initial", detail: "not yet enabled" };
+    else if (r.weight === 0) out[node.name] = { state: "draining", detail: "weight 0 without a deregistration record" };
+    else if (r.opState === 2) out[node.name] = { state: "healthy" };
+    else out[node.name] = { state: "unhealthy", detail: "failing its health check" };
+  }
+  return out;
+}
+
+/**
+ * Deregisters a node's server (weight 0: no new connections, open ones stay; the time is
+ * recorded for the deregistration delay), or registers it again. Done when the running
+ * HAProxy shows it.
+ */
+export async function setDeregistered(
+  i: LabLbInputs,
+  node: { name: string; address: string },
+  deregistered: boolean,
+): Promise<void> {
+  assertRoot();
+  const dir = lbDir(i);
+  if (!existsSync(join(dir, "haproxy.cfg"))) throw new LabHostError(`lab load balancer of lab ${i.lab} does not exist`);
+  await withLock(dir, async () => {
+    const name = serverOf(dir, node);
+    // Nothing to take out; but a node to put back that has no server lost its attachment.
+    if (!name && deregistered) return;
+    if (!name)
+      throw new LabHostError(
+        `${node.name} (${node.address}) has no server in the lab load balancer of lab ${i.lab}: its attachment ` +
+          "was removed outside molt; `molt rollout` cannot put it back (refresh the stack, or replace the node)",
+      );
+    const marker = join(dir, "deregistered", name);
+    if (deregistered === existsSync(marker)) return;
+    if (deregistered) {
+      mkdirSync(join(dir, "deregistered"), { recursive: true });
+      writeFileSync(marker, String(Date.now()));
+    } else rmSync(marker, { force: true });
+    await applyAndConfirm(
+      dir,
+      i,
+      deregistered ? `HAProxy to send no new connections to ${name}` : `HAProxy to route to ${name} again`,
+      (running) => running.some((s) => s.name === name && (s.weight === 0) === deregistered),
+    );
+  });
 }

@@ -1,7 +1,7 @@
 // The lab's load balancer and its attachments as Pulumi resources (runtime in lb-impl.ts).
 import * as pulumi from "@pulumi/pulumi";
 import { implementation } from "../dynamic";
-import type { LabSettings } from "./settings";
+import type { LabLbHealthCheck, LabSettings } from "./settings";
 import type { LabOwner } from "./owner";
 
 export interface LabLbInputs {
@@ -20,6 +20,22 @@ export interface LabLbInputs {
    * not make (an adopted cluster's) and in the state of a load balancer made before claims.
    */
   owner?: LabOwner;
+  /**
+   * molt:lab.lbHealthCheck: checks as slow as a cloud's, a deregistration delay, no retry of a
+   * refused connection on another server, new servers down until they pass `healthyThreshold`
+   * checks. Absent: today's quick checks (every second), which hide most of a slow LB's gaps.
+   */
+  healthCheck?: LabLbHealthCheck;
+  /**
+   * What the servers serve, with healthCheck: kube-apiservers (6443, /readyz over TLS), or an
+   * etcd-only cluster's client port (2379, a TCP check) so an etcd client can go through it.
+   */
+  serves?: "apiserver" | "etcd";
+}
+
+/** The port a lab node is attached with: etcd's client port for an etcd-only cluster behind a cloud-like LB. */
+export function labLbTargetPort(lb: LabLbInputs): number {
+  return lb.serves === "etcd" ? 2379 : 6443;
 }
 
 export interface LabLbAttachmentInputs {
@@ -32,7 +48,7 @@ export interface LabLbAttachmentInputs {
 type In<T> = { [K in keyof T]: pulumi.Input<T[K]> };
 
 /** The load balancer a lab stack's nodes are attached to: the cluster's own (molt:lab.loadBalancer), or molt's. */
-export function labLbInputs(lab: LabSettings): LabLbInputs {
+export function labLbInputs(lab: LabSettings, kubernetes = true): LabLbInputs {
   const named = lab.loadBalancer;
   const [host, port] = named ? named.address.split(":") : [];
   return {
@@ -44,6 +60,7 @@ export function labLbInputs(lab: LabSettings): LabLbInputs {
     ...(named?.netns ? { netns: named.netns } : {}),
     ...(named ? { bind: named.bind ?? host } : {}),
     ...(!named && lab.owner ? { owner: lab.owner } : {}),
+    ...(lab.lbHealthCheck ? { healthCheck: lab.lbHealthCheck, serves: kubernetes ? "apiserver" : "etcd" } : {}),
   };
 }
 
@@ -51,7 +68,8 @@ const lbProvider: pulumi.dynamic.ResourceProvider = {
   async create(inputs: LabLbInputs) {
     return implementation("infra/lab/lb-impl").createLb(inputs);
   },
-  // The owner is not compared: a load balancer made before claims stays as it is.
+  // The owner is not compared: a load balancer made before claims stays as it is; nor are its
+  // checks (the next attachment's reload applies them).
   async diff(_id: string, olds: LabLbInputs, news: LabLbInputs) {
     const replaces = (["lab", "labRoot", "bridge", "subnet", "port", "netns", "bind"] as const).filter(
       (k) => olds[k] !== news[k],

@@ -11,7 +11,7 @@ import { SshKeyPair } from "../remote/keypair";
 import { accessInputs } from "../remote/access";
 import { type SshAccessSettings } from "../../orchestrator/core/nodes";
 import { JoinMaterial } from "./join-material";
-import { LabLbAttachment, type LabLbInputs } from "./lb";
+import { LabLbAttachment, labLbTargetPort, type LabLbInputs } from "./lb";
 import { LabMachine } from "./machine";
 import { keepalivedCommand } from "../vip/keepalived-command";
 
@@ -151,7 +151,12 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       if (!args.lb) throw new Error(`lab node ${e.name}: no load balancer and no VIP`);
       endpoint = new LabLbAttachment(
         `${name}-lb`,
-        { lb: args.lb, server: e.name, address: machine.address, port: 6443 },
+        {
+          lb: args.lb,
+          server: e.name,
+          address: machine.address,
+          port: pulumi.output(args.lb).apply(labLbTargetPort),
+        },
         { parent: this, dependsOn: [machine] },
       );
     }

@@ -37,7 +37,10 @@ export function labProgram(input: LabProgramInput): Record<string, unknown> {
   // keepalived in the machines is the endpoint and no HAProxy is made.
   const named = input.lab.loadBalancer;
   const vip = input.lab.vip;
-  const lbInputs = labLbInputs(input.lab);
+  const lbInputs = labLbInputs(
+    input.lab,
+    input.nodes.some((n) => n.kubernetesVersion !== undefined),
+  );
   const lb = vip || named ? undefined : new LabLoadBalancer("api-lb", lbInputs);
   const lbEndpoint = vip
     ? `${vip.address}:6443`

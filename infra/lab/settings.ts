@@ -18,6 +18,19 @@ export interface LabSettings {
    * network namespace) that new nodes are attached to, instead of molt's own.
    */
   loadBalancer?: { lab: string; address: string; netns?: string; bind?: string };
+  /**
+   * molt:lab.lbHealthCheck: molt's HAProxy checks as slowly as a cloud load balancer (infra/lab/lb-impl.ts),
+   * to prove the endpoint keeps every request on such a load balancer. Absent: checks every second.
+   */
+  lbHealthCheck?: LabLbHealthCheck;
   /** The stack the lab belongs to (infra/lab/owner.ts): set by the run, claimed by the load balancer it creates. */
   owner?: LabOwner;
+}
+
+/** A cloud-like health check and deregistration delay for the lab's HAProxy (AWS's words). */
+export interface LabLbHealthCheck {
+  intervalSeconds: number;
+  unhealthyThreshold: number;
+  healthyThreshold: number;
+  deregistrationDelaySeconds: number;
 }

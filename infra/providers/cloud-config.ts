@@ -53,6 +53,8 @@ const bootstrapSchema = z
         })
         .optional(),
       removeEtcdMemberOnReset: z.boolean().optional(),
+      // kube-apiserver's --shutdown-delay-duration: covers the load balancer's health check.
+      apiServerShutdownDelaySeconds: z.number().optional(),
     },
     required("required on clouds: controlPlaneEndpoint, install and the cluster settings (see stacks/Pulumi.aws.yaml)"),
   )

@@ -50,6 +50,16 @@ const labSection = z
       })
       .strict()
       .optional(),
+    // molt's HAProxy checks as slowly as a cloud load balancer (AWS's words), with a deregistration delay.
+    lbHealthCheck: z
+      .object({
+        intervalSeconds: z.number().int().min(1).max(300),
+        unhealthyThreshold: z.number().int().min(1).max(10),
+        healthyThreshold: z.number().int().min(1).max(10),
+        deregistrationDelaySeconds: z.number().int().min(0).max(3600),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -80,7 +90,15 @@ export const labProvider: LabProviderDefinition<LabSettings, LabProgramInput> = 
         "molt:ssh: the lab makes its own client key and knows its machines' ports; only user, agent and bastion " +
           "apply there",
       );
-    const lab = raw["molt:lab"] as { name?: unknown; isolated?: unknown; loadBalancer?: unknown } | undefined;
+    const lab = raw["molt:lab"] as
+      { name?: unknown; isolated?: unknown; loadBalancer?: unknown; lbHealthCheck?: unknown } | undefined;
+    const vip = (raw["molt:apiEndpoint"] as { mode?: unknown } | undefined)?.mode === "vip";
+    if (lab?.lbHealthCheck !== undefined && (lab.loadBalancer !== undefined || vip))
+      problems.push(
+        "molt:lab.lbHealthCheck: it sets molt's own HAProxy up; with " +
+          `${vip ? "molt:apiEndpoint mode vip there is none" : "molt:lab.loadBalancer the cluster's own serves"}: ` +
+          "remove one of the two",
+      );
     if (lab?.isolated === true && ssh?.bastion === undefined)
       problems.push(
         "molt:lab.isolated: the host has no address on an isolated bridge; set molt:ssh.bastion to a machine that " +
@@ -109,6 +127,7 @@ export const labProvider: LabProviderDefinition<LabSettings, LabProgramInput> = 
       lbPort: lab?.lbPort ?? 6443,
       ...(lab?.isolated ? { isolated: true as const } : {}),
       ...(lab?.loadBalancer ? { loadBalancer: lab.loadBalancer } : {}),
+      ...(lab?.lbHealthCheck ? { lbHealthCheck: lab.lbHealthCheck } : {}),
     };
   },
   program: labProgram,

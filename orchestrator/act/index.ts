@@ -6,7 +6,7 @@ import type { ActContext } from "./context";
 import { membership } from "./etcd";
 import { deleteNode, drain, stopApiServer, updateAddons, updateClusterConfig } from "./kube";
 import { prune, pruneAndSurge, pruneOrphans, rollback, surge } from "./provision";
-import { releaseVip } from "./endpoint";
+import { deregisterTarget, registerTarget, releaseVip } from "./endpoint";
 import { retireAdopted } from "./adopted";
 import { hook } from "./hooks";
 import { claimOwnership } from "./ownership";
@@ -31,6 +31,8 @@ const ACTS: { [K in Change["kind"]]: (op: Extract<Operation, { kind: K }>, ctx: 
   "delete-node": deleteNode,
   "update-addons": updateAddons,
   "release-vip": releaseVip,
+  "deregister-target": deregisterTarget,
+  "register-target": registerTarget,
   hook,
   "claim-ownership": claimOwnership,
 };

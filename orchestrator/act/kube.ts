@@ -20,7 +20,12 @@ export const deleteNode: Act<"delete-node"> = async (op, ctx) => {
 export const stopApiServer: Act<"stop-apiserver"> = async (op, ctx) => {
   const kube = await ctx.edges.nodes.kube();
   await ctx.timed("kube", op.kind, op.node, () =>
-    kube.stopApiServer(op.node, ctx.intent.timeouts.settleSeconds, ctx.signal),
+    // The API server serves for its shutdown delay before it stops listening.
+    kube.stopApiServer(
+      op.node,
+      ctx.intent.timeouts.settleSeconds + (ctx.intent.apiServerShutdownDelaySeconds ?? 0),
+      ctx.signal,
+    ),
   );
   return { kind: "done" };
 };

@@ -12,6 +12,7 @@ import { readLabImage } from "../../infra/lab/image";
 import type { LabSettings } from "../../infra/lab/settings";
 import { providerOf, type CloudConfig } from "../../infra/providers/registry";
 import type { VipSettings } from "../../infra/vip/keepalived";
+import { DEFAULT_SHUTDOWN_DELAY_SECONDS } from "../../infra/kubeadm/settings";
 import type { VsphereNodeSettings } from "../../infra/providers/vsphere/config";
 import { checkStaticAddresses, resolveApiEndpoint } from "./endpoint";
 import { resolvePromotion, type PromotionSettings, type Release } from "../promotion/release";
@@ -178,6 +179,12 @@ export function loadStackConfig(workDir: string, stack: string): StackConfig {
       ...(staticAddressPool.length ? { staticAddressPool } : {}),
       ...(apiEndpoint ? { vip: { address: apiEndpoint.address } } : {}),
       ...(c["molt:encryptionAtRest"] ? { encryptionAtRest: true } : {}),
+      ...(cloud
+        ? {
+            apiServerShutdownDelaySeconds:
+              cloud.bootstrap.apiServerShutdownDelaySeconds ?? DEFAULT_SHUTDOWN_DELAY_SECONDS,
+          }
+        : {}),
       rollout: {
         maxSurge: c["molt:rollout"]?.maxSurge ?? 1,
         onFailure: c["molt:rollout"]?.onFailure ?? "rollback",

@@ -12,9 +12,11 @@ import type {
   EndpointStatus,
   KubeNode,
   KubeObservation,
+  LoadBalancerObservation,
   Member,
   VipObservation,
 } from "./observations";
+import type { NodeEndpoint } from "./nodes";
 
 export interface EtcdEdge {
   /** Per-member status, through that member's own endpoint. */
@@ -79,6 +81,20 @@ export interface VipEdge {
   answers(node: string, address: string, endpoint: "apiserver" | "etcd"): Promise<boolean>;
 }
 
+/**
+ * The API load balancer in front of the nodes, as its own API reports it (the lab's HAProxy,
+ * an AWS target group or classic ELB, an Azure backend pool): what retirement deregisters a
+ * node from before its API server stops, and what a new node must be healthy in.
+ */
+export interface LoadBalancerEdge {
+  /** Each node's target (nodes as the state records them: names, addresses, provider ids). */
+  observe(nodes: readonly NodeEndpoint[]): Promise<LoadBalancerObservation>;
+  /** Takes the node out of rotation (new connections go elsewhere; open ones drain). Idempotent. */
+  deregister(node: NodeEndpoint): Promise<void>;
+  /** Puts it back (a retirement that did not finish). Idempotent. */
+  register(node: NodeEndpoint): Promise<void>;
+}
+
 /** SSH access to the stack's nodes, and the etcd and Kubernetes edges over it. */
 export interface NodeAccess {
   /** Sessions to exactly the state's nodes (kept warm across passes). */
@@ -110,6 +126,8 @@ export interface NodeAccess {
 export interface Edges {
   stack: StackEdge;
   nodes: NodeAccess;
+  /** The API load balancer, where molt can ask it; absent: retirement is not load-balancer aware. */
+  lb?: LoadBalancerEdge;
 }
 
 /** The stack's node list and what its state holds besides (resources of unlisted nodes). */

@@ -2,10 +2,26 @@
 // operation it decides.
 import type { HostFile } from "./host-files";
 import type { NodeEndpoint, NodeEntry } from "./nodes";
-import type { Alarm, EndpointStatus, KubeObservation, Member, VipObservation } from "./observations";
+import type {
+  Alarm,
+  EndpointStatus,
+  KubeObservation,
+  LoadBalancerObservation,
+  Member,
+  VipObservation,
+} from "./observations";
 import type { ClusterOwner, Ownership } from "./ownership";
 
-export type { Alarm, EndpointStatus, KubeObservation, Member, NodeEndpoint, NodeEntry, VipObservation };
+export type {
+  Alarm,
+  EndpointStatus,
+  KubeObservation,
+  LoadBalancerObservation,
+  Member,
+  NodeEndpoint,
+  NodeEntry,
+  VipObservation,
+};
 
 /** What the user asked for (stacks/Pulumi.<stack>.yaml), validated. */
 export interface Intent {
@@ -50,6 +66,11 @@ export interface Intent {
    * Secret rewritten is a migration of its own).
    */
   encryptionAtRest?: boolean;
+  /**
+   * kube-apiserver's --shutdown-delay-duration on the nodes molt makes (molt:bootstrap on clouds):
+   * a stopping API server serves this long before it stops listening, which stop-apiserver waits for.
+   */
+  apiServerShutdownDelaySeconds?: number;
   rollout: {
     /** 1: add first (default). 0: retire first, allowed only with >= 3 replicas. */
     maxSurge: 0 | 1;
@@ -134,6 +155,8 @@ export type WaitKey =
   | `soak:${string}`
   /** A chained upgrade's converged step (its minor) observed for molt:rollout.stepSoakSeconds (expiry: it passed). */
   | `step-soak:${string}`
+  /** A node's target in the API load balancer is not healthy (a new node: not yet). */
+  | `lb:${string}`
   | "leader"
   | "kube"
   | "addons"
@@ -159,6 +182,11 @@ export interface World {
   kubeError?: string;
   /** Who holds the API endpoint VIP (intent.vip set and the nodes reachable). */
   vip?: VipObservation;
+  /**
+   * The API load balancer's view of each node's target (plan/endpoint.ts): absent where molt
+   * has no load balancer to ask (a VIP, vSphere, a provider without one).
+   */
+  lb?: LoadBalancerObservation;
   /** Keys of waits whose deadline has passed (kept by the loop, across passes). */
   expired: WaitKey[];
   /**
@@ -274,6 +302,13 @@ export type Operation =
   | { kind: "update-cluster-config"; version: string; via: string; reason: string }
   | { kind: "drain"; node: string; via: string; reason: string }
   | { kind: "stop-apiserver"; node: string; reason: string }
+  /**
+   * The node to retire leaves the API load balancer: deregistered, then molt waits until the
+   * load balancer reports it drained (its API server keeps serving meanwhile).
+   */
+  | { kind: "deregister-target"; node: string; reason: string }
+  /** A node that stays was left deregistered (a run stopped mid-retirement): it is registered again. */
+  | { kind: "register-target"; node: string; reason: string }
   /** The node to retire holds the API endpoint VIP: its keepalived stops, another node takes the VIP. */
   | { kind: "release-vip"; node: string; reason: string }
   | { kind: "delete-node"; node: string; via: string; reason: string }

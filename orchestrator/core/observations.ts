@@ -77,3 +77,26 @@ export interface VipObservation {
    */
   states: Record<string, string>;
 }
+
+/**
+ * A node's target as the API load balancer reports it, in AWS's words (Azure's pool and the
+ * lab's HAProxy map onto them): `initial` registered, health checks not yet passed;
+ * `healthy`; `unhealthy`; `draining` deregistered, the deregistration delay still running;
+ * `unused` not registered (or drained).
+ */
+export type TargetState = "initial" | "healthy" | "unhealthy" | "draining" | "unused";
+
+export type TargetObservation = { state: TargetState; detail?: string } | { error: string };
+
+/** The API load balancer in front of the nodes (World.lb): absent where molt talks to none. */
+export interface LoadBalancerObservation {
+  /** How reports name it ("lab HAProxy lab-1", "target group kubeone-api"). */
+  name: string;
+  /** Per stack node. */
+  targets: Record<string, TargetObservation>;
+  /**
+   * The longest a deregistration takes to drain as the load balancer is set up (its
+   * deregistration delay, plus its health check's interval x unhealthy threshold).
+   */
+  drainSeconds: number;
+}

@@ -341,6 +341,24 @@ describe("cloud sections of the stack configuration (orchestrator/config/index.t
       );
     });
 
+    it("gives kube-apiserver a shutdown delay that covers the load balancer's health check", () => {
+      assert.equal(load(example("aws")).intent.apiServerShutdownDelaySeconds, 60);
+      const c = load(edited("aws", "molt:bootstrap.apiServerShutdownDelaySeconds", 95));
+      assert.equal(c.cloud?.bootstrap.apiServerShutdownDelaySeconds, 95);
+      assert.equal(c.intent.apiServerShutdownDelaySeconds, 95);
+      for (const bad of [-1, 2.5, 601])
+        assertProblem(
+          problemsOf(edited("aws", "molt:bootstrap.apiServerShutdownDelaySeconds", bad)),
+          "molt:bootstrap.apiServerShutdownDelaySeconds",
+          /not a whole number of seconds from 0 to 600/,
+        );
+      assertProblem(
+        problemsOf(edited("aws", "molt:bootstrap.apiServerShutdownDelaySeconds", "60s")),
+        "molt:bootstrap.apiServerShutdownDelaySeconds",
+        /number/,
+      );
+    });
+
     it("bad input: an Azure backend pool id that names something else", () => {
       assertProblem(
         problemsOf(

@@ -141,6 +141,12 @@ describe("stack configuration (orchestrator/config/index.ts)", () => {
       });
     });
 
+    it("takes molt:lab.lbHealthCheck for molt's HAProxy", () => {
+      const hc = { intervalSeconds: 10, unhealthyThreshold: 3, healthyThreshold: 2, deregistrationDelaySeconds: 15 };
+      const c = load(stackYaml([...labLines, `molt:lab: { lbHealthCheck: ${JSON.stringify(hc)} }`]));
+      assert.deepEqual(c.lab?.lbHealthCheck, hc);
+    });
+
     it("takes a bastion and the ssh-agent from molt:ssh (KubeOne's bastion and ssh_agent_socket)", () => {
       const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKvlAgnV3ktYkGkXT8XQ2NjFXYpB/0A2XJ4aC8V4p1Ai bastion";
       const c = load(
@@ -425,6 +431,56 @@ describe("stack configuration (orchestrator/config/index.ts)", () => {
         [...labLines, "molt:lab: { loadBalancer: { lab: t18, bind: 0.0.0.0 } }"],
         "molt:lab.loadBalancer.address",
         /./,
+      ],
+      [
+        "lab health check interval of 0",
+        [
+          ...labLines,
+          "molt:lab: { lbHealthCheck: { intervalSeconds: 0, unhealthyThreshold: 3, healthyThreshold: 2, " +
+            "deregistrationDelaySeconds: 15 } }",
+        ],
+        "molt:lab.lbHealthCheck.intervalSeconds",
+        /1/,
+      ],
+      [
+        "lab health check without its deregistration delay",
+        [
+          ...labLines,
+          "molt:lab: { lbHealthCheck: { intervalSeconds: 10, unhealthyThreshold: 3, healthyThreshold: 2 } }",
+        ],
+        "molt:lab.lbHealthCheck.deregistrationDelaySeconds",
+        /./,
+      ],
+      [
+        "lab health check with an unknown key",
+        [
+          ...labLines,
+          "molt:lab: { lbHealthCheck: { interval: 10, intervalSeconds: 10, unhealthyThreshold: 3, " +
+            "healthyThreshold: 2, deregistrationDelaySeconds: 15 } }",
+        ],
+        "molt:lab.lbHealthCheck",
+        /interval/,
+      ],
+      [
+        "lab health check for the cluster's own load balancer",
+        [
+          ...labLines,
+          "molt:lab: { loadBalancer: { lab: t18, address: 10.77.118.2:6443 }, lbHealthCheck: { intervalSeconds: 10, " +
+            "unhealthyThreshold: 3, healthyThreshold: 2, deregistrationDelaySeconds: 15 } }",
+        ],
+        "molt:lab.lbHealthCheck",
+        /molt:lab.loadBalancer the cluster's own serves/,
+      ],
+      [
+        "lab health check with a VIP",
+        [
+          ...labLines,
+          "molt:apiEndpoint: { mode: vip }",
+          "molt:lab: { lbHealthCheck: { intervalSeconds: 10, unhealthyThreshold: 3, healthyThreshold: 2, " +
+            "deregistrationDelaySeconds: 15 } }",
+        ],
+        "molt:lab.lbHealthCheck",
+        /mode vip there is none/,
       ],
       [
         "lab load balancer address without a port",

@@ -28,8 +28,10 @@ import {
   plannedReplacements,
   quorum,
   selectNodeForRetirement,
+  isTargetHealthy,
   waitDeadlineSeconds,
 } from "../../orchestrator/core/plan";
+import type { TargetObservation, TargetState } from "../../orchestrator/core/observations";
 import { afterAct, afterDecision, afterObservation, initialMemory } from "../../orchestrator/core/memory";
 import { ownerMarkerJson, ownerReadOf, type OwnerMarker, type Ownership } from "../../orchestrator/core/ownership";
 import { isHealthyNode, nodeViews } from "../../orchestrator/views";
@@ -2516,5 +2518,123 @@ describe("planner (orchestrator/core/plan/)", () => {
       assert.equal(waitDeadlineSeconds("soak:lab-cp-4", { ...t, soakSeconds: 45 }), 45));
     it("the addon rollout never gets less than the settle deadline", () =>
       assert.equal(waitDeadlineSeconds("addons", { ...t, drainSeconds: 10 }), 60));
+  });
+});
+
+describe("planner: the API load balancer (plan/endpoint.ts)", () => {
+  const K = (k: number, v: string, o: NodeOpts = {}) => N(k, `k8s-v${v}`, { ...o, kubernetesVersion: v });
+  const up = (v: string) => ({ image: `k8s-v${v}`, kubernetesVersion: v });
+  type Targets = Record<string, TargetState | { error: string }>;
+  /** The snapshot with the load balancer's view: every node healthy unless `targets` says otherwise. */
+  const withLb = (w: World, targets: Targets = {}): Observed => {
+    const o = snapshotOf(w);
+    const all: Record<string, TargetObservation> = {};
+    for (const n of w.nodes) {
+      const t = targets[n.entry.name] ?? "healthy";
+      all[n.entry.name] = typeof t === "string" ? { state: t } : t;
+    }
+    return { ...o, lb: { name: "target group api", targets: all, drainSeconds: 120 } };
+  };
+  const planLb = (nodes: SimNode[], o: WorldOpts, targets: Targets = {}) =>
+    decide(withLb(world(nodes, o), targets), STACK);
+  // Mid-upgrade: lab-cp-4 is new, lab-cp-1 (cordoned, drained) is to retire.
+  const upgrade = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3"), K(4, "1.37.2")];
+  const drained = {
+    intent: up("1.37.2"),
+    leader: 2,
+    kube: { clusterConfigVersion: "1.37.2", cordoned: new Set(["lab-cp-1"]), evictable: {} },
+  };
+
+  it("deregisters a drained node before its API server is stopped", () => {
+    expectOp(planLb(upgrade(), drained), "deregister-target", { node: "lab-cp-1" });
+    expectOp(planLb(upgrade(), drained, { "lab-cp-1": "draining" }), "deregister-target", { node: "lab-cp-1" });
+    // Drained (unused): now its API server goes, and only then its member.
+    expectOp(planLb(upgrade(), drained, { "lab-cp-1": "unused" }), "stop-apiserver", { node: "lab-cp-1" });
+    const stopped = { ...drained, kube: { ...drained.kube, apiserverDown: new Set(["lab-cp-1"]) } };
+    expectOp(planLb(upgrade(), stopped, { "lab-cp-1": "unused" }), "remove-member", { node: "lab-cp-1" });
+  });
+
+  it("drains the node's pods before it leaves the load balancer", () => {
+    expectOp(
+      planLb(upgrade(), { intent: up("1.37.2"), leader: 2, kube: { clusterConfigVersion: "1.37.2" } }),
+      "drain",
+      {
+        node: "lab-cp-1",
+      },
+    );
+  });
+
+  it("etcd alone: deregisters before leadership moves or the member goes", () => {
+    const nodes = () => [N(1), N(2), N(3), N(4, NEW)];
+    expectOp(planLb(nodes(), { leader: 1 }), "deregister-target", { node: "lab-cp-1" });
+    expectOp(planLb(nodes(), { leader: 1 }, { "lab-cp-1": "unused" }), "move-leader", { from: "lab-cp-1" });
+    expectOp(planLb(nodes(), { leader: 2 }, { "lab-cp-1": "unused" }), "remove-member", { node: "lab-cp-1" });
+  });
+
+  it("without an observed load balancer the order is as before (the API server stops first)", () => {
+    expectOp(plan(upgrade(), drained), "stop-apiserver", { node: "lab-cp-1" });
+    expectOp(plan([N(1), N(2), N(3), N(4, NEW)], { leader: 2 }), "remove-member", { node: "lab-cp-1" });
+  });
+
+  it("a new node counts in only once the load balancer calls it healthy", () => {
+    const nodes = () => [N(1), N(2), N(3), N(4, NEW)];
+    for (const state of ["initial", "unhealthy"] as const) {
+      const op = planLb(nodes(), { joining: "lab-cp-4" }, { "lab-cp-4": state });
+      expectOp(op, "wait", { key: "lb:lab-cp-4", node: "lab-cp-4" });
+      assert.match(op.reason, new RegExp(state));
+    }
+    // Not even the retirement's first step comes before it.
+    expectOp(planLb(nodes(), {}, { "lab-cp-4": "initial" }), "wait", { key: "lb:lab-cp-4" });
+    // Its deadline passed: rolled back like a failed join, the old nodes untouched.
+    const op = planLb(nodes(), { joining: "lab-cp-4", expired: ["lb:lab-cp-4"] }, { "lab-cp-4": "unhealthy" });
+    expectOp(op, "rollback", { node: "lab-cp-4" });
+    assert.match(op.reason, /did not become healthy in target group api/);
+  });
+
+  it("the join deadline bounds the wait for a new node's target", () => {
+    const t = makeIntent().timeouts;
+    assert.equal(waitDeadlineSeconds("lb:lab-cp-4", t), t.joinSeconds);
+  });
+
+  it("a node that stays but was left deregistered is registered again", () => {
+    // A run stopped mid-retirement; the next run retires nothing (all up to date).
+    const nodes = [N(2, NEW), N(3, NEW), N(4, NEW)];
+    expectOp(planLb(nodes, { leader: 2 }, { "lab-cp-2": "unused" }), "register-target", { node: "lab-cp-2" });
+    expectOp(planLb(nodes, { leader: 2 }, { "lab-cp-3": "draining" }), "register-target", { node: "lab-cp-3" });
+    expectOp(planLb(nodes, { leader: 2 }), "done");
+  });
+
+  it("an old node unhealthy in the load balancer stops the rollout before any change", () => {
+    const nodes = () => [N(1), N(2), N(3)];
+    expectOp(planLb(nodes(), {}, { "lab-cp-2": "unhealthy" }), "wait", { key: "lb:lab-cp-2" });
+    const op = planLb(nodes(), { expired: ["lb:lab-cp-2"] }, { "lab-cp-2": "unhealthy" });
+    expectOp(op, "refuse", { condition: "APIEndpointHealthy" });
+    assert.match(op.reason, /no node was changed/);
+  });
+
+  it("a load balancer that cannot be asked is waited for, then refused; nothing is deregistered blind", () => {
+    const err = { error: "AccessDenied: elasticloadbalancing:DescribeTargetHealth" };
+    const nodes = () => [N(1), N(2), N(3), N(4, NEW)];
+    const all = { "lab-cp-1": err, "lab-cp-2": err, "lab-cp-3": err, "lab-cp-4": err };
+    expectOp(planLb(nodes(), { leader: 2 }, all), "wait", { key: "lb:lab-cp-2" });
+    // Only the victim unobserved: wait on it, never deregister or stop it.
+    expectOp(planLb(nodes(), { leader: 2 }, { "lab-cp-1": err }), "wait", { key: "lb:lab-cp-1" });
+    const op = planLb(nodes(), { leader: 2, expired: ["lb:lab-cp-1"] }, { "lab-cp-1": err });
+    expectOp(op, "refuse", { condition: "APIEndpointHealthy" });
+    assert.match(op.reason, /AccessDenied/);
+  });
+
+  it("the loop's memory keeps a new node joining until the load balancer calls it healthy", () => {
+    const w = world([N(1), N(2), N(3), N(4, NEW)], { joining: "lab-cp-4" });
+    const o = withLb(w, { "lab-cp-4": "initial" });
+    const m = { ...initialMemory, joining: "lab-cp-4" };
+    const views = nodeViews(o);
+    const healthy = (n: string) => isHealthyNode(views, n, false) && isTargetHealthy(o, n);
+    assert.equal(afterObservation(m, healthy).joining, "lab-cp-4");
+    const ok = withLb(w);
+    assert.equal(
+      afterObservation(m, (n) => isHealthyNode(views, n, false) && isTargetHealthy(ok, n)).joining,
+      undefined,
+    );
   });
 });

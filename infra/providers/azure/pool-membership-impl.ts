@@ -151,11 +151,22 @@ export async function leavePool(
 }
 
 /** Azure Resource Manager over HTTPS with a bearer token. */
-export function armClient(credential: TokenCredential, endpoint = ARM): Arm {
-  const call = async (method: "GET" | "PUT", id: string, apiVersion: string, body?: unknown, etag?: string) => {
+export function armClient(
+  credential: TokenCredential,
+  endpoint = ARM,
+  wait: WaitOptions = { deadlineMs: 60_000, pollMs: 1_000 },
+): Arm & { post(id: string, apiVersion: string): Promise<unknown> } {
+  const call = async (
+    method: "GET" | "PUT" | "POST",
+    id: string,
+    apiVersion: string,
+    body?: unknown,
+    etag?: string,
+    url = `${endpoint}${id}?api-version=${apiVersion}`,
+  ) => {
     const token = await credential.getToken(`${endpoint}/.default`);
     if (!token) throw new Error("no Azure credential: sign in (az login) or set AZURE_CLIENT_ID and friends");
-    const res = await fetch(`${endpoint}${id}?api-version=${apiVersion}`, {
+    const res = await fetch(url, {
       method,
       headers: {
         authorization: `Bearer ${token.token}`,
@@ -166,7 +177,7 @@ export function armClient(credential: TokenCredential, endpoint = ARM): Arm {
       signal: AbortSignal.timeout(60_000),
     });
     const text = await res.text();
-    return { status: res.status, text };
+    return { status: res.status, text, location: res.headers.get("location") ?? undefined };
   };
   const failed = (what: string, r: { status: number; text: string }) => {
     let detail = r.text.slice(0, 300);
@@ -189,6 +200,18 @@ export function armClient(credential: TokenCredential, endpoint = ARM): Arm {
       const r = await call("PUT", id, apiVersion, body, etag);
       if (r.status === 412) throw failed(`${id} was changed by someone else while molt edited it; run again`, r);
       if (r.status !== 200 && r.status !== 201) throw failed(`writing ${id}`, r);
+    },
+    // An action (the rule health API): 200 answers at once; 202 names where the answer will be.
+    async post(id, apiVersion) {
+      let r = await call("POST", id, apiVersion);
+      const until = Date.now() + wait.deadlineMs;
+      while (r.status === 202 && r.location) {
+        if (Date.now() >= until) throw failed(`${id}: no answer within ${wait.deadlineMs / 1000}s`, r);
+        await new Promise((ok) => setTimeout(ok, wait.pollMs));
+        r = await call("GET", id, apiVersion, undefined, undefined, r.location);
+      }
+      if (r.status !== 200) throw failed(`calling ${id}`, r);
+      return JSON.parse(r.text) as unknown;
     },
   };
 }

@@ -5,6 +5,7 @@ import { canSafelyRemoveMember, isOutdated, newEntry } from "./rules";
 import type { Scope } from "./scope";
 import { etcdVersionProblem } from "./versions";
 import { vipRelease } from "./vip";
+import { targetRelease } from "./endpoint";
 import { etcdUpgradePatchProblem } from "./etcd-upgrade";
 import { drainReason, needsDrain } from "../drain";
 
@@ -46,23 +47,26 @@ export function retire(c: Scope): Operation | undefined {
   // The VIP leaves the node before it is drained, its API server stopped or its member removed.
   const release = vipRelease(s, victim.name);
   if (release) return release;
-  if (s.intent.kubernetesVersion !== undefined && s.kube) {
-    const k = s.kube.nodes.find((n) => n.name === victim.name);
+  const k = s.intent.kubernetesVersion !== undefined ? s.kube?.nodes.find((n) => n.name === victim.name) : undefined;
+  if (k && s.kube) {
     const evictable = s.kube.evictable[victim.name] ?? 0;
     if (needsDrain(k, evictable))
       return { kind: "drain", node: victim.name, via: s.kube.via, reason: drainReason(victim.name, evictable) };
-    // Its API server goes before its etcd member: stopped gracefully, it fails /readyz
-    // while still serving, so the load balancer drops it before a request can reach an
-    // API server whose etcd is gone.
-    if (k && s.kube.components[victim.name]?.apiserver.ok) {
-      return {
-        kind: "stop-apiserver",
-        node: victim.name,
-        reason:
-          `retire ${victim.name}: stop its kube-apiserver gracefully, out of the load balancer, before its ` +
-          `etcd member is removed`,
-      };
-    }
+  }
+  // The API load balancer lets it go before anything stops serving (plan/endpoint.ts).
+  const leave = targetRelease(s, victim.name);
+  if (leave) return leave;
+  // Its API server goes before its etcd member: stopped gracefully, it fails /readyz
+  // while still serving for its shutdown delay, so no request reaches an API server whose
+  // etcd is gone (behind a load balancer molt observes, it is out of rotation already).
+  if (k && s.kube?.components[victim.name]?.apiserver.ok) {
+    return {
+      kind: "stop-apiserver",
+      node: victim.name,
+      reason:
+        `retire ${victim.name}: stop its kube-apiserver gracefully, out of the load balancer, before its ` +
+        `etcd member is removed`,
+    };
   }
   if (leaderTarget) {
     return {

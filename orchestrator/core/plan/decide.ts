@@ -12,6 +12,7 @@ import { scopeOf, type Scope } from "./scope";
 import { kubernetesVersionProblem } from "./versions";
 import { vipCondition } from "./vip";
 import { chainOf, chainPath, settledWorld, type Chain, type ChainStep } from "./chain";
+import { endpointHealth } from "./endpoint";
 
 type Step = (c: Scope) => Operation | undefined;
 
@@ -90,6 +91,8 @@ function decideStep(s: World, stack: string): Operation {
     kubernetesHealth,
     // The API endpoint: with a VIP, exactly one node holds it before anything changes.
     (c) => vipCondition(c.s),
+    // The API load balancer: every node that stays is healthy in it (a new one counts in only then).
+    endpointHealth,
     // Operator controls (plan/control-steps.ts): a new node is checked and soaked, the run may
     // stop at a replacement boundary, and the node to retire gets its hook first.
     postJoinHook,

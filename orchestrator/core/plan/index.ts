@@ -20,3 +20,4 @@ export { etcdVersionProblem, kubernetesVersionProblem } from "./versions";
 export { isTransientEtcdRefusal, waitDeadlineSeconds } from "./waits";
 export { plannedReplacements, replacementsNow, type PlannedReplacement } from "./replacements";
 export { chainOf, chainPath, stepIntent, type Chain, type ChainResult, type ChainStep } from "./chain";
+export { endpointHealth, isTargetHealthy, targetRelease } from "./endpoint";

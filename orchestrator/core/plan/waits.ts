@@ -7,7 +7,8 @@ import type { Intent, WaitKey } from "../model";
  * too), like a drain; anything else is a transient condition.
  */
 export function waitDeadlineSeconds(key: WaitKey, t: Intent["timeouts"]): number {
-  if (key.startsWith("join:")) return t.joinSeconds;
+  // A new node's target passes the load balancer's health check within the join deadline.
+  if (key.startsWith("join:") || key.startsWith("lb:")) return t.joinSeconds;
   if (key.startsWith("soak:")) return t.soakSeconds ?? 0;
   if (key.startsWith("step-soak:")) return t.stepSoakSeconds ?? 0;
   if (key === "addons") return Math.max(t.settleSeconds, t.drainSeconds);

@@ -2,6 +2,8 @@ import * as assert from "node:assert/strict";
 import { renderInitScript } from "../../../infra/kubeadm/init";
 import { renderJoinScript } from "../../../infra/kubeadm/join";
 import { renderResetScript } from "../../../infra/kubeadm/reset";
+import { renderInitConfiguration } from "../../../infra/kubeadm/config";
+import * as semver from "semver";
 import { renderJoinMaterialScript } from "../../../infra/kubeadm/join-material";
 import {
   InvalidBootstrapSettingError,
@@ -139,6 +141,27 @@ describe("rendered kubeadm scripts", () => {
       );
       assert.doesNotMatch(script, /encryption-provider-config/);
       assert.match(script, /ENCRYPTION_CONFIG=''|ENCRYPTION_CONFIG=""/);
+    });
+
+    it("gives kube-apiserver a shutdown delay that covers the load balancer's health check", () => {
+      const apiServerOf = (n: KubeadmNode, s: KubeadmBootstrapSettings) =>
+        (
+          parseAllDocuments(renderInitConfiguration(n, semver.parse(n.kubernetesVersion)!, s))
+            .map((d) => d.toJS() as { kind: string; apiServer?: { extraArgs?: unknown } })
+            .find((d) => d.kind === "ClusterConfiguration")!.apiServer ?? {}
+        ).extraArgs;
+      // v1beta4 lists the flags (every node that joins reads them from kubeadm-config).
+      assert.deepEqual(apiServerOf(node, settings), [{ name: "shutdown-delay-duration", value: "60s" }]);
+      assert.deepEqual(apiServerOf(node, { ...settings, apiServerShutdownDelaySeconds: 95, encryptionAtRest: true }), [
+        { name: "shutdown-delay-duration", value: "95s" },
+        { name: "encryption-provider-config", value: "/etc/kubernetes/encryption-providers/encryption-providers.yaml" },
+      ]);
+      // v1beta3 (before 1.31) maps them; 0 turns the delay off.
+      assert.deepEqual(apiServerOf({ ...node, kubernetesVersion: "1.30.5" }, settings), {
+        "shutdown-delay-duration": "60s",
+      });
+      assert.equal(apiServerOf(node, { ...settings, apiServerShutdownDelaySeconds: 0 }), undefined);
+      assert.match(script, /shutdown-delay-duration/);
     });
 
     it("sets the EtcdLearnerMode gate only where it is still a gate (before 1.32)", () => {
