@@ -219,6 +219,8 @@ export async function rawRoll(o: {
         if (o.kube) step.deleteNodeMs = Date.now() - tDestroyed;
         step.pruneMs = Date.now() - tp;
       })();
+      // Awaited before the next retirement (or at the end), where a failure surfaces.
+      pruning.catch(() => undefined);
     }
     await pruning;
     const tEnd = Date.now();

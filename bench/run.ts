@@ -506,26 +506,26 @@ async function rawKubeScenario(say: Say, result: Record<string, unknown>): Promi
  * right before molt's prune, as the prune's `up` ran it then (connect, script), after which
  * the machine is detached and destroyed as now. Bench-only: molt itself has no such switch.
  */
-function resetBeforePrune(sshPrivateKey: string, resetMs: Record<string, number>) {
+function resetBeforePrune(ssh: { user: string; privateKey: string }, resetMs: Record<string, number>) {
   return async (op: Operation, world: World): Promise<void> => {
     if (op.kind !== "prune" && op.kind !== "prune-and-surge") return;
     const ep = world.endpoints.find((e) => e.name === op.node);
     if (!ep) return;
     const t = Date.now();
-    const ssh = await SshSession.connect({
+    const session = await SshSession.connect({
       host: ep.sshHost,
       port: ep.sshPort,
-      user: "root",
-      privateKey: sshPrivateKey,
+      user: ssh.user,
+      privateKey: ssh.privateKey,
       hostKey: ep.hostPublicKey,
     });
     try {
-      const r = await ssh.exec(
+      const r = await session.exec(
         commandLine({ environment: { NODE_NAME: op.node, NODE_IP: ep.privateAddress } }, labScript("reset")),
       );
       if (r.code !== 0) throw new Error(`today's path: the reset of ${op.node} failed: ${r.stderr.slice(-400)}`);
     } finally {
-      ssh.close();
+      session.close();
     }
     resetMs[op.node] = Date.now() - t;
   };
@@ -599,7 +599,8 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
     wd.writeStackConfig(stack, kubeStackYaml(l, `k8s-v${K8S_TO}`));
     const probes = await startProbes(adminConf, l);
     const resetMs: Record<string, number> = {};
-    const hook = path === "today" ? resetBeforePrune(st.sshPrivateKey!, resetMs) : undefined;
+    const hook =
+      path === "today" ? resetBeforePrune({ user: st.sshUser, privateKey: st.sshPrivateKey! }, resetMs) : undefined;
     const withProbes = (f: () => Promise<Run>) =>
       f().catch(async (e: unknown) => {
         await probes.stop();
