@@ -1,5 +1,5 @@
-// The Kubernetes part of the raw-work baseline (bench/raw-work.ts): what an operator does by
-// hand around each kubeadm join and reset, with no molt and no engine, in molt's order:
+// The Kubernetes part of the bench's floor (bench/raw-work.ts): what an operator does by
+// hand around each kubeadm join and machine destroy, with no molt and no engine, in molt's order:
 // kubeadm-config's version before the first join; after a join, the new node's
 // controller-manager, scheduler and Node Ready; before an old node's member is removed, its
 // drain (cordon, evictions through the Eviction API, its pods gone) and its API server
@@ -21,8 +21,10 @@ export interface RawKube {
   beforeFirstJoin(): Promise<void>;
   /** After the join script: controller-manager and scheduler healthy, the Node Ready. */
   afterJoin(node: string, ssh: SshSession): Promise<void>;
-  /** Before the old node's member is removed: drained, its API server stopped. */
-  beforeRemove(node: string, ssh: SshSession): Promise<void>;
+  /** Before the old node's member is removed: drained (cordon, evictions, its pods gone)... */
+  drain(node: string): Promise<void>;
+  /** ...then its API server stopped (manifest moved aside, nothing listening on 6443). */
+  stopApiServer(node: string, ssh: SshSession): Promise<void>;
   /** After its machine is gone: its Node deleted. */
   afterStop(node: string): Promise<void>;
   /** After the last node: the addons of the new version, kube-proxy rolled out. */
@@ -64,7 +66,7 @@ export async function rawKube(adminConf: string, version: string, deadlineMs: nu
         return health.code === 0 && kubeNodeOf(n).ready ? true : undefined;
       });
     },
-    async beforeRemove(node, ssh) {
+    async drain(node) {
       await core.patchNode(
         { name: node, body: { spec: { unschedulable: true } } },
         m.setHeaderOptions("Content-Type", m.PatchStrategy.MergePatch),
@@ -94,6 +96,8 @@ export async function rawKube(adminConf: string, version: string, deadlineMs: nu
         );
         return undefined;
       });
+    },
+    async stopApiServer(node, ssh) {
       await ssh.run(
         "mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired",
         `moving ${node}'s kube-apiserver manifest aside`,

@@ -1,11 +1,15 @@
-// The raw-work baseline of the bench: the same steps as molt's etcd roll, done directly
-// with no molt and no engine, on a cluster molt made. Per replaced node, in molt's order:
-// boot a lab machine (infra/lab/machine-impl.ts, the code the engine's provider runs),
-// attach it to the lab's HAProxy (lb-impl.ts), read the join material on the oldest other
-// node and run the lab's join script on the new one (it adds the member as a learner,
-// waits for catch-up and promotes it); then hand leadership over if the old node leads,
-// remove its member, run the reset script on it, detach it and stop its machine. SSH
-// sessions stay open, as molt's do. Nothing waits but the steps themselves.
+// The floor of the bench (issue #30): the irreducible work of molt's etcd roll or Kubernetes
+// upgrade, done directly with no molt and no engine, on a cluster molt made. Per replaced
+// node, in molt's safety order: boot a lab machine (infra/lab/machine-impl.ts, the code the
+// engine's provider runs) while the join material is read on a healthy node (and, before the
+// first join, kubeadm-config names the new version); attach it to the lab's HAProxy
+// (lb-impl.ts); run the lab's join script (learner, catch-up, promote; kubeadm join); with
+// Kubernetes, the new node's controller-manager, scheduler and Node Ready; then the old node
+// drained and its API server stopped (bench/raw-kube.ts), leadership handed over if it leads,
+// its member removed; then its machine destroyed and detached from the load balancer at once,
+// with no reset (a destroyed machine needs none), and its Node deleted; that prune overlaps
+// the next node's boot, as etcd allows once the member is gone. SSH sessions stay open, as
+// molt's do. Nothing waits but the steps themselves.
 import { parseSubnet } from "../infra/lab/host";
 import { labLbInputs } from "../infra/lab/lb";
 import { attach, detach } from "../infra/lab/lb-impl";
@@ -28,23 +32,28 @@ export interface RawNode {
 export interface RawStepTimes {
   node: string;
   replaced: string;
-  /** Machine booted (sshd answers). */
+  /** Machine booted (sshd answers); the join material is read on a healthy node meanwhile. */
   bootMs: number;
   attachMs: number;
-  /** Join material read on the seed + join script (learner, catch-up, promote; kubeadm join). */
+  /** The join script: learner added, caught up and promoted (kubeadm join with Kubernetes). */
   joinMs: number;
   /** Kubernetes: controller-manager, scheduler and Node Ready after the join. */
   kubeReadyMs?: number;
-  /** Kubernetes: the old node drained and its API server stopped, before its member is removed. */
-  kubeRetireMs?: number;
-  /** Kubernetes: its Node deleted after its machine. */
-  deleteNodeMs?: number;
+  /** Kubernetes: the old node drained (cordon, evictions, its pods gone). */
+  drainMs?: number;
+  /** Kubernetes: its API server stopped (manifest moved aside, nothing listening on 6443). */
+  apiStopMs?: number;
   /** Move-leader (when the old node led) + member remove. */
   membershipMs: number;
-  resetMs: number;
-  detachMs: number;
-  stopMs: number;
+  /** LB detach and machine destroy, at once (no reset). */
+  destroyMs: number;
+  /** Kubernetes: its Node deleted after its machine. */
+  deleteNodeMs?: number;
+  /** Boot through the new node ready (the surge). */
   surgeMs: number;
+  /** Drain through the member removed (the retirement). */
+  retireMs: number;
+  /** Destroy through its Node deleted (the prune; it overlaps the next node's boot). */
   pruneMs: number;
 }
 
@@ -103,21 +112,25 @@ export async function rawRoll(o: {
   });
   const current = [...o.nodes];
   const steps: RawStepTimes[] = [];
+  // The previous node's prune (destroy, detach, Node deleted), running while the next node boots.
+  let pruning: Promise<void> = Promise.resolve();
   const t0 = Date.now();
   try {
-    await o.kube?.beforeFirstJoin();
     for (const [i, old] of o.nodes.entries()) {
       const name = o.names[i];
       const ts = Date.now();
-      // Surge: boot, attach, join (as the engine's provider does, in the same order).
+      // Surge: boot while the join material is read (and kubeadm-config set, before the first join).
       const hostKey = generateSshKeyPair(`host key of ${name}`);
-      const machine = await createMachine(machineOf(name, hostKey));
+      const seed = current[0];
+      const [machine, material] = await Promise.all([
+        createMachine(machineOf(name, hostKey)),
+        connect(seed).then((s) => s.run(JOIN_BUNDLE, `join material on ${seed.name}`)),
+        i === 0 ? o.kube?.beforeFirstJoin() : undefined,
+      ]);
       const fresh: RawNode = { name, address: machine.outs.address, hostKey: hostKey.publicKey };
       const tBoot = Date.now();
       await attach({ lb, server: name, address: fresh.address, port: 6443 });
       const tAttach = Date.now();
-      const seed = current[0];
-      const material = await (await connect(seed)).run(JOIN_BUNDLE, `join material on ${seed.name}`);
       const joined = await (
         await connect(fresh)
       ).exec(
@@ -140,11 +153,16 @@ export async function rawRoll(o: {
       current.push(fresh);
       const tJoined = Date.now();
       await o.kube?.afterJoin(name, await connect(fresh));
-      const tJoin = Date.now();
-      await o.kube?.beforeRemove(old.name, await connect(old));
-      const tRetired = Date.now();
+      const tReady = Date.now();
+      // The previous node's prune has had the whole surge to finish.
+      await pruning;
+      const tr = Date.now();
+      await o.kube?.drain(old.name);
+      const tDrained = Date.now();
+      await o.kube?.stopApiServer(old.name, await connect(old));
+      const tStopped = Date.now();
 
-      // Retire the old node: leadership away from it, its member removed (through the new node).
+      // Leadership away from it, its member removed (through the new node).
       const viaNew = await connect(fresh);
       const oldStatus = idsOf(
         await (await connect(old)).run(etcdctl("https://127.0.0.1:2379", "endpoint status -w json"), "status"),
@@ -171,38 +189,40 @@ export async function rawRoll(o: {
         { what: `etcd to accept the removal of ${old.name}`, deadlineMs: 60_000, maxIntervalMs: 200 },
       );
       const tMember = Date.now();
-      const tp = Date.now();
-      const reset = await (
-        await connect(old)
-      ).exec(commandLine({ environment: { NODE_NAME: old.name, NODE_IP: old.address } }, labScript("reset")));
-      if (reset.code !== 0) throw new Error(`raw reset of ${old.name} failed: ${reset.stderr.slice(-800)}`);
       sessions.get(old.name)?.close();
       sessions.delete(old.name);
-      const tReset = Date.now();
-      await detach({ lb, server: old.name, address: old.address, port: 6443 });
-      const tDetach = Date.now();
-      await removeMachine(machineOf(old.name, { privateKey: "", publicKey: "" }));
-      const tStop = Date.now();
-      await o.kube?.afterStop(old.name);
-      const tDeleted = Date.now();
       current.splice(current.indexOf(old), 1);
-      steps.push({
+      // The prune: no reset of a machine that is destroyed; detach and destroy at once, then its Node.
+      const step: RawStepTimes = {
         node: name,
         replaced: old.name,
         bootMs: tBoot - ts,
         attachMs: tAttach - tBoot,
         joinMs: tJoined - tAttach,
-        ...(o.kube
-          ? { kubeReadyMs: tJoin - tJoined, kubeRetireMs: tRetired - tJoin, deleteNodeMs: tDeleted - tStop }
-          : {}),
-        membershipMs: tMember - tRetired,
-        resetMs: tReset - tp,
-        detachMs: tDetach - tReset,
-        stopMs: tStop - tDetach,
-        surgeMs: tJoin - ts,
-        pruneMs: tDeleted - tp,
-      });
+        ...(o.kube ? { kubeReadyMs: tReady - tJoined, drainMs: tDrained - tr, apiStopMs: tStopped - tDrained } : {}),
+        membershipMs: tMember - tStopped,
+        destroyMs: 0,
+        surgeMs: tReady - ts,
+        retireMs: tMember - tr,
+        pruneMs: 0,
+      };
+      steps.push(step);
+      pruning = (async () => {
+        const tp = Date.now();
+        await Promise.all([
+          detach({ lb, server: old.name, address: old.address, port: 6443 }),
+          removeMachine(machineOf(old.name, { privateKey: "", publicKey: "" })),
+        ]);
+        const tDestroyed = Date.now();
+        await o.kube?.afterStop(old.name);
+        step.destroyMs = tDestroyed - tp;
+        if (o.kube) step.deleteNodeMs = Date.now() - tDestroyed;
+        step.pruneMs = Date.now() - tp;
+      })();
+      // Awaited before the next retirement (or at the end), where a failure surfaces.
+      pruning.catch(() => undefined);
     }
+    await pruning;
     const tEnd = Date.now();
     await o.kube?.atEnd(await connect(current[current.length - 1]));
     return { wallMs: Date.now() - t0, steps, ...(o.kube ? { addonsMs: Date.now() - tEnd } : {}) };

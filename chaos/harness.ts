@@ -88,8 +88,13 @@ export const KILL_POINTS: KillPoint[] = [
   { id: "k13", what: "member removal decided (quorum checked)", match: op("remove-member") },
   { id: "k14", what: "member removed, its machine still running", match: phase("etcd", "remove-member") },
   { id: "k15", what: "prune decided, before `up`", match: op("prune") },
-  { id: "k16", what: "prune `up`: reset script running", match: engine("etcd", "deleting"), delayMs: 200 },
-  { id: "k17", what: "prune `up`: etcd reset, LB detach next", match: engine("etcd", "deleted") },
+  {
+    id: "k16",
+    what: "prune `up`: teardown skipped (no reset), detach/destroy next",
+    match: engine("etcd", "deleting"),
+    delayMs: 200,
+  },
+  { id: "k17", what: "prune `up`: bootstrap record deleted, LB detach next", match: engine("etcd", "deleted") },
   { id: "k18", what: "prune `up`: LB detach", match: engine("lb", "deleting") },
   { id: "k19", what: "prune `up`: machine being destroyed", match: engine("machine", "deleting"), delayMs: 200 },
   { id: "k20", what: "prune `up`: machine gone, state not yet written", match: engine("machine", "deleted") },
@@ -108,7 +113,12 @@ export const KUBE_KILL_POINTS: KillPoint[] = [
   { id: "q04", what: "drain decided (cordon next)", match: op("drain") },
   { id: "q05", what: "drained, before the API server stops", match: phase("kube", "drain") },
   { id: "q06", what: "API server stopped, before member removal", match: phase("kube", "stop-apiserver") },
-  { id: "q07", what: "prune `up`: kubeadm reset running", match: engine("etcd", "deleting"), delayMs: 500 },
+  {
+    id: "q07",
+    what: "prune `up`: teardown skipped (no reset), destroy under way",
+    match: engine("etcd", "deleting"),
+    delayMs: 500,
+  },
   { id: "q08", what: "machine destroyed, before its Node is deleted", match: phase("provision", "prune") },
   { id: "q09", what: "addon update decided (every node upgraded)", match: op("update-addons") },
   { id: "q10", what: "addon images set, DaemonSet rolling out", match: op("update-addons"), delayMs: 1500 },
@@ -139,7 +149,7 @@ export const OVERLAP_KILL_POINTS: KillPoint[] = [
   },
   {
     id: "o05",
-    what: "prune-and-surge `up`: new node joined, retired node's reset running",
+    what: "prune-and-surge `up`: new node joined, retired node being destroyed (no reset)",
     match: engine("etcd", "deleting"),
     delayMs: 200,
   },
@@ -621,7 +631,7 @@ export class Chaos {
       if (access) {
         try {
           // Any member answers: not only the oldest machine, which during a prune-and-surge is the
-          // retired node, its etcd already reset (the watcher never saw the learner there: o04).
+          // retired node, its etcd already out of the cluster (the watcher never saw the learner there: o04).
           let asked = access.nodes()[0];
           while (!stop()) {
             const ms = await access.memberList(asked).catch(async (e: unknown) => {

@@ -1,5 +1,6 @@
 // The bootstrap/teardown RemoteCommand every cloud node gets: create = kubeadm init (the
-// first node of a new cluster) or kubeadm join --control-plane; delete = kubeadm reset.
+// first node of a new cluster) or kubeadm join --control-plane; delete = kubeadm reset, which
+// molt's prune skips (a retired machine is destroyed without it, infra/remote/teardown.ts).
 // It is replaced (reset, then bootstrap again) only when the machine itself is replaced
 // or the node's image or version changes; a newer molt's script text never re-runs it.
 import { accessInputs } from "../remote/access";

@@ -1,6 +1,8 @@
 // Teardown of a node (RemoteCommand delete): `kubeadm reset` and a wiped etcd data dir,
 // so a removed member can never come back with stale data. By default the etcd member is
-// left to molt's orchestrator, which removes it after drain and a quorum check.
+// left to molt's orchestrator, which removes it after drain and a quorum check. A machine
+// molt prunes is destroyed without it (infra/remote/teardown.ts); it runs where a machine
+// is torn down otherwise (a rollback of a node that answers, a destroy outside molt).
 import { renderScript } from "./script";
 import { DEFAULT_CRI_SOCKET, type KubeadmBootstrapSettings } from "./settings";
 import { NODE_STATE_FUNCTION } from "./state";

@@ -183,6 +183,9 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
       {
         connection: this.connection,
         create: labScript(e.init ? "init" : "join"),
+        // Never run by molt's prune (infra/remote/teardown.ts): a retired machine is destroyed
+        // without it. It runs where a machine is torn down otherwise (a rollback of a node
+        // that answers, orphans of a failed `up`, a destroy outside molt).
         delete: labScript("reset"),
         environment,
         stdin,

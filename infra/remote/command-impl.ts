@@ -4,7 +4,7 @@ import { isDeepStrictEqual } from "node:util";
 import { connectDuringFirstBoot, connectRotating } from "./host-key-rotation";
 import { RemoteCommandError, SshSession, envPrefix, shellQuote, type ExecResult, type SshTarget } from "./ssh";
 import type { RemoteCommandInputs, RemoteCommandOutputs } from "./command";
-import { formatTeardownWarning, unreachableNodeFor } from "./teardown";
+import { formatTeardownWarning, teardownSkipFor } from "./teardown";
 
 /** How long a node's sshd may take to accept the first connection. */
 const CONNECT_DEADLINE_MS = 120_000;
@@ -99,13 +99,15 @@ const realEdges: TeardownEdges = {
 export async function remove(props: RemoteCommandInputs, edges: TeardownEdges = realEdges): Promise<void> {
   if (!props.delete) return;
   const c = props.connection;
-  const dead = unreachableNodeFor(c, edges.env);
-  const who = dead?.name ?? props.environment?.NODE_NAME ?? c.host;
+  const skip = teardownSkipFor(c, edges.env);
+  // A machine molt owns and destroys in this `up`: nothing on it is torn down first.
+  if (skip?.when === "destroyed") return;
+  const who = skip?.name ?? props.environment?.NODE_NAME ?? c.host;
   let ssh: Pick<SshSession, "exec" | "close">;
   try {
-    ssh = await edges.connect(c, dead ? DEAD_NODE_CONNECT_MS : CONNECT_DEADLINE_MS);
+    ssh = await edges.connect(c, skip ? DEAD_NODE_CONNECT_MS : CONNECT_DEADLINE_MS);
   } catch (e) {
-    if (!dead) throw e;
+    if (!skip) throw e;
     edges.warn(
       formatTeardownWarning(
         who,

@@ -36,7 +36,12 @@ export const surge: Act<"surge" | "create-first"> = async (op, ctx) => {
   }
 };
 
-/** Destroys a node without a member; with Kubernetes its Node object is deleted after the machine. */
+/**
+ * Destroys a node without a member, without its reset (orchestrator/teardown.ts); with
+ * Kubernetes its Node object is deleted after the machine. A destroy that fails throws
+ * before that: the Node stays (cordoned) while the machine may still run, so its kubelet
+ * never registers a fresh, schedulable Node; the next pass destroys what is left.
+ */
 export const prune: Act<"prune"> = async (op, ctx) => {
   const prev = ctx.world.nodes;
   await ctx.timed("provision", op.kind, op.node, () =>
@@ -45,7 +50,7 @@ export const prune: Act<"prune"> = async (op, ctx) => {
       prev,
       next: prev.filter((n) => n.name !== op.node),
       node: op.node,
-      // A node the planner saw dead is destroyed without its teardown (infra/remote/teardown.ts).
+      // The machine is destroyed without its teardown (infra/remote/teardown.ts).
       teardownEnv: teardownEnv(op, ctx.world.endpoints),
     }),
   );

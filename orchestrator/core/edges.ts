@@ -147,8 +147,8 @@ export interface NodeListChange {
   /** The node the change is about (`prune-and-surge`: the node it destroys; `op.entry` is the one it adds). */
   node: string;
   /**
-   * Engine environment for this change's `up` (orchestrator/teardown.ts): a node the planner
-   * saw dead is torn down without its reset.
+   * Engine environment for this change's `up` (orchestrator/teardown.ts): a pruned machine is
+   * destroyed without its reset; a rolled-back one the planner saw dead, if it still does not answer.
    */
   teardownEnv?: Record<string, string>;
 }

@@ -248,9 +248,12 @@ export type Operation =
   | { kind: "move-leader"; from: string; to: string; toId: string; reason: string }
   | { kind: "remove-member"; node: string; memberId: string; via: string; reason: string }
   | { kind: "remove-stray-member"; memberId: string; name: string; via: string; reason: string }
-  /** Destroys the node; with Kubernetes its Node object is deleted after, through `deleteNodeVia`. */
-  /** `unreachable`: no member and SSH not answering: destroyed without its teardown if it still does not answer. */
-  | { kind: "prune"; node: string; deleteNodeVia?: string; reason: string; unreachable?: boolean }
+  /**
+   * Destroys the node's machine, which molt owns, without a reset (its etcd member is gone,
+   * it serves nothing: Cluster API's KubeadmControlPlane does not reset either); with
+   * Kubernetes its Node object is deleted after the machine, through `deleteNodeVia`.
+   */
+  | { kind: "prune"; node: string; deleteNodeVia?: string; reason: string }
   /**
    * molt:rollout.pruneWithNextSurge: the prune of `node` (as `prune` says it) and the surge of
    * `entry` the planner decides on the world after that prune, in one engine run: the new
@@ -260,7 +263,6 @@ export type Operation =
       kind: "prune-and-surge";
       node: string;
       deleteNodeVia?: string;
-      unreachable?: boolean;
       entry: NodeEntry;
       reason: string;
       hostFiles?: HostFileCarry;

@@ -9,7 +9,11 @@ describe("bench arguments", () => {
     [["--bogus"], {}, /unknown argument "--bogus"/],
     [["--only"], {}, /--only needs a section/],
     [["--only="], {}, /--only needs a section/],
-    [["--only", "nope"], {}, /--only "nope": not a section \(one of k8s, k8s-raw, scaling, raw, baseline, catchup\)/],
+    [
+      ["--only", "nope"],
+      {},
+      /--only "nope": not a section \(one of k8s, k8s-today, k8s-raw, scaling, raw, baseline, catchup\)/,
+    ],
     [["--quick", "--only=raw", "--only", "k8ss"], {}, /--only "k8ss": not a section/],
     [[], { MOLT_BENCH_DATA_MIB: "1.5" }, /MOLT_BENCH_DATA_MIB=1.5: a whole number of MiB/],
     [[], { MOLT_BENCH_DATA_MIB: "0" }, /MOLT_BENCH_DATA_MIB=0: a whole number of MiB \(>= 1\)/],

@@ -668,16 +668,16 @@ describe("planner (orchestrator/core/plan/)", () => {
       expectOp(plan([N(1), N(2), N(3), N(4, NEW, { noMember: true })]), "prune", { node: "lab-cp-4" });
     });
 
-    it("prunes a dead node (no member, SSH not answering) without its teardown, and resets every other one", () => {
+    it("prunes a memberless node without its reset, dead or answering: the dead-node path is the only one", () => {
       const dead = plan([N(1), N(2, OLD, { noMember: true, health: "dead" }), N(3)], {
         intent: { replaceDead: ["lab-cp-2"] },
       });
-      expectOp(dead, "prune", { node: "lab-cp-2", unreachable: true });
-      assert.match(dead.reason, /does not answer over SSH/);
-      // Answers over SSH (only its member is gone): reset as always.
+      expectOp(dead, "prune", { node: "lab-cp-2" });
+      assert.match(dead.reason, /does not answer over SSH.*no reset/);
+      // Answers over SSH (only its member is gone): destroyed without a reset all the same.
       const alive = plan([N(1), N(2, OLD, { noMember: true, health: "down" }), N(3)]);
       expectOp(alive, "prune", { node: "lab-cp-2" });
-      assert.equal("unreachable" in alive, false, "a node that answers is never marked");
+      assert.match(alive.reason, /retired.*no reset/);
       // Dead but still a member: its member goes first (never a prune, never marked).
       const member = plan([N(1), N(2, OLD, { health: "dead" }), N(3)], { intent: { replaceDead: ["lab-cp-2"] } });
       expectOp(member, "remove-member", { node: "lab-cp-2" });
@@ -2422,8 +2422,8 @@ describe("planner (orchestrator/core/plan/)", () => {
                 case "prune":
                   assert.equal(nodeByName(op.node)?.member, undefined, "prunes a node that still has a member");
                   assert.ok(w.nodes.length > 1, "prunes the only node");
-                  // The teardown is skipped only for a node whose machine does not answer.
-                  assert.equal(op.unreachable === true, nodeByName(op.node)?.health === "dead", "unreachable marks");
+                  // Destroyed without a reset, answering or not (orchestrator/teardown.ts).
+                  assert.match(op.reason, /no reset/);
                   break;
                 case "promote": {
                   const n = nodeByName(op.node);

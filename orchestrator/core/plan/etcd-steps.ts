@@ -87,18 +87,18 @@ export function memberlessNode(c: Scope): Operation | undefined {
           "it, release it, delete its Node; its machine is left to its owner",
     };
   }
-  // Known dead: no member, and its SSH did not answer. Its teardown (kubeadm reset) is
-  // skipped if it still does not answer; a node that answers is always reset.
+  // A machine molt owns is destroyed without a reset, answering or not (the dead-node path
+  // is the only path): it serves nothing any more, and its Node goes after the machine.
   const dead = isUnreachable(c.s, memberless.name);
   return {
     kind: "prune",
     node: memberless.name,
     ...(via && via !== memberless.name ? { deleteNodeVia: via } : {}),
-    reason: dead
-      ? `${memberless.name} is not an etcd member and does not answer over SSH: ` +
-        "destroy it (without its reset if it still does not answer)"
-      : `${memberless.name} is not an etcd member (retired, or its join did not happen): destroy it`,
-    ...(dead ? { unreachable: true } : {}),
+    reason:
+      (dead
+        ? `${memberless.name} is not an etcd member and does not answer over SSH`
+        : `${memberless.name} is not an etcd member (retired, or its join did not happen)`) +
+      ": destroy its machine (no reset: it is destroyed)",
   };
 }
 

@@ -79,7 +79,6 @@ export function withNextSurge(
     kind: "prune-and-surge",
     node: op.node,
     ...(op.deleteNodeVia ? { deleteNodeVia: op.deleteNodeVia } : {}),
-    ...(op.unreachable ? { unreachable: true } : {}),
     entry: next.entry,
     ...(next.hostFiles ? { hostFiles: next.hostFiles } : {}),
     reason: `${op.reason}; then ${next.reason} (one engine run: molt:rollout.pruneWithNextSurge)`,

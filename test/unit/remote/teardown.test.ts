@@ -1,14 +1,15 @@
-// A node's teardown (RemoteCommand delete): skipped only for a node molt saw dead that still
-// does not answer; a failing reset is tolerated and reported, never silent; a node molt has
-// not seen dead is never destroyed without its reset.
+// A node's teardown (RemoteCommand delete): never run on a machine a prune destroys (no
+// connection at all); on a rolled-back node molt saw dead, skipped only if it still does not
+// answer; a failing reset is tolerated and reported, never silent; any other node is never
+// destroyed without its reset.
 import * as assert from "node:assert/strict";
 import { remove, type TeardownEdges } from "../../../infra/remote/command-impl";
 import type { RemoteCommandInputs } from "../../../infra/remote/command";
 import {
-  UNREACHABLE_NODES_ENV,
-  encodeUnreachableNodes,
+  TEARDOWN_SKIPS_ENV,
+  encodeTeardownSkips,
   parseTeardownWarning,
-  unreachableNodeFor,
+  teardownSkipFor,
 } from "../../../infra/remote/teardown";
 import { teardownEnv, teardownWarning } from "../../../orchestrator/teardown";
 import type { ExecResult } from "../../../infra/remote/ssh";
@@ -21,7 +22,14 @@ const props: RemoteCommandInputs = {
   environment: { NODE_NAME: "t10-cp-2" },
 };
 const deadEnv = {
-  [UNREACHABLE_NODES_ENV]: encodeUnreachableNodes([{ name: "t10-cp-2", host: "10.77.110.12", hostKey: HOST_KEY }]),
+  [TEARDOWN_SKIPS_ENV]: encodeTeardownSkips([
+    { name: "t10-cp-2", host: "10.77.110.12", hostKey: HOST_KEY, when: "unreachable" },
+  ]),
+};
+const destroyedEnv = {
+  [TEARDOWN_SKIPS_ENV]: encodeTeardownSkips([
+    { name: "t10-cp-2", host: "10.77.110.12", hostKey: HOST_KEY, when: "destroyed" },
+  ]),
 };
 
 /** Fake edges: what the delete connected to, ran and reported. */
@@ -72,6 +80,16 @@ describe("node teardown (infra/remote/command-impl.ts remove)", () => {
     assert.deepEqual(seen.warnings, []);
   });
 
+  it("runs no reset on a machine a prune destroys, and does not even connect to it", async () => {
+    for (const connects of [true, false]) {
+      const { e, seen } = edges({ env: destroyedEnv, connects });
+      await remove(props, e);
+      assert.deepEqual(seen.deadlines, [], "no connection");
+      assert.deepEqual(seen.commands, [], "no reset");
+      assert.deepEqual(seen.warnings, [], "the normal path: nothing to report");
+    }
+  });
+
   it("skips the reset of a node molt saw dead that still does not answer, after one short connect", async () => {
     const { e, seen } = edges({ env: deadEnv, connects: false });
     await remove(props, e);
@@ -97,16 +115,20 @@ describe("node teardown (infra/remote/command-impl.ts remove)", () => {
     assert.deepEqual(seen.warnings, []);
   });
 
-  it("matches a dead node by address and pinned host key, never by address alone", () => {
-    const env = deadEnv;
-    assert.equal(unreachableNodeFor(props.connection, env)?.name, "t10-cp-2");
-    assert.equal(unreachableNodeFor({ ...props.connection, hostKey: "ssh-ed25519 AAAAother" }, env), undefined);
-    assert.equal(unreachableNodeFor({ ...props.connection, host: "10.77.110.13" }, env), undefined);
-    assert.equal(unreachableNodeFor(props.connection, { [UNREACHABLE_NODES_ENV]: "{not json" }), undefined);
-    assert.equal(unreachableNodeFor(props.connection, {}), undefined);
+  it("matches a listed node by address and pinned host key, never by address alone", () => {
+    for (const env of [deadEnv, destroyedEnv]) {
+      assert.equal(teardownSkipFor(props.connection, env)?.name, "t10-cp-2");
+      assert.equal(teardownSkipFor({ ...props.connection, hostKey: "ssh-ed25519 AAAAother" }, env), undefined);
+      assert.equal(teardownSkipFor({ ...props.connection, host: "10.77.110.13" }, env), undefined);
+    }
+    assert.equal(teardownSkipFor(props.connection, { [TEARDOWN_SKIPS_ENV]: "{not json" }), undefined);
+    assert.equal(teardownSkipFor(props.connection, {}), undefined);
+    // An entry that does not say when it is skipped names no node: its teardown runs.
+    const vague = JSON.stringify([{ name: "t10-cp-2", host: "10.77.110.12", hostKey: HOST_KEY }]);
+    assert.equal(teardownSkipFor(props.connection, { [TEARDOWN_SKIPS_ENV]: vague }), undefined);
   });
 
-  it("the orchestrator sets the environment only for a prune or rollback the planner marked", () => {
+  it("the orchestrator skips every pruned machine's teardown, and a rollback's only when marked", () => {
     const endpoints = [
       {
         name: "t10-cp-2",
@@ -117,9 +139,12 @@ describe("node teardown (infra/remote/command-impl.ts remove)", () => {
         providerId: "lab://t10/t10-cp-2",
       },
     ];
-    const env = teardownEnv({ kind: "prune", node: "t10-cp-2", reason: "dead", unreachable: true }, endpoints);
-    assert.equal(unreachableNodeFor(props.connection, env ?? {})?.name, "t10-cp-2");
-    assert.equal(teardownEnv({ kind: "prune", node: "t10-cp-2", reason: "retired" }, endpoints), undefined);
+    const when = (op: Parameters<typeof teardownEnv>[0]) =>
+      teardownSkipFor(props.connection, teardownEnv(op, endpoints) ?? {})?.when;
+    assert.equal(when({ kind: "prune", node: "t10-cp-2", reason: "retired" }), "destroyed");
+    assert.equal(when({ kind: "prune-and-surge", node: "t10-cp-2", entry: {} as never, reason: "" }), "destroyed");
+    assert.equal(when({ kind: "rollback", node: "t10-cp-2", reason: "dead", unreachable: true }), "unreachable");
+    assert.equal(teardownEnv({ kind: "rollback", node: "t10-cp-2", reason: "failed join" }, endpoints), undefined);
     assert.equal(teardownEnv({ kind: "surge", entry: {} as never, reason: "" }, endpoints), undefined);
   });
 
