@@ -10,11 +10,23 @@ import type { World } from "./core/model";
 import type { Member } from "./core/observations";
 import type { StackConfig } from "./config";
 import { awsInventory } from "./edges/aws-inventory";
+import { azureInventory } from "./edges/azure-inventory";
 import type { RolloutEvent } from "./events";
 
-/** The inventory of a stack's cloud, where molt can list its machines (AWS today). */
+/** The inventory of a stack's cloud, where molt can list its machines (AWS and Azure). */
 export function inventoryOf(cfg: StackConfig, env?: Record<string, string | undefined>): MachineInventory | undefined {
   const cloud = cfg.cloud;
+  if (cloud?.provider === "azure") {
+    const a = cloud.azure;
+    // The subscription is the one of the node settings' resource ids (the schema checks their form).
+    const subscription = /^\/subscriptions\/([^/]+)\//i.exec(String(a.subnetId))?.[1];
+    if (!subscription || typeof a.resourceGroupName !== "string") return undefined;
+    return azureInventory({
+      subscription,
+      resourceGroupName: a.resourceGroupName,
+      clusterName: cloud.bootstrap.clusterName ?? "kubernetes",
+    });
+  }
   if (cloud?.provider !== "aws") return undefined;
   const region = (cloud as { aws: { region?: string } }).aws.region ?? awsRegionOf(cfg.file) ?? process.env.AWS_REGION;
   if (!region) return undefined;
@@ -47,7 +59,7 @@ export function leakWatch(o: {
     const stack = o.stack();
     if (!inv || !stack.resourceIds) return [];
     const [listed, held] = await Promise.all([inv.list(), stack.resourceIds(inv.resourceType)]);
-    return leakedMachines(listed, held, members, terminate);
+    return leakedMachines(listed, held, members, terminate, inv.idKey ? (id) => inv.idKey!(id) : undefined);
   };
   const report = (v: LeakVerdict[], terminated: boolean) =>
     o.emit({

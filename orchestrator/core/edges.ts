@@ -233,6 +233,8 @@ export interface MachineInventory {
   readonly where: string;
   /** The state's resource type of these machines (e.g. aws:ec2/instance:Instance). */
   readonly resourceType: string;
+  /** The form in which the cloud's and the state's ids compare (Azure: case-insensitive ARM ids). */
+  idKey?(id: string): string;
   list(): Promise<CloudMachine[]>;
   terminate(ids: readonly string[]): Promise<void>;
 }

@@ -19,24 +19,27 @@ export interface CloudMachine {
 export type LeakVerdict =
   { machine: CloudMachine; action: "terminate" } | { machine: CloudMachine; action: "keep"; reason: string };
 
-const GONE = new Set(["shutting-down", "terminated"]);
+/** States of a machine on its way out (AWS: shutting-down, terminated; Azure: Deleting). */
+const GONE = new Set(["shutting-down", "terminated", "deleting"]);
 
 /**
  * The listed machines the state does not hold, each with what to do: terminate it only when
  * asked to, and never one whose address etcd lists as a member (a killed surge that got as
  * far as the join: the planner's remove-stray-member takes the member out first, after which
  * the next converged run terminates the machine). `members` undefined: etcd was not seen.
+ * `key`: the form in which listed and held ids compare (Azure's ARM ids: any case).
  */
 export function leakedMachines(
   listed: readonly CloudMachine[],
   heldIds: readonly string[],
   members: readonly Member[] | undefined,
   terminate: boolean,
+  key: (id: string) => string = (id) => id,
 ): LeakVerdict[] {
-  const held = new Set(heldIds);
+  const held = new Set(heldIds.map(key));
   const memberHosts = new Set((members ?? []).flatMap((m) => m.peerURLs.map(hostOf)));
   return listed
-    .filter((m) => !held.has(m.id) && !GONE.has(m.state))
+    .filter((m) => !held.has(key(m.id)) && !GONE.has(m.state.toLowerCase()))
     .map((machine): LeakVerdict => {
       if (!terminate)
         return { machine, action: "keep", reason: "not terminated: rerun with --terminate-leaked to terminate it" };

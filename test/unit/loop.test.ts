@@ -387,6 +387,24 @@ describe("the rollout loop (fake edges)", function () {
       );
     });
 
+    it("ids compare in the inventory's form (Azure: ARM ids in any case): a held machine is never a leak", async () => {
+      stack("lab-v1");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const c = cloud(w);
+      const upper: MachineInventory = {
+        ...c.inventory,
+        list: async () => (await c.inventory.list()).map((m) => ({ ...m, id: m.id.toUpperCase() })),
+        idKey: (id) => id.toLowerCase(),
+      };
+      const { summary, events } = await run(w, { inventory: upper, terminateLeaked: true });
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(leaked(events), [
+        ["I-LEAK:kept", "I-STRAY:kept"],
+        ["I-LEAK:terminated", "I-STRAY:terminated"],
+      ]);
+      assert.deepEqual(c.terminated.sort(), ["I-LEAK", "I-STRAY"]);
+    });
+
     it("a cloud that cannot be listed is a warning, not a failed run", async () => {
       stack("lab-v1");
       const w = FakeWorld.cluster(3, "lab-v1");

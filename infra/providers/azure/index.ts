@@ -12,6 +12,7 @@ export * from "./config";
 export * from "./node";
 export * from "./load-balancer";
 export * from "./pool-membership";
+export * from "./network";
 
 export interface AzureCloudConfig extends CloudConfigBase {
   provider: "azure";
