@@ -2062,6 +2062,15 @@ describe("planner (orchestrator/core/plan/)", () => {
           case "refuse":
           case "done":
             break;
+          // The simulated cluster has no hooks, adopted nodes, orphans, VIP, load balancer or ownership marker.
+          case "claim-ownership":
+          case "deregister-target":
+          case "register-target":
+          case "hook":
+          case "prune-orphans":
+          case "release-vip":
+          case "retire-adopted":
+            assert.fail(`${op.kind} in a simulated cluster that has nothing for it: ${op.reason}`);
         }
       }
 
@@ -2449,6 +2458,22 @@ describe("planner (orchestrator/core/plan/)", () => {
                 case "refuse":
                   assert.ok(op.condition.length > 0);
                   break;
+                // No etcd membership change: nothing of quorum to check.
+                case "claim-ownership":
+                case "delete-node":
+                case "deregister-target":
+                case "register-target":
+                case "drain":
+                case "hook":
+                case "prune-orphans":
+                case "release-vip":
+                case "retire-adopted":
+                case "stop-apiserver":
+                case "update-addons":
+                case "update-cluster-config":
+                  break;
+                case "prune-and-surge":
+                  assert.fail(`prune-and-surge without molt:rollout.pruneWithNextSurge: ${op.reason}`);
               }
             }),
             { numRuns: 10000 },
