@@ -195,7 +195,7 @@ function retried(m: LoopMemory, op: Operation): LoopMemory {
 /** The key an etcd membership call's retries are counted under. */
 export function retryKeyOf(op: Operation): WaitKey | undefined {
   switch (op.kind) {
-    case "promote":
+    case "promote-learner":
     case "remove-member":
       return `retry:${op.kind}:${op.node}`;
     case "move-leader":
@@ -245,7 +245,7 @@ export function endOf(m: LoopMemory, op: Operation): Stop | undefined {
       return { result: "paused", reason: op.reason };
     case "create-first":
     case "surge":
-    case "promote":
+    case "promote-learner":
     case "move-leader":
     case "remove-member":
     case "remove-stray-member":
