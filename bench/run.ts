@@ -304,7 +304,7 @@ function kubeGates(r: Run, seen: Record<string, Seen>): KubeGate[] {
       (e) => e.type === "phase" && e.phase === "provision" && e.operation === "surge" && e.node === node && e.ok,
     );
     const promoted = r.events.find(
-      (e) => e.type === "phase" && e.phase === "etcd" && e.operation === "promote" && e.node === node && e.ok,
+      (e) => e.type === "phase" && e.phase === "etcd" && e.operation === "promote-learner" && e.node === node && e.ok,
     );
     if (!upEnd || !s.apiReady || !s.cm || !s.sched || !s.nodeReady || !s.voter) {
       out.push({ node });
@@ -913,7 +913,7 @@ async function main(): Promise<void> {
       "  provisioning (targeted up: surge + prune, incl. bootstrap/join)",
       `${sec(p.provision)} (${((100 * p.provision) / wall).toFixed(0)}%)`,
     );
-    say("  etcd membership calls (move-leader, remove, promote)", sec(p.etcd, 2));
+    say("  etcd membership calls (move-leader, remove, promote-learner)", sec(p.etcd, 2));
     say("  waiting on conditions", sec(p.wait));
     say("  snapshot", sec(p.snapshot, 2));
     say(
@@ -1224,7 +1224,7 @@ async function main(): Promise<void> {
       const joins = phaseMs(r, "surge");
       // After its up (machine, etcd started as a learner), until molt saw it caught up and promoted it.
       const toPromoted = r.events.flatMap((e) => {
-        if (e.type !== "phase" || e.phase !== "etcd" || e.operation !== "promote" || !e.ok) return [];
+        if (e.type !== "phase" || e.phase !== "etcd" || e.operation !== "promote-learner" || !e.ok) return [];
         const up = r.events.find(
           (x) => x.type === "phase" && x.phase === "provision" && x.operation === "surge" && x.node === e.node && x.ok,
         );

@@ -842,6 +842,7 @@ export class Chaos {
           if (!armed && engine("machine", "creating")(e, { op: "surge" })) {
             armed = true;
             // B's attempt ends first (A is certainly alive while B is refused); then A dies inside `up`.
+            // Not awaited (an event handler); `done` never rejects.
             void whileA!.then(() =>
               setTimeout(() => {
                 killedAt = Date.now();

@@ -1,5 +1,5 @@
 // The clouds' SDK packages, loaded when a program of that cloud runs, not when molt starts:
-// @pulumi/azure-native alone is about 490 modules and 30 MiB of a process's memory, which a
+// @pulumi/azure-native alone is hundreds of modules and tens of MiB of a process's memory, which a
 // lab or AWS rollout never uses (bench goal 5). The types come from the packages as usual.
 import type * as Aws from "@pulumi/aws";
 import type * as Azure from "@pulumi/azure-native";

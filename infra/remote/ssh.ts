@@ -182,9 +182,9 @@ function connectClient(
       },
     });
     // Without TCP_NODELAY every request through the connection (an etcd or API call through a
-    // tunnel, a command's stdin) that the peer answers after two writes waited for a delayed
-    // ACK: 40-45 ms per etcd status call on the lab, 1-3 ms with it (measured). A channel
-    // through a bastion has no socket of its own: the bastion's client carries it.
+    // tunnel, a command's stdin) that the peer answers after two writes waits for a delayed
+    // ACK (tens of ms, many times the call itself). A channel through a bastion has no socket
+    // of its own: the bastion's client carries it.
     client.setNoDelay(true);
   });
 }
@@ -339,8 +339,8 @@ export class SshSession {
    * Starts a session on this connection, once, without waiting for it. OpenSSH's sshd turns
    * TCP_NODELAY on for its end of a connection only when the connection starts a session
    * (packet.c ssh_packet_set_interactive, on an exec or a shell): on one that only forwards
-   * ports, a reply sshd writes in two packets waits for this end's delayed ACK, ~40 ms (seen
-   * on the lab: a pass's member list and alarms through one tunnel, 44 ms instead of 3-5 ms).
+   * ports, a reply sshd writes in two packets waits for this end's delayed ACK (tens of ms
+   * per call through a tunnel, many times the call itself).
    * Callers start it once the reads that matter are done: an exec costs sshd a login.
    */
   startSession(): void {

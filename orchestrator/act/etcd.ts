@@ -6,12 +6,15 @@ import type { Operation } from "../core/model";
 import { isTransientEtcdRefusal } from "../core/plan";
 import type { Act } from "./context";
 
-type Membership = Extract<Operation, { kind: "promote" | "move-leader" | "remove-member" | "remove-stray-member" }>;
+type Membership = Extract<
+  Operation,
+  { kind: "promote-learner" | "move-leader" | "remove-member" | "remove-stray-member" }
+>;
 
 function call(op: Membership, etcd: EtcdEdge): Promise<void> {
   switch (op.kind) {
-    case "promote":
-      return etcd.memberPromote(op.via, op.memberId);
+    case "promote-learner":
+      return etcd.promoteLearner(op.via, op.memberId);
     case "move-leader":
       return etcd.moveLeader(op.from, op.toId);
     case "remove-member":

@@ -21,7 +21,7 @@ const ACTS: { [K in Change["kind"]]: (op: Extract<Operation, { kind: K }>, ctx: 
   "retire-adopted": retireAdopted,
   "prune-orphans": pruneOrphans,
   rollback,
-  promote: membership,
+  "promote-learner": membership,
   "move-leader": membership,
   "remove-member": membership,
   "remove-stray-member": membership,
@@ -42,9 +42,18 @@ export function isChange(op: Operation): op is Change {
   return op.kind in ACTS;
 }
 
+// Typed: a renamed kind is a compile error here, not a silent miss.
+const MEMBERSHIP = new Set<Operation["kind"]>([
+  "promote-learner",
+  "move-leader",
+  "remove-member",
+  "remove-stray-member",
+  "rollback",
+]);
+
 /** Operations that change etcd's membership: an etcd snapshot is saved before the first of a run. */
 export function changesMembership(op: Operation): boolean {
-  return ["promote", "move-leader", "remove-member", "remove-stray-member", "rollback"].includes(op.kind);
+  return MEMBERSHIP.has(op.kind);
 }
 
 export function act(op: Change, ctx: ActContext): Promise<ActOutcome> {

@@ -13,7 +13,7 @@
 // Delete Blob with If-Match (a 412 or 409 means another writer won). Azure's ETag changes on
 // every write, whatever the bytes. Every call ends by its deadline (store.ts STORE_CALL_MS, or
 // the caller's signal); each try within it by its own (TRY_MS).
-// The SDK is loaded on first use only (~160 ms): other backends' commands never pay for it.
+// The SDK is loaded on first use only: other backends' commands never pay for loading it.
 import type { ContainerClient, RestError, StoragePipelineOptions } from "@azure/storage-blob";
 import { BackendError } from "../stack/driver";
 import { withinDeadline, type CallOptions, type ObjectStore, type StoreClock, type StoredObject } from "./object-store";

@@ -126,7 +126,7 @@ export class FileStore implements ObjectStore {
     const dir = path + SUFFIX;
     const cur = existsSync(dir) ? this.current(dir) : undefined;
     if (!cur || etag !== `v${cur}`) return false;
-    return (await this.create(dir, next(cur), Buffer.alloc(0))) !== undefined;
+    return this.create(dir, next(cur), Buffer.alloc(0)) !== undefined;
   }
 
   async list(prefix: string, o?: CallOptions): Promise<string[]> {

@@ -64,7 +64,7 @@ export function exitFor(s: Summary): number {
       return EXIT.paused;
     case "cancelled":
       return s.reason.startsWith("not confirmed") ? EXIT.notConfirmed : EXIT.cancelled;
-    default:
+    case "failed":
       return EXIT.failed;
   }
 }

@@ -68,6 +68,30 @@ export class LiveProgress {
       case "summary":
         this.stop();
         return;
+      // The live line shows the operation and its step; these are printed as lines of their own.
+      case "adopted-destroyed":
+      case "backups-pruned":
+      case "engine":
+      case "engine-leftovers":
+      case "engine-lock-cleared":
+      case "hook":
+      case "leaked-machines":
+      case "left-for-owner":
+      case "lock":
+      case "lock-lost":
+      case "lock-recovered":
+      case "lock-release-failed":
+      case "lock-renew-failed":
+      case "observed":
+      case "pending-cleared":
+      case "phase":
+      case "release-check":
+      case "snapshot":
+      case "soak":
+      case "start":
+      case "verification":
+      case "warning":
+        break;
     }
     this.draw();
   };

@@ -26,7 +26,7 @@ export interface EtcdEdge {
   /** Idempotent: "member not found" is done. */
   memberRemove(via: string, id: string): Promise<void>;
   /** Idempotent: "not a learner" is done. */
-  memberPromote(via: string, id: string): Promise<void>;
+  promoteLearner(via: string, id: string): Promise<void>;
   /** Sent to the current leader's endpoint. */
   moveLeader(leaderNode: string, targetId: string): Promise<void>;
   /** An etcd snapshot of one member's database saved to a local file; returns its size. */

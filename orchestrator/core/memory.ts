@@ -195,14 +195,34 @@ function retried(m: LoopMemory, op: Operation): LoopMemory {
 /** The key an etcd membership call's retries are counted under. */
 export function retryKeyOf(op: Operation): WaitKey | undefined {
   switch (op.kind) {
-    case "promote":
+    case "promote-learner":
     case "remove-member":
       return `retry:${op.kind}:${op.node}`;
     case "move-leader":
       return `retry:${op.kind}:${op.from}`;
     case "remove-stray-member":
       return `retry:${op.kind}:${op.name}`;
-    default:
+    case "done":
+    case "create-first":
+    case "surge":
+    case "prune":
+    case "prune-and-surge":
+    case "retire-adopted":
+    case "prune-orphans":
+    case "wait":
+    case "rollback":
+    case "pause":
+    case "hook":
+    case "refuse":
+    case "claim-ownership":
+    case "update-cluster-config":
+    case "drain":
+    case "stop-apiserver":
+    case "release-vip":
+    case "delete-node":
+    case "update-addons":
+    case "deregister-target":
+    case "register-target":
       return undefined;
   }
 }
@@ -223,7 +243,28 @@ export function endOf(m: LoopMemory, op: Operation): Stop | undefined {
       return { result: m.operations === 0 ? "refused" : "failed", reason: `${op.condition}: ${op.reason}` };
     case "pause":
       return { result: "paused", reason: op.reason };
-    default:
+    case "create-first":
+    case "surge":
+    case "promote-learner":
+    case "move-leader":
+    case "remove-member":
+    case "remove-stray-member":
+    case "prune":
+    case "prune-and-surge":
+    case "retire-adopted":
+    case "prune-orphans":
+    case "wait":
+    case "rollback":
+    case "hook":
+    case "claim-ownership":
+    case "update-cluster-config":
+    case "drain":
+    case "stop-apiserver":
+    case "release-vip":
+    case "delete-node":
+    case "update-addons":
+    case "deregister-target":
+    case "register-target":
       return undefined;
   }
 }

@@ -244,7 +244,7 @@ export type Operation =
   | { kind: "create-first"; entry: NodeEntry; reason: string }
   /** `hostFiles`: the cluster's host files, copied to the new node from `from` before it joins. */
   | { kind: "surge"; entry: NodeEntry; reason: string; hostFiles?: HostFileCarry }
-  | { kind: "promote"; node: string; memberId: string; via: string; reason: string }
+  | { kind: "promote-learner"; node: string; memberId: string; via: string; reason: string }
   | { kind: "move-leader"; from: string; to: string; toId: string; reason: string }
   | { kind: "remove-member"; node: string; memberId: string; via: string; reason: string }
   | { kind: "remove-stray-member"; memberId: string; name: string; via: string; reason: string }

@@ -275,7 +275,7 @@ export class EtcdAccess implements EtcdEdge {
   }
 
   /** Promotes a learner; "not a learner" (already promoted) counts as done. */
-  async memberPromote(via: string, id: string): Promise<void> {
+  async promoteLearner(via: string, id: string): Promise<void> {
     try {
       await this.endpoint(via).cluster.memberPromote({ ID: id });
     } catch (e) {

@@ -87,6 +87,7 @@ export class KubeAccess {
     pool.onDrop((node) => {
       const p = this.ports.get(node);
       this.ports.delete(node);
+      // Not awaited: onDrop is synchronous, and close() never rejects (it stops local listeners).
       void p?.close();
     });
   }

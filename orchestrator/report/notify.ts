@@ -38,7 +38,26 @@ export function isNotable(e: RolloutEvent): boolean {
       return !e.ok && e.phase !== "hook";
     case "decision":
       return ["rollback", "pause", "refuse"].includes(e.operation.kind);
-    default:
+    case "adopted-destroyed":
+    case "backups-pruned":
+    case "engine":
+    case "engine-leftovers":
+    case "engine-lock-cleared":
+    case "hook-output":
+    case "leaked-machines":
+    case "left-for-owner":
+    case "lock":
+    case "lock-recovered":
+    case "lock-release-failed":
+    case "lock-renew-failed":
+    case "observed":
+    case "pending-cleared":
+    case "release-check":
+    case "resource":
+    case "snapshot":
+    case "soak":
+    case "verification":
+    case "warning":
       return false;
   }
 }

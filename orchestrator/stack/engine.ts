@@ -37,7 +37,7 @@ export function cacheDir(): string {
 /**
  * `bin version`, remembered in the cache folder by the file's identity (device, inode, size,
  * change time: a rebuilt, replaced or upgraded engine is asked again). Asking costs a start
- * of the engine (0.1-0.3 s on the lab), paid by every run before its first engine command.
+ * of the engine, paid by every run before its first engine command.
  */
 function versionOf(bin: string): string | undefined {
   let id: string;

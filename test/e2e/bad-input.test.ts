@@ -658,7 +658,7 @@ describe("bad input and security (e2e, lab t5)", function () {
           process.kill(pid, "SIGCONT");
           setTimeout(() => void hold(), 20);
         };
-        void hold();
+        void hold(); // polls on its own timer; `holding` says when the lease is held
       });
       await holding;
       try {

@@ -18,7 +18,7 @@ describe("chaos on the lab (e2e, CI subset)", function () {
     const broken = r.invariants.filter((i) => !i.ok);
     assert.equal(broken.length, 0, broken.map((i) => `${i.name}: ${i.detail}`).join("\n"));
     assert.ok(r.faults.length > 0, "the fault was injected");
-    // A round trip per 2 s of the scenario at least (a fixed 20 came within 7 of failing as runs got faster).
+    // A round trip per 2 s of the scenario at least (a fixed count would not follow the run's length).
     const floor = Math.max(10, Math.floor(r.wallMs / 2000));
     assert.ok(r.probe.ok >= floor, `the probe really wrote through the scenario: ${r.probe.ok} writes, want ${floor}`);
   };

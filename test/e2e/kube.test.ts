@@ -280,8 +280,8 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
         "the workload left the retired nodes",
       );
       assert.ok(api.requests > 500, `the API client really ran (${api.requests} requests)`);
-      // The documented window: at most 1 s of failed requests in a row (measured: none or a
-      // few ms while the load balancer notices a stopped API server).
+      // The documented window: at most 1 s of failed requests in a row (while the load
+      // balancer notices a stopped API server).
       assert.ok(api.longestOutageMs <= 1000, `API unavailable for ${api.longestOutageMs} ms: ${JSON.stringify(api)}`);
     },
   );

@@ -460,9 +460,9 @@ class FakeEtcd implements EtcdEdge {
     this.w.members = this.w.members.filter((m) => m.id !== id);
   }
 
-  async memberPromote(via: string, id: string): Promise<void> {
+  async promoteLearner(via: string, id: string): Promise<void> {
     this.machine(via);
-    this.w.log.push(`etcd memberPromote ${id} via ${via}`);
+    this.w.log.push(`etcd promoteLearner ${id} via ${via}`);
     const m = this.w.members.find((x) => x.id === id);
     if (m) m.isLearner = false;
   }

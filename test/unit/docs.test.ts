@@ -15,6 +15,8 @@ import { PROVIDERS } from "../../infra/providers/registry";
 import { main } from "../../orchestrator/cli/main";
 import { EXIT } from "../../orchestrator/cli/exit";
 import { repoRoot } from "../../orchestrator/stack/engine";
+import { isChange } from "../../orchestrator/act";
+import type { Operation } from "../../orchestrator/core/model";
 
 const read = (path: string) => readFileSync(join(repoRoot, path), "utf8");
 
@@ -273,6 +275,20 @@ const links = (md: string) =>
       .replace(/`[^`\n]*`/g, "")
       .matchAll(/\[[^\]]*\]\(([^)\s]+)\)/g),
   ].map((m) => m[1]);
+
+describe("docs: the operations (docs/rollout.md)", () => {
+  it("names only operations the planner has", () => {
+    const notChanges: Operation["kind"][] = ["done", "wait", "refuse", "pause"];
+    const named = [...read("docs/rollout.md").matchAll(/^\| (`[a-z-]+`(?: \/ `[a-z-]+`)*) \|/gm)].flatMap((m) =>
+      m[1].split(" / ").map((k) => k.slice(1, -1)),
+    );
+    assert.ok(named.length >= 15, `the operation tables were found: ${named.join(", ")}`);
+    const unknown = named.filter(
+      (k) => !isChange({ kind: k } as Operation) && !notChanges.includes(k as Operation["kind"]),
+    );
+    assert.deepEqual(unknown, [], "renamed or removed: name the operation as the code does");
+  });
+});
 
 describe("docs: links", () => {
   it("resolves every relative link and #anchor of README.md and docs/", () => {

@@ -710,7 +710,7 @@ describe("planner (orchestrator/core/plan/)", () => {
     });
 
     it("promotes a learner that has caught up", () => {
-      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true })]), "promote", {
+      expectOp(plan([N(1), N(2), N(3), N(4, NEW, { learner: true })]), "promote-learner", {
         node: "lab-cp-4",
         memberId: idOf(4),
       });
@@ -1348,7 +1348,7 @@ describe("planner (orchestrator/core/plan/)", () => {
             { leader: 2 },
             { rollout: { maxReplacements: 1 }, controls: { retired: ["lab-cp-1"] } },
           ),
-          "promote",
+          "promote-learner",
           { node: "lab-cp-5" },
         ));
       it("with maxSurge 0, adds the retired node's replacement before pausing", () => {
@@ -1480,7 +1480,7 @@ describe("planner (orchestrator/core/plan/)", () => {
         });
       });
       it("never leaves a learner: it is promoted", () =>
-        expectOp(planC([N(1), N(2), N(3), N(4, NEW, { learner: true })], { leader: 2 }, closed), "promote"));
+        expectOp(planC([N(1), N(2), N(3), N(4, NEW, { learner: true })], { leader: 2 }, closed), "promote-learner"));
       it("is done when nothing is outdated", () =>
         expectOp(planC([N(4, NEW), N(5, NEW), N(6, NEW)], { leader: 4 }, closed), "done"));
     });
@@ -1564,7 +1564,7 @@ describe("planner (orchestrator/core/plan/)", () => {
       it("postJoin is not run for a node still joining (a learner) or unhealthy", () => {
         expectOp(
           planC([N(1), N(2), N(3), N(4, NEW, { learner: true })], { leader: 2 }, { hooks: ["postJoin"] }),
-          "promote",
+          "promote-learner",
         );
         expectOp(
           planC(
@@ -1953,7 +1953,7 @@ describe("planner (orchestrator/core/plan/)", () => {
             if (first) w.leader = id;
             break;
           }
-          case "promote": {
+          case "promote-learner": {
             const n = node(op.node);
             assert.ok(
               n.member?.learner && n.member.id === op.memberId && n.member.started && n.health === "ok",
@@ -2062,6 +2062,15 @@ describe("planner (orchestrator/core/plan/)", () => {
           case "refuse":
           case "done":
             break;
+          // The simulated cluster has no hooks, adopted nodes, orphans, VIP, load balancer or ownership marker.
+          case "claim-ownership":
+          case "deregister-target":
+          case "register-target":
+          case "hook":
+          case "prune-orphans":
+          case "release-vip":
+          case "retire-adopted":
+            assert.fail(`${op.kind} in a simulated cluster that has nothing for it: ${op.reason}`);
         }
       }
 
@@ -2425,7 +2434,7 @@ describe("planner (orchestrator/core/plan/)", () => {
                   // Destroyed without a reset, answering or not (orchestrator/teardown.ts).
                   assert.match(op.reason, /no reset/);
                   break;
-                case "promote": {
+                case "promote-learner": {
                   const n = nodeByName(op.node);
                   assert.ok(
                     n?.member?.learner &&
@@ -2449,6 +2458,22 @@ describe("planner (orchestrator/core/plan/)", () => {
                 case "refuse":
                   assert.ok(op.condition.length > 0);
                   break;
+                // No etcd membership change: nothing of quorum to check.
+                case "claim-ownership":
+                case "delete-node":
+                case "deregister-target":
+                case "register-target":
+                case "drain":
+                case "hook":
+                case "prune-orphans":
+                case "release-vip":
+                case "retire-adopted":
+                case "stop-apiserver":
+                case "update-addons":
+                case "update-cluster-config":
+                  break;
+                case "prune-and-surge":
+                  assert.fail(`prune-and-surge without molt:rollout.pruneWithNextSurge: ${op.reason}`);
               }
             }),
             { numRuns: 10000 },

@@ -119,7 +119,7 @@ export function learners(c: Scope): Operation | undefined {
       st.raftAppliedIndex >= la - BigInt(s.intent.rollout.maxAppliedLag);
     if (caughtUp && l.name !== "") {
       return {
-        kind: "promote",
+        kind: "promote-learner",
         node: node.name,
         memberId: l.id,
         via: c.via(node.name),

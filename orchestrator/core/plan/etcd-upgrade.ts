@@ -2,17 +2,17 @@
 // member still on the current minor must run at least the patch release etcd's upgrade
 // guide names. Pure; the planner refuses up front (nothing changed) when this answers.
 //
-// Sources, read 2026-11 (etcd-io/website at 8245979, 2026-08-20):
-// - etcd.io/docs/v3.6/upgrades/upgrade_3_6 "Update 3.5": all 3.5 members on 3.5.32 or later
-//   (raised over time: 3.5.20 in 2025-05, 3.5.26 by 2025-12, 3.5.32 since 2026-08-03).
-// - etcd.io/blog/2025/upgrade_from_3.5_to_3.6_issue (2025-03-27): members on 3.5.1-3.5.19
-//   persisted promotions only in the v2store; after the upgrade voters turn back into
+// Why the floors (etcd's upgrade guides and the blog posts they link; the commit log has when
+// each floor was raised):
+// - etcd.io/docs/v3.6/upgrades/upgrade_3_6 "Update 3.5": all 3.5 members on 3.5.32 or later.
+// - etcd.io/blog/2025/upgrade_from_3.5_to_3.6_issue: members on 3.5.1-3.5.19 persisted
+//   learner promotions only in the v2store; after the upgrade voters turn back into
 //   learners and etcd refuses to start: "membership: too many learner member in cluster".
-// - .../upgrade_from_3.5_to_3.6_issue_followup (2025-10-21): in rolling replacements "such
-//   as those performed by Cluster API" a new learner may receive a snapshot with wrong
-//   membership from an old 3.5 member; fixed in 3.5.24.
-// - .../zombie_members_upgrade (2025-12-17): removed members reappear after the upgrade;
-//   3.5.26 syncs the v3store from the v2store first.
+// - .../upgrade_from_3.5_to_3.6_issue_followup: in rolling replacements "such as those
+//   performed by Cluster API" a new learner may receive a snapshot with wrong membership
+//   from an old 3.5 member; fixed in 3.5.24.
+// - .../zombie_members_upgrade: removed members reappear after the upgrade; 3.5.26 syncs
+//   the v3store from the v2store first.
 // - etcd.io/blog/2026/july-patch-release: 3.5.32 adds `etcdutl check v2store` over WAL
 //   records and --v2-deprecation=write-only-skip-check.
 // - etcd.io/docs/v3.7/upgrades/upgrade_3_7 "Update 3.6": all 3.6 members on 3.6.11 or later.

@@ -45,6 +45,7 @@ export function installMocks(
       return undefined;
     },
   };
+  // Not awaited: setMocks is async in name only, it installs the mocks before it returns.
   void pulumi.runtime.setMocks(
     {
       newResource(args) {
