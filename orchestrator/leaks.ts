@@ -4,6 +4,7 @@
 import { readFileSync } from "node:fs";
 import { parse } from "yaml";
 import type { MachineInventory, StackEdge } from "./core/edges";
+import { isNodeName } from "./core/plan/rules";
 import { leakedMachines, type LeakVerdict } from "./core/leaks";
 import type { Stop } from "./core/memory";
 import type { World } from "./core/model";
@@ -59,7 +60,8 @@ export function leakWatch(o: {
     const stack = o.stack();
     if (!inv || !stack.resourceIds) return [];
     const [listed, held] = await Promise.all([inv.list(), stack.resourceIds(inv.resourceType)]);
-    return leakedMachines(listed, held, members, terminate, inv.idKey ? (id) => inv.idKey!(id) : undefined);
+    const own = (node: string) => isNodeName(stack.name, node);
+    return leakedMachines(listed, held, members, terminate, own, inv.idKey ? (id) => inv.idKey!(id) : undefined);
   };
   const report = (v: LeakVerdict[], terminated: boolean) =>
     o.emit({

@@ -94,7 +94,11 @@ export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
     }
     // Kubernetes unobserved: the plan's list lacks the host files; the node's manifests name them
     // (read before the reset, which removes them).
-    const fromManifests = op.hostFilesUnknown ? await hostFilesFromManifests(op, ctx) : undefined;
+    const read = op.hostFilesUnknown ? await hostFilesFromManifests(op, ctx) : undefined;
+    // The machine stays with its owner: of what its manifests name, only paths under
+    // /etc/kubernetes/ are removed; a hostPath elsewhere (/usr/local, /opt/...) may be the owner's.
+    const fromManifests = read?.filter((p) => p.startsWith("/etc/kubernetes/"));
+    const outside = (read ?? []).filter((p) => !p.startsWith("/etc/kubernetes/"));
     const wipe = [...new Set([...op.wipe, ...(fromManifests ?? [])])];
     // A bounded poll inside the script: the member stops within the settle deadline.
     const script = RESET.replace(/DEADLINE/g, String(ctx.intent.timeouts.settleSeconds)).replace(
@@ -108,6 +112,8 @@ export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
     if (!out.includes("wiped-secrets")) throw new Error(`internal: the reset of ${op.node} did not wipe its secrets`);
     // Says what went, and what molt could not know: never "the secrets" when it wiped only some.
     done.push(`removed from the machine: ${wipe.join(", ")}`);
+    if (outside.length)
+      done.push(`left on the machine (named by its manifests, outside /etc/kubernetes/): ${outside.join(", ")}`);
     if (op.hostFilesUnknown)
       done.push(
         fromManifests

@@ -28,19 +28,31 @@ const GONE = new Set(["shutting-down", "terminated", "deleting"]);
  * far as the join: the planner's remove-stray-member takes the member out first, after which
  * the next converged run terminates the machine). `members` undefined: etcd was not seen.
  * `key`: the form in which listed and held ids compare (Azure's ARM ids: any case).
+ * `ownNode`: whether a molt.io/node tag names a node of this stack. The cluster name alone is
+ * no owner (two stacks may share it, "kubernetes" by default, in one account): a machine
+ * another stack's node tag names is none of this stack's business and is left out; one with
+ * no node tag is reported, never terminated.
  */
 export function leakedMachines(
   listed: readonly CloudMachine[],
   heldIds: readonly string[],
   members: readonly Member[] | undefined,
   terminate: boolean,
+  ownNode: (node: string) => boolean,
   key: (id: string) => string = (id) => id,
 ): LeakVerdict[] {
   const held = new Set(heldIds.map(key));
   const memberHosts = new Set((members ?? []).flatMap((m) => m.peerURLs.map(hostOf)));
   return listed
     .filter((m) => !held.has(key(m.id)) && !GONE.has(m.state.toLowerCase()))
+    .filter((m) => m.node === undefined || ownNode(m.node))
     .map((machine): LeakVerdict => {
+      if (machine.node === undefined)
+        return {
+          machine,
+          action: "keep",
+          reason: "not terminated: it has no molt.io/node tag naming a node of this stack",
+        };
       if (!terminate)
         return { machine, action: "keep", reason: "not terminated: rerun with --terminate-leaked to terminate it" };
       if (held.size === 0)
@@ -51,7 +63,13 @@ export function leakedMachines(
         };
       if (members === undefined)
         return { machine, action: "keep", reason: "not terminated: etcd's members were not seen in this run" };
-      if (machine.address !== undefined && memberHosts.has(machine.address))
+      if (machine.address === undefined)
+        return {
+          machine,
+          action: "keep",
+          reason: "not terminated: its address is unknown, so etcd's members cannot rule it out",
+        };
+      if (memberHosts.has(machine.address))
         return {
           machine,
           action: "keep",

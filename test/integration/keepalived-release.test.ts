@@ -64,7 +64,7 @@ mount -t tmpfs none /etc/keepalived
 mkdir -p /run/molt /var/log/molt && mount -t tmpfs none /run/molt && mount -t tmpfs none /var/log/molt
 holds() { ip -o -4 addr show dev eth0 | grep -qF " ${VIP}/"; }
 alive() { kill -0 "$1" 2>/dev/null && echo yes || echo no; }
-bash ${dir}/setup.sh >>${dir}/scripts.log 2>&1
+bash ${dir}/setup.sh </dev/null >>${dir}/scripts.log 2>&1
 printf '#!/bin/sh\\nexit 0\\n' >/etc/keepalived/molt-check-endpoint.sh
 until holds; do sleep 0.05; done
 old=$(cat /run/molt/keepalived.pid)

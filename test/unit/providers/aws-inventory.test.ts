@@ -193,6 +193,7 @@ describe("leaked machines: the verdicts (core/leaks.ts)", () => {
     m("i-going", "10.0.0.4", "shutting-down"),
   ];
 
+  const own = () => true;
   const rows: { name: string; terminate: boolean; members: Member[] | undefined; want: Record<string, string> }[] = [
     {
       name: "without the flag: reported, nothing terminated",
@@ -221,13 +222,34 @@ describe("leaked machines: the verdicts (core/leaks.ts)", () => {
   ];
   for (const r of rows)
     it(r.name, () => {
-      const v = leakedMachines(listed, ["i-held"], r.members, r.terminate);
+      const v = leakedMachines(listed, ["i-held"], r.members, r.terminate, own);
       assert.deepEqual(Object.fromEntries(v.map((x) => [x.machine.id, x.action])), r.want);
       for (const x of v) if (x.action === "keep") assert.match(x.reason, /^not terminated: /);
     });
 
+  it("another stack's machine (same cluster name) is left out; no node tag or no address: never terminated", () => {
+    const ours = (n: string) => n.startsWith("prod-cp-");
+    const v = leakedMachines(
+      [
+        { id: "i-ours", node: "prod-cp-4", address: "10.0.0.5", state: "running" },
+        { id: "i-staging", node: "staging-cp-2", address: "10.0.0.6", state: "running" },
+        { id: "i-untagged", address: "10.0.0.7", state: "running" },
+        { id: "i-noaddr", node: "prod-cp-5", state: "running" },
+      ],
+      ["i-held"],
+      [member("10.0.0.1")],
+      true,
+      ours,
+    );
+    assert.deepEqual(Object.fromEntries(v.map((x) => [x.machine.id, x.action])), {
+      "i-ours": "terminate",
+      "i-untagged": "keep",
+      "i-noaddr": "keep",
+    });
+  });
+
   it("a state read back without any machine terminates nothing (an empty read is not proof of a leak)", () => {
-    const v = leakedMachines(listed, [], [member("10.0.0.1")], true);
+    const v = leakedMachines(listed, [], [member("10.0.0.1")], true, own);
     assert.ok(v.length > 0 && v.every((x) => x.action === "keep"));
   });
 
@@ -237,6 +259,7 @@ describe("leaked machines: the verdicts (core/leaks.ts)", () => {
       [],
       [{ ...member("x"), peerURLs: ["https://[fd00::3]:2380"] }],
       true,
+      own,
     );
     assert.equal(v[0].action, "keep");
   });

@@ -193,10 +193,10 @@ describe("leaked VMs on Azure (Resource Manager on a local server)", () => {
     arm.vms[0].state = "Deleting";
     const listed = await i.list();
     const held = [arm.id("prod-2"), arm.id("prod-3"), arm.id("prod-4")];
-    const v = leakedMachines(listed, held, [], true, i.idKey);
+    const v = leakedMachines(listed, held, [], true, () => true, i.idKey);
     assert.deepEqual(v, [], "held in any case, or on its way out");
     // Without the case-insensitive key the held VMs would be reported as leaked.
-    assert.equal(leakedMachines(listed, held, [], true).length, 3);
+    assert.equal(leakedMachines(listed, held, [], true, () => true).length, 3);
   });
 
   it("deletes and follows Azure-AsyncOperation and Location until the VM is gone", async () => {
