@@ -4,6 +4,7 @@
 // NIC and OS disk go with it (molt creates both with deleteOption Delete).
 // Credentials: DefaultAzureCredential, as the backend-pool provider (pool-membership-impl.ts).
 import type { TokenCredential } from "@azure/identity";
+import { pause } from "../../lib/poll";
 import type { MachineInventory } from "../core/edges";
 import type { CloudMachine } from "../core/leaks";
 import { COMPUTE_API_VERSION, NETWORK_API_VERSION } from "../../infra/providers/azure/pool-membership-impl";
@@ -155,18 +156,9 @@ export function azureInventory(s: AzureInventorySettings): MachineInventory {
   async function wait(retryAfter: string | null, deadline: AbortSignal, timeout: () => string): Promise<void> {
     const asked = Number(retryAfter) * 1000;
     const ms = Math.min(poll.max, Math.max(poll.min, Number.isFinite(asked) ? asked : poll.min));
-    await new Promise<void>((resolve, reject) => {
-      if (deadline.aborted) return reject(new Error(timeout()));
-      const t = setTimeout(() => {
-        deadline.removeEventListener("abort", onAbort);
-        resolve();
-      }, ms);
-      const onAbort = () => {
-        clearTimeout(t);
-        reject(new Error(timeout()));
-      };
-      deadline.addEventListener("abort", onAbort, { once: true });
-    });
+    // lib/poll.ts's pause ends early when the deadline fires; that is then the error.
+    await pause(ms, deadline);
+    if (deadline.aborted) throw new Error(timeout());
   }
 }
 
