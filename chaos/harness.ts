@@ -31,6 +31,20 @@ import { makeWorkDir } from "../test/support/workdir";
 
 export type Event = Record<string, unknown>;
 
+/**
+ * A run's step as the trace shows it: a decision (its kind and node) or an engine line about
+ * a machine or a node's bootstrap, so that a broken invariant can be read back to the runs.
+ */
+function traceStep(e: Event): string | undefined {
+  if (e.type === "decision") {
+    const o = e.operation as { kind: string; node?: string; entry?: { name: string } };
+    const node = o.node ?? o.entry?.name;
+    return node ? `${o.kind} ${node}` : o.kind;
+  }
+  const m = e.type === "engine" ? /(\S+-(?:machine|etcd)) (creating|created|deleting|deleted)\b/.exec(String(e.line)) : null;
+  return m ? `[${m[1]} ${m[2]}]` : undefined;
+}
+
 /** A place in a rollout where the harness SIGKILLs molt and the engine (never the engine's plugins). */
 export interface KillPoint {
   id: string;
@@ -322,14 +336,27 @@ export class Chaos {
 
   /** `molt rollout --json --verbose`; `onEvent` may kill it. */
   start(onEvent?: (e: Event, kill: () => void) => void, extra: string[] = []) {
+    const n = ++this.runCount;
+    const steps: string[] = [];
     const h = startCli(
       ["rollout", "--stack", this.stack, "--yes", "--json", "--verbose", ...extra],
       this.env,
-      (e) => onEvent?.(e, h.kill9),
+      (e) => {
+        const step = traceStep(e);
+        if (step) steps.push(step);
+        onEvent?.(e, h.kill9);
+      },
       this.wrap,
+    );
+    void h.done.then((run) =>
+      this.trace.push(`run ${n}: ${steps.join(", ") || "no step"} -> ${run.signal ?? `exit ${run.code}`}`),
     );
     return h;
   }
+
+  /** What each run of the current scenario did, printed when an invariant breaks. */
+  private trace: string[] = [];
+  private runCount = 0;
 
   async rollout(extra: string[] = []): Promise<CliRun> {
     return this.start(undefined, extra).done;
@@ -511,6 +538,7 @@ export class Chaos {
     const runs = { n: 0 };
     const reruns = { n: 0 };
     this.log(`scenario: ${name}`);
+    this.trace = [];
     const probe = await this.startProbe();
     let failure: string | undefined;
     try {
@@ -535,6 +563,7 @@ export class Chaos {
       ok: invariants.every((i) => i.ok),
     };
     for (const i of invariants.filter((x) => !x.ok)) this.log(`  INVARIANT BROKEN: ${i.name}: ${i.detail}`);
+    if (!r.ok || process.env.MOLT_CHAOS_TRACE) for (const t of this.trace) this.log(`  ${t}`);
     return r;
   }
 
