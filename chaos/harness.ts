@@ -41,7 +41,8 @@ function traceStep(e: Event): string | undefined {
     const node = o.node ?? o.entry?.name;
     return node ? `${o.kind} ${node}` : o.kind;
   }
-  const m = e.type === "engine" ? /(\S+-(?:machine|etcd)) (creating|created|deleting|deleted)\b/.exec(String(e.line)) : null;
+  const m =
+    e.type === "engine" ? /(\S+-(?:machine|etcd)) (creating|created|deleting|deleted)\b/.exec(String(e.line)) : null;
   return m ? `[${m[1]} ${m[2]}]` : undefined;
 }
 
