@@ -6,7 +6,7 @@
 //
 // Used by `npm run chaos` (every scenario) and test/e2e/chaos.test.ts (a bounded subset in CI).
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { LabSettings } from "../infra/lab/settings";
 import { openStore } from "../orchestrator/backend/store";
@@ -349,9 +349,15 @@ export class Chaos {
       },
       this.wrap,
     );
-    void h.done.then((run) =>
-      this.trace.push(`run ${n}: ${steps.join(", ") || "no step"} -> ${run.signal ?? `exit ${run.code}`}`),
-    );
+    void h.done.then((run) => {
+      this.trace.push(`run ${n}: ${steps.join(", ") || "no step"} -> ${run.signal ?? `exit ${run.code}`}`);
+      // MOLT_CHAOS_TRACE=<dir>: each run's whole output, to read a broken scenario back.
+      const dir = process.env.MOLT_CHAOS_TRACE;
+      if (dir && dir.startsWith("/")) {
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(join(dir, `${this.stack}-run-${n}.log`), `${run.stdout}\n--- stderr\n${run.stderr}`);
+      }
+    });
     return h;
   }
 
