@@ -117,6 +117,7 @@ export const openEdges: EdgeFactory = async (o) => {
   const nodes = new SshNodeAccess(o.config.sshAccess);
   // A surge's new node is connected while its `up` finishes (edges/nodes.ts warm).
   const onNodeList = (s: Parameters<SshNodeAccess["warm"]>[0]) => nodes.warm(s);
-  const lb = loadBalancerEdgeFor(o.config);
+  // The run's environment over the process's, as the engine sees it (AWS credentials among it).
+  const lb = loadBalancerEdgeFor(o.config, { ...process.env, ...o.env });
   return { stack: await EngineStack.open({ ...o, onNodeList }), nodes, ...(lb ? { lb } : {}) };
 };
