@@ -1,8 +1,6 @@
 // Leaked machines during a rollout: listed and reported at the start (before anything
 // changes), terminated with --terminate-leaked at the end of a converged run, when etcd's
 // members are known and stray members are gone (core/leaks.ts decides).
-import { readFileSync } from "node:fs";
-import { parse } from "yaml";
 import type { MachineInventory, StackEdge } from "./core/edges";
 import { isNodeName } from "./core/plan/rules";
 import { leakedMachines, type LeakVerdict } from "./core/leaks";
@@ -10,6 +8,7 @@ import type { Stop } from "./core/memory";
 import type { World } from "./core/model";
 import type { Member } from "./core/observations";
 import type { StackConfig } from "./config";
+import { awsRegionOf } from "./edges/aws-client";
 import { awsInventory } from "./edges/aws-inventory";
 import { azureInventory } from "./edges/azure-inventory";
 import type { RolloutEvent } from "./events";
@@ -29,19 +28,13 @@ export function inventoryOf(cfg: StackConfig, env?: Record<string, string | unde
     });
   }
   if (cloud?.provider !== "aws") return undefined;
-  const region = (cloud as { aws: { region?: string } }).aws.region ?? awsRegionOf(cfg.file) ?? process.env.AWS_REGION;
+  const region = awsRegionOf(cfg, { ...process.env, ...env });
   if (!region) return undefined;
   return awsInventory({
     region,
     clusterName: cloud.bootstrap.clusterName ?? "kubernetes",
     env: { ...process.env, ...env },
   });
-}
-
-function awsRegionOf(file: string): string | undefined {
-  const doc = parse(readFileSync(file, "utf8")) as { config?: Record<string, unknown> } | null;
-  const region = doc?.config?.["aws:region"];
-  return typeof region === "string" ? region : undefined;
 }
 
 export interface LeakWatch {

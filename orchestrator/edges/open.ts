@@ -1,5 +1,6 @@
 // The real edges of a run: the engine-backed stack, SSH access to the nodes, and the API load
-// balancer where molt can ask it (the lab's HAProxy, an Azure backend pool).
+// balancer where molt can ask it (the lab's HAProxy, an Azure backend pool, an AWS target group
+// or classic ELB).
 import { EngineStack, type EngineStackOptions } from "../stack/edge";
 import { checkProviderPlugins } from "../stack/plugins";
 import { SshNodeAccess } from "./nodes";
@@ -9,6 +10,10 @@ import { labLbInputs } from "../../infra/lab/lb";
 import { LabLoadBalancerEdge } from "./lab-lb";
 import { AzureApiTargets, type ArmWithPost } from "../../infra/providers/azure/api-targets";
 import { armClient } from "../../infra/providers/azure/pool-membership-impl";
+import { AwsApiTargets, type AwsTargetsOf, type ElbApi } from "../../infra/providers/aws/api-targets";
+import type { AwsNodeSettings } from "../../infra/providers/aws/config";
+import { awsRegionOf } from "./aws-client";
+import { awsElbApi } from "./aws-elb";
 
 export type EdgeOptions = EngineStackOptions;
 
@@ -22,9 +27,13 @@ export const LB_UNAWARE_ENV = "MOLT_TEST_RETIRE_WITHOUT_LB";
 
 /**
  * The API load balancer molt deregisters retiring nodes from and waits on: the lab's HAProxy
- * (for an etcd-only cluster only where it serves etcd, molt:lab.lbHealthCheck). None with a VIP.
+ * (for an etcd-only cluster only where it serves etcd, molt:lab.lbHealthCheck), an Azure backend
+ * pool, an AWS target group or classic ELB (molt:aws.loadBalancer). None with a VIP.
  */
-export function loadBalancerEdgeFor(config: StackConfig, env = process.env): LoadBalancerEdge | undefined {
+export function loadBalancerEdgeFor(
+  config: StackConfig,
+  env: Record<string, string | undefined> = process.env,
+): LoadBalancerEdge | undefined {
   if (env[LB_UNAWARE_ENV] === "1") return undefined;
   const lab = config.lab;
   if (lab && !lab.vip) {
@@ -35,21 +44,55 @@ export function loadBalancerEdgeFor(config: StackConfig, env = process.env): Loa
   const azure = (config.cloud as { azure?: { apiBackendPoolId?: unknown } } | undefined)?.azure;
   if (config.cloud?.provider === "azure" && typeof azure?.apiBackendPoolId === "string")
     return new AzureApiTargets(azure.apiBackendPoolId, lazyArm());
+  if (config.cloud?.provider === "aws") return awsApiTargets(config, env);
   return undefined;
 }
 
 /**
- * Why retirement is not load-balancer aware on this stack although a load balancer serves it,
- * for a warning at the start of a run: AWS's Elastic Load Balancing has no client in molt yet.
+ * The AWS stack's target group or classic ELB over Elastic Load Balancing, in the target group's
+ * own region (its ARN names it), else the stack's (edges/aws-client.ts awsRegionOf).
  */
-export function loadBalancerGap(config: StackConfig, env = process.env): string | undefined {
+function awsApiTargets(config: StackConfig, env: Record<string, string | undefined>): LoadBalancerEdge {
+  const lb = (config.cloud as { aws: AwsNodeSettings }).aws.loadBalancer;
+  const targets: AwsTargetsOf =
+    "classicElb" in lb ? { classicElb: String(lb.classicElb) } : { targetGroupArn: String(lb.targetGroupArn) };
+  const region = "targetGroupArn" in targets ? targets.targetGroupArn.split(":")[3] : awsRegionOf(config, env);
+  return new AwsApiTargets(targets, region ? awsElbApi({ region, env }) : noRegion());
+}
+
+/** Without a region no ELB can be asked: every target is unobserved, so nothing retires blind. */
+function noRegion(): ElbApi {
+  const fail = () =>
+    Promise.reject(
+      new Error(
+        "no AWS region for the classic ELB: set molt:aws.region or aws:region in the stack file (or AWS_REGION)",
+      ),
+    );
+  return {
+    describeTargetHealth: fail,
+    deregisterTargets: fail,
+    registerTargets: fail,
+    targetGroupTiming: fail,
+    describeInstanceHealth: fail,
+    deregisterInstances: fail,
+    registerInstances: fail,
+    classicTiming: fail,
+  };
+}
+
+/**
+ * Why retirement is not load-balancer aware on this stack although a load balancer serves it,
+ * for a warning at the start of a run: vSphere's API endpoint without molt:apiEndpoint mode vip
+ * is a load balancer outside molt, which molt cannot ask.
+ */
+export function loadBalancerGap(config: StackConfig, env: Record<string, string | undefined> = process.env) {
   if (env[LB_UNAWARE_ENV] === "1") return undefined;
-  if (config.cloud?.provider !== "aws") return undefined;
+  if (config.cloud?.provider !== "vsphere" || config.intent.vip) return undefined;
   return (
-    "molt cannot ask the AWS load balancer (no Elastic Load Balancing client in this build): a retiring node's " +
-    "API server stops before the load balancer's health check notices (its shutdown delay, " +
-    "molt:bootstrap.apiServerShutdownDelaySeconds, must cover that check), and a new node is counted in " +
-    "without waiting for InService"
+    "molt cannot ask the load balancer in front of the vSphere nodes (it is outside molt; molt:apiEndpoint mode " +
+    "vip puts the endpoint in molt's hands): a retiring node's API server stops before that load balancer's " +
+    "health check notices (its shutdown delay, molt:bootstrap.apiServerShutdownDelaySeconds, must cover that " +
+    "check), and a new node is counted in without the load balancer calling it healthy"
   );
 }
 
@@ -74,6 +117,7 @@ export const openEdges: EdgeFactory = async (o) => {
   const nodes = new SshNodeAccess(o.config.sshAccess);
   // A surge's new node is connected while its `up` finishes (edges/nodes.ts warm).
   const onNodeList = (s: Parameters<SshNodeAccess["warm"]>[0]) => nodes.warm(s);
-  const lb = loadBalancerEdgeFor(o.config);
+  // The run's environment over the process's, as the engine sees it (AWS credentials among it).
+  const lb = loadBalancerEdgeFor(o.config, { ...process.env, ...o.env });
   return { stack: await EngineStack.open({ ...o, onNodeList }), nodes, ...(lb ? { lb } : {}) };
 };

@@ -18,7 +18,10 @@ export interface ElbApi {
   registerTargets(targetGroupArn: string, instanceIds: string[]): Promise<void>;
   /** deregistration_delay.timeout_seconds and the health check (DescribeTargetGroups, ...Attributes). */
   targetGroupTiming(targetGroupArn: string): Promise<LbTiming>;
-  /** DescribeInstanceHealth; an instance the ELB does not hold is left out (AWS answers InvalidInstance). */
+  /**
+   * DescribeInstanceHealth; an instance the ELB never held is left out (AWS answers InvalidInstance),
+   * one it no longer holds is OutOfService "Instance is not currently registered with the LoadBalancer."
+   */
   describeInstanceHealth(
     elbName: string,
     instanceIds: string[],
@@ -59,13 +62,15 @@ export function targetGroupState(t: { state: string; reason?: string; descriptio
 /**
  * A classic ELB's instance state in molt's words: InService while connection draining runs is
  * draining (AWS says so in the description); OutOfService while the registration is still in
- * progress is initial; an instance it does not hold is unused.
+ * progress is initial; an instance it does not hold is unused (one it held once is still
+ * described: "not currently registered", whatever its state).
  */
 export function classicState(
   t: { state: string; reasonCode?: string; description?: string } | undefined,
 ): TargetObservation {
   if (!t) return { state: "unused", detail: "not registered" };
   const detail = t.description || undefined;
+  if (/not currently registered/i.test(t.description ?? "")) return { state: "unused", ...(detail ? { detail } : {}) };
   const draining = /deregistration currently in progress/i.test(t.description ?? "");
   const registering = /registration is still in progress/i.test(t.description ?? "");
   const state =

@@ -188,6 +188,31 @@ describe("retirement behind a cloud's API load balancer (deregister-target)", ()
     assert.deepEqual(classicState(undefined), { state: "unused", detail: "not registered" });
   });
 
+  it("a classic ELB's deregistered instance is unused: AWS answers OutOfService, not registered", () => {
+    // DescribeInstanceHealth names an instance that was registered and is no more (the end of a
+    // deregistration, connection draining over) OutOfService with this description; the SDK's own
+    // InstanceDeregistered waiter waits for exactly that.
+    assert.deepEqual(
+      classicState({
+        state: "OutOfService",
+        reasonCode: "ELB",
+        description: "Instance is not currently registered with the LoadBalancer.",
+      }),
+      { state: "unused", detail: "Instance is not currently registered with the LoadBalancer." },
+    );
+    assert.equal(
+      (
+        classicState({
+          state: "Unknown",
+          description: "Instance is not currently registered with the LoadBalancer.",
+        }) as {
+          state: string;
+        }
+      ).state,
+      "unused",
+    );
+  });
+
   it("a node without an instance id is unobserved, never deregistered blind", async () => {
     const elb = fakeElb({ drainReads: 1 });
     const lb = new AwsApiTargets({ targetGroupArn: ARN }, elb.api);

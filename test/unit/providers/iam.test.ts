@@ -1,6 +1,7 @@
 // The IAM policies in docs/iam/ grant what molt's AWS code uses: every AWS SDK class or
-// invoke the provider code names, and every EC2 command the orchestrator sends, maps to the
-// actions it needs, and the policy file grants each. A new AWS resource in the code fails here
+// invoke the provider code names, and every EC2 and Elastic Load Balancing command the
+// orchestrator sends (orchestrator/edges/aws-*.ts), maps to the actions it needs, and the
+// policy file grants each. A new AWS resource in the code fails here
 // until the table and the policy say what it needs.
 import * as assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
@@ -106,6 +107,18 @@ const NEEDS: Record<string, string[]> = {
   // The orchestrator's own EC2 calls (orchestrator/edges/aws-inventory.ts).
   DescribeInstancesCommand: ["ec2:DescribeInstances"],
   TerminateInstancesCommand: ["ec2:TerminateInstances"],
+  // Retirement behind the API load balancer (orchestrator/edges/aws-elb.ts): ELBv2 ...
+  DescribeTargetHealthCommand: ["elasticloadbalancing:DescribeTargetHealth"],
+  DeregisterTargetsCommand: ["elasticloadbalancing:DeregisterTargets"],
+  RegisterTargetsCommand: ["elasticloadbalancing:RegisterTargets"],
+  DescribeTargetGroupsCommand: ["elasticloadbalancing:DescribeTargetGroups"],
+  DescribeTargetGroupAttributesCommand: ["elasticloadbalancing:DescribeTargetGroupAttributes"],
+  // ... and the classic ELB API.
+  DescribeInstanceHealthCommand: ["elasticloadbalancing:DescribeInstanceHealth"],
+  DeregisterInstancesFromLoadBalancerCommand: ["elasticloadbalancing:DeregisterInstancesFromLoadBalancer"],
+  RegisterInstancesWithLoadBalancerCommand: ["elasticloadbalancing:RegisterInstancesWithLoadBalancer"],
+  DescribeLoadBalancersCommand: ["elasticloadbalancing:DescribeLoadBalancers"],
+  DescribeLoadBalancerAttributesCommand: ["elasticloadbalancing:DescribeLoadBalancerAttributes"],
 };
 
 /** The files of the reference network (docs/iam/aws-network.json); everything else is molt's (aws-molt.json). */
@@ -133,11 +146,15 @@ function granted(policyFile: string): (action: string) => boolean {
 
 describe("IAM policies in docs/iam/ cover what molt's AWS code calls", () => {
   const awsDir = join(root, "infra", "providers", "aws");
+  const edgesDir = join(root, "orchestrator", "edges");
   const files = [
     ...readdirSync(awsDir)
       .filter((f) => f.endsWith(".ts"))
       .map((f) => ({ file: join(awsDir, f), network: NETWORK_FILES.has(f) })),
-    { file: join(root, "orchestrator", "edges", "aws-inventory.ts"), network: false },
+    // molt's own AWS calls: every AWS edge of the orchestrator.
+    ...readdirSync(edgesDir)
+      .filter((f) => /^aws-.*\.ts$/.test(f))
+      .map((f) => ({ file: join(edgesDir, f), network: false })),
   ];
 
   it("every SDK class, invoke and EC2 command in the code is in the table", () => {
@@ -148,6 +165,23 @@ describe("IAM policies in docs/iam/ cover what molt's AWS code calls", () => {
     );
     assert.deepEqual(unknown, [], "add what each needs to NEEDS and to the policy in docs/iam/");
     assert.ok(sdkUses(join(awsDir, "node.ts")).includes("ec2.Instance"), "the scan finds the node's instance");
+  });
+
+  it("the scan finds every Elastic Load Balancing call of retirement (orchestrator/edges/aws-elb.ts)", () => {
+    const scanned = files.find((f) => f.file.endsWith("aws-elb.ts"));
+    assert.ok(scanned, "orchestrator/edges/aws-elb.ts is scanned");
+    assert.deepEqual(sdkUses(scanned.file).sort(), [
+      "DeregisterInstancesFromLoadBalancerCommand",
+      "DeregisterTargetsCommand",
+      "DescribeInstanceHealthCommand",
+      "DescribeLoadBalancerAttributesCommand",
+      "DescribeLoadBalancersCommand",
+      "DescribeTargetGroupAttributesCommand",
+      "DescribeTargetGroupsCommand",
+      "DescribeTargetHealthCommand",
+      "RegisterInstancesWithLoadBalancerCommand",
+      "RegisterTargetsCommand",
+    ]);
   });
 
   for (const [policy, network] of [
