@@ -41,13 +41,17 @@ export function machineDir(i: Pick<LabMachineInputs, "labRoot" | "lab" | "name">
   return join(labDir(i), "machines", i.name);
 }
 
+const ROOT_HOME = "root";
+
 /** Directories a machine owns, bind-mounted over the same paths inside it. */
 export const MACHINE_PATHS = [
   "etc/kubernetes",
   "var/lib/etcd",
   "var/lib/kubelet",
   "etc/ssh",
-  "root/.ssh",
+  // root's home, like a fresh VM's: the host's (its .bashrc, tool caches, a lock a killed
+  // `pyenv rehash` left) never runs in a machine's SSH sessions. Mounted last (initScript).
+  ROOT_HOME,
   "var/log/molt",
   // keepalived's configuration (VIP mode): each machine's own, like /etc/keepalived on a VM.
   "etc/keepalived",
@@ -111,8 +115,11 @@ function sshdConfig(address: string): string {
   ].join("\n");
 }
 
-function initScript(i: LabMachineInputs, dir: string, imageDir: string, address: string): string {
-  const binds = MACHINE_PATHS.map((p) => `mkdir -p '/${p}' && mount --bind '${dir}/root/${p}' '/${p}'`).join("\n");
+export function initScript(i: LabMachineInputs, dir: string, imageDir: string, address: string): string {
+  const bind = (p: string) => `mkdir -p '/${p}' && mount --bind '${dir}/root/${p}' '/${p}'`;
+  const binds = MACHINE_PATHS.filter((p) => p !== ROOT_HOME)
+    .map(bind)
+    .join("\n");
   return `#!/bin/sh
 # The "boot" of lab machine ${i.name}: runs in its own network, mount and UTS namespaces.
 set -eu
@@ -121,6 +128,8 @@ ${binds}
 mount --bind '${imageDir}/bin' /usr/local/bin
 mount -o remount,bind,ro /usr/local/bin
 mount --bind '${imageDir}/etc/os-release' /etc/os-release
+# After the binds above: a lab root under the host's /root stays reachable for them.
+${bind(ROOT_HOME)}
 # Fresh /tmp and /run last: a lab root under /tmp (MOLT_LAB_ROOT) stays reachable for the binds.
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tmpfs -o mode=755 tmpfs /run
@@ -202,7 +211,8 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
 
   const address = allocateAddress(i);
   for (const p of MACHINE_PATHS) mkdirSync(join(dir, "root", p), { recursive: true });
-  chmodSync(join(dir, "root", "root/.ssh"), 0o700);
+  mkdirSync(join(dir, "root/root/.ssh"), { recursive: true, mode: 0o700 });
+  chmodSync(join(dir, "root/root"), 0o700);
   writeFileSync(join(dir, "root/etc/ssh/ssh_host_ed25519_key"), i.hostPrivateKey.trimEnd() + "\n", { mode: 0o600 });
   writeFileSync(join(dir, "root/etc/ssh/ssh_host_ed25519_key.pub"), i.hostPublicKey.trim() + "\n");
   writeFileSync(join(dir, "root/etc/ssh/sshd_config"), sshdConfig(address));

@@ -127,6 +127,25 @@ describe("rollout on the lab (e2e)", function () {
     assert.equal(s.result, "succeeded");
     figures.createWallMs = s.wallMs;
     await assertConverged("lab-v1");
+    // A machine's root home is its own, as on a fresh VM: an SSH session of molt's runs none
+    // of the host's dotfiles (a host .bashrc that waited 60 s on a stale pyenv lock made
+    // every remote step of a run a minute long).
+    const st = await stored();
+    for (const node of st.endpoints) {
+      const ssh = await SshSession.connect({
+        host: node.sshHost,
+        port: node.sshPort,
+        user: st.sshUser,
+        privateKey: st.sshPrivateKey!,
+        hostKey: node.hostPublicKey,
+      });
+      try {
+        const home = await ssh.run("ls -A /root", "list root's home");
+        assert.deepEqual(home.split(/\s+/).filter(Boolean), [".ssh"], `${node.name}: /root holds ${home.trim()}`);
+      } finally {
+        ssh.close();
+      }
+    }
   });
 
   it("rolls 3 nodes from lab-v1 to lab-v2 add-first, losing no acknowledged write", async () => {
