@@ -4,6 +4,7 @@ import type { Operation } from "../model";
 import { failNewNode, isJoining } from "./new-node";
 import { canSafelyRemoveMember, isUnreachable, leaderApplied, statusError, statusOf } from "./rules";
 import type { Scope } from "./scope";
+import { targetRemoval } from "./removal";
 import { KEEPALIVED_CONF_PATH } from "../keepalived-conf";
 
 /** Declared dead by the operator: only ever an unhealthy member (a healthy one is replaced add-first). */
@@ -90,6 +91,9 @@ export function memberlessNode(c: Scope): Operation | undefined {
   // A machine molt owns is destroyed without a reset, answering or not (the dead-node path
   // is the only path): it serves nothing any more, and its Node goes after the machine.
   const dead = isUnreachable(c.s, memberless.name);
+  // Out of the load balancer first, where its removal or failed join left it registered.
+  const leave = targetRemoval(c.s, memberless.name, `${memberless.name} has no etcd member and is to be destroyed`);
+  if (leave) return leave;
   return {
     kind: "prune",
     node: memberless.name,
@@ -160,6 +164,8 @@ export function unhealthyVoters(c: Scope): Operation | undefined {
             `restore quorum first (etcd disaster recovery from a snapshot)`,
         };
       }
+      const leave = targetRemoval(s, node.name, `${node.name} was declared dead (--replace-dead)`);
+      if (leave) return leave;
       return {
         kind: "remove-member",
         node: node.name,
