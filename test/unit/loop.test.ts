@@ -23,6 +23,7 @@ import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/r
 import { inspect } from "../../orchestrator/inspect";
 import { FAKE_MACHINE_TYPE, fakeEdges, FakeWorld } from "../support/fake-edges";
 import type { MachineInventory } from "../../orchestrator/core/edges";
+import { terminateEach } from "../../orchestrator/core/leaks";
 import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lease/bucket";
 import { pollUntil } from "../../lib/poll";
 import { humanRenderer } from "../../orchestrator/cli/render";
@@ -384,6 +385,41 @@ describe("the rollout loop (fake edges)", function () {
         events.some(
           (e) => e.type === "warning" && /did not converge, so no leaked machine was terminated/.test(e.message),
         ),
+      );
+    });
+
+    it("one of three that cannot be terminated: the report names which were terminated and which not", async () => {
+      stack("lab-v1");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const c = cloud(w);
+      const inventory: MachineInventory = {
+        ...c.inventory,
+        list: async () => [
+          ...(await c.inventory.list()),
+          ...(c.terminated.includes("i-leak2")
+            ? []
+            : [{ id: "i-leak2", node: "lab-cp-7", address: "10.0.0.97", state: "running" }]),
+        ],
+        terminate: (ids) =>
+          terminateEach("fake cloud", ids, async (id) => {
+            if (id === "i-leak2") throw new Error("OperationNotPermitted: termination protection\nmore detail");
+            c.terminated.push(id);
+          }),
+      };
+      const { summary, events } = await run(w, { inventory, terminateLeaked: true });
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(c.terminated.sort(), ["i-leak", "i-stray"], "the others were terminated all the same");
+      assert.deepEqual(leaked(events), [
+        ["i-leak:kept", "i-stray:kept", "i-leak2:kept"],
+        ["i-leak:terminated", "i-stray:terminated", "i-leak2:terminate-failed"],
+      ]);
+      const failed = events.flatMap((e) => (e.type === "leaked-machines" ? e.machines : [])).at(-1);
+      assert.match(failed?.reason ?? "", /OperationNotPermitted: termination protection$/);
+      const warning = events.find((e) => e.type === "warning" && /NOT terminated/.test(e.message));
+      assert.ok(warning && warning.type === "warning", "a warning says what was not terminated");
+      assert.match(
+        warning.message,
+        /1 NOT terminated \(i-leak2: OperationNotPermitted.*\); terminated: i-leak, i-stray/,
       );
     });
 
