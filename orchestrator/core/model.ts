@@ -278,6 +278,11 @@ export type Operation =
       deleteNodeVia?: string;
       /** What of the cluster's is removed from the machine after its reset (keys, certificates, host files). */
       wipe: string[];
+      /**
+       * Host files kubeadm-config names outside /etc/kubernetes/: the machine is its owner's, so
+       * they are left on it (they may be the owner's own) and the summary names them.
+       */
+      outside?: string[];
       /** Its SSH did not answer: not reset or wiped; the owner is told. */
       unreachable?: boolean;
       /**

@@ -1261,6 +1261,34 @@ describe("planner (orchestrator/core/plan/)", () => {
       });
     });
 
+    it("of the host files kubeadm-config names, only those under /etc/kubernetes/ are wiped; the rest is named", () => {
+      const s = snapshotOf(world([A(1, { noMember: true }), A(2), A(3), N(4, NEW)], { leader: 3 }));
+      const copy = (path: string) => ({ path, action: "copy" as const, why: "apiServer.extraArgs x" });
+      s.hostFiles = {
+        files: [
+          copy("/etc/kubernetes/encryption-providers"),
+          copy("/var/lib/foo/key.yaml"),
+          copy("/etc/kubernetes/../shadow"),
+          copy("/etc/kubernetes-other/token"),
+          copy("/etc/kubernetes"),
+          copy("/etc/kubernetes/audit/../../passwd"),
+          copy("/etc/kubernetes/./admission"),
+        ],
+        lacking: {},
+      };
+      const op = decide(s, STACK);
+      expectOp(op, "retire-adopted", {
+        wipe: ["/etc/kubernetes/pki", "/etc/kubernetes/encryption-providers", "/etc/kubernetes/admission"],
+        outside: [
+          "/var/lib/foo/key.yaml",
+          "/etc/shadow",
+          "/etc/kubernetes-other/token",
+          "/etc/kubernetes",
+          "/etc/passwd",
+        ],
+      });
+    });
+
     it("with Kubernetes unobserved the host files are not known: the act is told to read them on the node", () => {
       const s = snapshotOf(world([A(1, { noMember: true }), A(2), A(3), N(4, NEW)], { leader: 3 }));
       const etcdOnly = decide(s, STACK);

@@ -6,6 +6,7 @@ import { canSafelyRemoveMember, isUnreachable, leaderApplied, statusError, statu
 import type { Scope } from "./scope";
 import { targetRemoval } from "./removal";
 import { KEEPALIVED_CONF_PATH } from "../keepalived-conf";
+import { adoptedWipe } from "../host-files";
 
 /** Declared dead by the operator: only ever an unhealthy member (a healthy one is replaced add-first). */
 export function replaceDeadGuard(c: Scope): Operation | undefined {
@@ -68,9 +69,12 @@ export function memberlessNode(c: Scope): Operation | undefined {
     // The machine stays: nothing of the cluster's may stay on it (the CA keys, the host files
     // such as KubeOne's encryption key). A dead one cannot be wiped: its owner is told.
     const unreachable = isUnreachable(c.s, memberless.name);
+    // Of the host files kubeadm-config names, only those under /etc/kubernetes/: the machine is
+    // its owner's, and a path elsewhere (or one that climbs out with ..) may be the owner's own.
+    const hostFiles = adoptedWipe((c.s.hostFiles?.files ?? []).filter((f) => f.action === "copy").map((f) => f.path));
     const wipe = [
       "/etc/kubernetes/pki",
-      ...(c.s.hostFiles?.files ?? []).filter((f) => f.action === "copy").map((f) => f.path),
+      ...hostFiles.wipe,
       // Its keepalived (stopped first by retire-adopted) holds the VRRP group's auth_pass.
       ...(memberless.adopted.keepalived ? [KEEPALIVED_CONF_PATH] : []),
     ];
@@ -78,7 +82,8 @@ export function memberlessNode(c: Scope): Operation | undefined {
       kind: "retire-adopted",
       node: memberless.name,
       ...(via && via !== memberless.name ? { deleteNodeVia: via } : {}),
-      wipe,
+      wipe: [...new Set(wipe)],
+      ...(hostFiles.outside.length ? { outside: hostFiles.outside } : {}),
       ...(unreachable ? { unreachable: true } : {}),
       ...(c.s.intent.kubernetesVersion !== undefined && !c.s.kube ? { hostFilesUnknown: true } : {}),
       reason: unreachable
