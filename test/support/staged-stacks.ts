@@ -2,8 +2,7 @@
 // file backend each, for the promotion and staging unit suites: lab images, backends, stack
 // files, MOLT_HOME, and a rollout of either stack. `close()` removes it all and gives
 // MOLT_HOME back.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { FileStore } from "../../orchestrator/backend/file";
@@ -11,6 +10,7 @@ import type { EdgeFactory } from "../../orchestrator/edges/open";
 import type { RolloutEvent } from "../../orchestrator/events";
 import { rollout, type Summary } from "../../orchestrator/rollout";
 import { fakeEdges, type FakeWorld } from "./fake-edges";
+import { fakeProject, tickingClock } from "./fake-project";
 
 export type Stage = "staging" | "prod";
 
@@ -40,19 +40,12 @@ export function stagedStacks(
   images: Record<string, Record<string, unknown>>,
   o: { ticking?: boolean } = {},
 ): StagedStacks {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  for (const [name, fields] of Object.entries(images)) {
-    mkdirSync(join(dir, "lab", "images", name), { recursive: true });
-    writeFileSync(join(dir, "lab", "images", name, "image.json"), JSON.stringify({ name, ...fields }));
-  }
-  const envs = {} as Record<Stage, Record<string, string>>;
-  for (const s of ["staging", "prod"] as const) {
-    mkdirSync(join(dir, `${s}-backend`));
-    envs[s] = { PULUMI_BACKEND_URL: `file://${join(dir, `${s}-backend`)}` };
-  }
-  mkdirSync(join(dir, "stacks"));
-  const saved = process.env.MOLT_HOME;
-  process.env.MOLT_HOME = join(dir, "home");
+  const project = fakeProject(prefix, images, ["staging-backend", "prod-backend"]);
+  const dir = project.dir;
+  const envs: Record<Stage, Record<string, string>> = {
+    staging: project.envs["staging-backend"],
+    prod: project.envs["prod-backend"],
+  };
   const worlds: Record<string, FakeWorld> = {};
   const edges: EdgeFactory = async (e) => fakeEdges(worlds[e.stackName])(e);
   const stackFile = (stack: string) => join(dir, "stacks", `Pulumi.${stack}.yaml`);
@@ -79,23 +72,18 @@ export function stagedStacks(
       ),
     async roll(stack, r = {}) {
       const events: RolloutEvent[] = [];
-      let t = Date.now();
       const summary = await rollout({
         stack,
         workDir: dir,
         env: stack === "prod" ? envs.prod : envs.staging,
         edges,
         pollMs: 1,
-        ...(o.ticking ? { now: () => (t += 1000) } : {}),
+        ...(o.ticking ? { now: tickingClock() } : {}),
         onEvent: (e) => events.push(e),
         ...r,
       });
       return { summary, events };
     },
-    close() {
-      if (saved === undefined) delete process.env.MOLT_HOME;
-      else process.env.MOLT_HOME = saved;
-      rmSync(dir, { recursive: true, force: true });
-    },
+    close: () => project.close(),
   };
 }

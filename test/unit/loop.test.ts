@@ -4,17 +4,7 @@
 import { acquireClusterLock, clusterLockKeys } from "../../orchestrator/lease/cluster";
 import { StateChangedByAnotherRunError } from "../../orchestrator/stack/state-changed";
 import assert from "node:assert/strict";
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  utimesSync,
-  writeFileSync,
-} from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import type { RolloutEvent } from "../../orchestrator/events";
@@ -22,6 +12,7 @@ import { claimLab, labOwner, readLabClaim, releaseLab } from "../../infra/lab/ow
 import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/rollout";
 import { inspect } from "../../orchestrator/inspect";
 import { FAKE_MACHINE_TYPE, fakeEdges, FakeWorld } from "../support/fake-edges";
+import { fakeProject, tickingClock, type FakeProject } from "../support/fake-project";
 import type { MachineInventory } from "../../orchestrator/core/edges";
 import { terminateEach } from "../../orchestrator/core/leaks";
 import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lease/bucket";
@@ -49,26 +40,16 @@ function adoptedCluster(): FakeWorld {
 }
 
 describe("the rollout loop (fake edges)", function () {
+  let project: FakeProject;
   let dir: string;
   let env: Record<string, string>;
-  const saved = process.env.MOLT_HOME;
 
   before(() => {
-    dir = mkdtempSync(join(tmpdir(), "molt-loop-"));
-    for (const image of ["lab-v1", "lab-v2"]) {
-      mkdirSync(join(dir, "lab", "images", image), { recursive: true });
-      writeFileSync(join(dir, "lab", "images", image, "image.json"), JSON.stringify({ name: image }));
-    }
-    mkdirSync(join(dir, "backend"));
-    mkdirSync(join(dir, "stacks"));
-    env = { PULUMI_BACKEND_URL: `file://${join(dir, "backend")}` };
-    process.env.MOLT_HOME = join(dir, "home");
+    project = fakeProject("molt-loop-", { "lab-v1": {}, "lab-v2": {} });
+    ({ dir } = project);
+    env = project.envs.backend;
   });
-  after(() => {
-    if (saved === undefined) delete process.env.MOLT_HOME;
-    else process.env.MOLT_HOME = saved;
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => project.close());
 
   function stack(
     image: string,
@@ -125,10 +106,7 @@ describe("the rollout loop (fake edges)", function () {
       edges: fakeEdges(w),
       pollMs: 1,
       // Deadlines on a clock that runs a second per reading: a 10 s join deadline passes in 10 polls.
-      now: (() => {
-        let t = Date.now();
-        return () => (t += 1000);
-      })(),
+      now: tickingClock(),
       onEvent: (e) => events.push(e),
       ...o,
     });
