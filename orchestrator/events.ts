@@ -72,8 +72,11 @@ export type RolloutEvent =
         address?: string;
         state: string;
         launchedAt?: string;
-        /** terminate: would be (the start's report never terminates); terminated; kept (see reason). */
-        action: "terminate" | "terminated" | "kept";
+        /**
+         * terminate: would be (the start's report never terminates); terminated; kept (see reason);
+         * terminate-failed: --terminate-leaked tried and the cloud refused (reason: its error).
+         */
+        action: "terminate" | "terminated" | "kept" | "terminate-failed";
         reason?: string;
       }[];
     }

@@ -3,7 +3,7 @@
 // members are known and stray members are gone (core/leaks.ts decides).
 import type { MachineInventory, StackEdge } from "./core/edges";
 import { isNodeName } from "./core/plan/rules";
-import { leakedMachines, type LeakVerdict } from "./core/leaks";
+import { leakedMachines, TerminateMachinesError, type LeakVerdict } from "./core/leaks";
 import type { Stop } from "./core/memory";
 import type { World } from "./core/model";
 import type { Member } from "./core/observations";
@@ -56,19 +56,30 @@ export function leakWatch(o: {
     const own = (node: string) => isNodeName(stack.name, node);
     return leakedMachines(listed, held, members, terminate, own, inv.idKey ? (id) => inv.idKey!(id) : undefined);
   };
-  const report = (v: LeakVerdict[], terminated: boolean) =>
+  /** `failed`: the machines --terminate-leaked tried and the cloud refused, with its error. */
+  const report = (v: LeakVerdict[], terminated: boolean, failed = new Map<string, string>()) =>
     o.emit({
       type: "leaked-machines",
       where: inv!.where,
-      machines: v.map((x) => ({
-        id: x.machine.id,
-        ...(x.machine.node ? { node: x.machine.node } : {}),
-        ...(x.machine.address ? { address: x.machine.address } : {}),
-        state: x.machine.state,
-        ...(x.machine.launchedAt ? { launchedAt: x.machine.launchedAt } : {}),
-        action: x.action === "terminate" ? (terminated ? "terminated" : "terminate") : "kept",
-        ...(x.action === "keep" ? { reason: x.reason } : {}),
-      })),
+      machines: v.map((x) => {
+        const refused = x.action === "terminate" ? failed.get(x.machine.id) : undefined;
+        return {
+          id: x.machine.id,
+          ...(x.machine.node ? { node: x.machine.node } : {}),
+          ...(x.machine.address ? { address: x.machine.address } : {}),
+          state: x.machine.state,
+          ...(x.machine.launchedAt ? { launchedAt: x.machine.launchedAt } : {}),
+          action:
+            refused !== undefined
+              ? "terminate-failed"
+              : x.action === "terminate"
+                ? terminated
+                  ? "terminated"
+                  : "terminate"
+                : "kept",
+          ...(x.action === "keep" ? { reason: x.reason } : refused !== undefined ? { reason: refused } : {}),
+        };
+      }),
     });
   const warn = (what: string, e: unknown) =>
     o.emit({
@@ -94,12 +105,19 @@ export function leakWatch(o: {
         });
         return;
       }
+      let v: LeakVerdict[];
       try {
-        const v = await verdicts(world.etcd?.members, true);
-        const ids = v.filter((x) => x.action === "terminate").map((x) => x.machine.id);
-        await inv.terminate(ids);
+        v = await verdicts(world.etcd?.members, true);
+      } catch (e) {
+        warn("listing leaked machines to terminate", e);
+        return;
+      }
+      try {
+        await inv.terminate(v.filter((x) => x.action === "terminate").map((x) => x.machine.id));
         if (v.length) report(v, true);
       } catch (e) {
+        // Some were terminated, some not: the report says which, the warning both lists.
+        if (e instanceof TerminateMachinesError) report(v, true, new Map(e.failed.map((f) => [f.id, f.error])));
         warn("terminating leaked machines", e);
       }
     },

@@ -10,7 +10,7 @@
 import type { Act } from "./context";
 import { STATIC_POD_MANIFESTS, staticPodRefs } from "../../infra/kubeadm/cluster-config";
 import { shellQuote } from "../../infra/remote/ssh";
-import { hostFilesOf, type ClusterConfigRefs } from "../core/host-files";
+import { adoptedWipe, hostFilesOf, type ClusterConfigRefs } from "../core/host-files";
 
 const RESET = [
   // Its member is gone already (removed with quorum checked): kubeadm must not look for it.
@@ -97,9 +97,9 @@ export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
     const read = op.hostFilesUnknown ? await hostFilesFromManifests(op, ctx) : undefined;
     // The machine stays with its owner: of what its manifests name, only paths under
     // /etc/kubernetes/ are removed; a hostPath elsewhere (/usr/local, /opt/...) may be the owner's.
-    const fromManifests = read?.filter((p) => p.startsWith("/etc/kubernetes/"));
-    const outside = (read ?? []).filter((p) => !p.startsWith("/etc/kubernetes/"));
-    const wipe = [...new Set([...op.wipe, ...(fromManifests ?? [])])];
+    const fromManifests = read && adoptedWipe(read);
+    const outside = [...new Set([...(op.outside ?? []), ...(fromManifests?.outside ?? [])])];
+    const wipe = [...new Set([...op.wipe, ...(fromManifests?.wipe ?? [])])];
     // A bounded poll inside the script: the member stops within the settle deadline.
     const script = RESET.replace(/DEADLINE/g, String(ctx.intent.timeouts.settleSeconds)).replace(
       /WIPE/g,
@@ -113,7 +113,7 @@ export const retireAdopted: Act<"retire-adopted"> = async (op, ctx) => {
     // Says what went, and what molt could not know: never "the secrets" when it wiped only some.
     done.push(`removed from the machine: ${wipe.join(", ")}`);
     if (outside.length)
-      done.push(`left on the machine (named by its manifests, outside /etc/kubernetes/): ${outside.join(", ")}`);
+      done.push(`left on the machine (named by the cluster, outside /etc/kubernetes/): ${outside.join(", ")}`);
     if (op.hostFilesUnknown)
       done.push(
         fromManifests

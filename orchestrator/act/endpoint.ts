@@ -62,13 +62,19 @@ export const releaseVip: Act<"release-vip"> = async (op, ctx) => {
  * load balancer reports it drained (unused: its deregistration delay over), within that delay
  * and the settle deadline. Its API server serves throughout; it is stopped only after. If the
  * load balancer does not let it go in time, the node is registered again and the run stops
- * with nothing removed.
+ * with nothing removed. A node removed because it failed or is dead (`drain: false`) is only
+ * deregistered.
  */
 export const deregisterTarget: Act<"deregister-target"> = async (op, ctx) => {
   const lb = ctx.edges.lb;
   const observed = ctx.world.lb;
   const ep = ctx.world.endpoints.find((e) => e.name === op.node);
   if (!lb || !observed || !ep) throw new Error(`deregister-target ${op.node} without an observed API load balancer`);
+  if (op.drain === false) {
+    // A failed or dead node being removed: out of rotation, no drain to wait for (plan/removal.ts).
+    await ctx.timed("endpoint", op.kind, op.node, () => lb.deregister(ep));
+    return { kind: "done" };
+  }
   const seconds = observed.drainSeconds + ctx.intent.timeouts.settleSeconds;
   let last = "";
   const drained = await ctx

@@ -14,6 +14,14 @@ import { renderPromotionEvent } from "./promotion";
 export const ts = () => new Date().toISOString().slice(11, 19);
 
 /** "3h 12m", "45m", "50s": how long until something, for people. */
+/** How a leaked machine's line begins, by what became of it. */
+const LEAK_VERB: Record<Extract<RolloutEvent, { type: "leaked-machines" }>["machines"][number]["action"], string> = {
+  terminate: "found",
+  kept: "found",
+  terminated: "terminated",
+  "terminate-failed": "could NOT terminate",
+};
+
 export function duration(seconds: number): string {
   const s = Math.max(0, Math.round(seconds));
   if (s < 60) return `${s}s`;
@@ -146,7 +154,7 @@ export function humanRenderer(o: {
       case "leaked-machines":
         for (const m of e.machines)
           out(
-            `! ${m.action === "terminated" ? "terminated" : "found"} a machine a killed run left on ${e.where}: ` +
+            `! ${LEAK_VERB[m.action]} a machine a killed run left on ${e.where}: ` +
               `${m.id}${m.node ? ` (node ${m.node})` : ""}${m.address ? ` ${m.address}` : ""} ${m.state}` +
               `${m.reason ? `: ${m.reason}` : ""}`,
           );

@@ -168,6 +168,24 @@ export function hostFilesOf(refs: ClusterConfigRefs): HostFile[] {
     .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
+/** The folder whose cluster files a retired adopted machine is wiped of; anything else may be its owner's. */
+export const CLUSTER_FILES_DIR = "/etc/kubernetes";
+
+/**
+ * What of `paths` (host files the cluster names) is wiped from a retired adopted machine: each
+ * path as it resolves (`..` and `.` folded), only strictly under /etc/kubernetes/; `outside`:
+ * the rest, left to the owner and named in the summary.
+ */
+export function adoptedWipe(paths: readonly string[]): { wipe: string[]; outside: string[] } {
+  const wipe: string[] = [];
+  const outside: string[] = [];
+  for (const p of paths) {
+    const path = normalise(p);
+    (path !== CLUSTER_FILES_DIR && under(path, CLUSTER_FILES_DIR) ? wipe : outside).push(path);
+  }
+  return { wipe, outside };
+}
+
 /** The carried files `present` (paths the node holds) lacks. */
 export function missingHostFiles(files: readonly HostFile[], present: readonly string[]): HostFile[] {
   const have = new Set(present);

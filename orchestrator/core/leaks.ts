@@ -88,3 +88,42 @@ function hostOf(url: string): string {
     return url;
   }
 }
+
+/**
+ * Some of the machines asked for were not terminated: which were (`terminated`), which not and
+ * why (`failed`), so a report can say both. Every machine was tried, whatever the others did.
+ */
+export class TerminateMachinesError extends Error {
+  constructor(
+    where: string,
+    readonly terminated: readonly string[],
+    readonly failed: readonly { id: string; error: string }[],
+  ) {
+    super(
+      `terminating ${terminated.length + failed.length} machine(s) on ${where}: ` +
+        `${failed.length} NOT terminated (${failed.map((f) => `${f.id}: ${f.error}`).join("; ")}); ` +
+        `terminated: ${terminated.length ? terminated.join(", ") : "none"}`,
+    );
+    this.name = "TerminateMachinesError";
+  }
+}
+
+/** `one` for every id, all tried whatever the others did; TerminateMachinesError when any failed. */
+export async function terminateEach(
+  where: string,
+  ids: readonly string[],
+  one: (id: string) => Promise<void>,
+): Promise<void> {
+  const results = await Promise.allSettled(ids.map((id) => one(id)));
+  const failed = results.flatMap((r, i) =>
+    r.status === "rejected"
+      ? [{ id: ids[i], error: (r.reason instanceof Error ? r.reason.message : String(r.reason)).split("\n")[0] }]
+      : [],
+  );
+  if (failed.length)
+    throw new TerminateMachinesError(
+      where,
+      ids.filter((_, i) => results[i].status === "fulfilled"),
+      failed,
+    );
+}

@@ -227,44 +227,20 @@ export function retryKeyOf(op: Operation): WaitKey | undefined {
   }
 }
 
-/** The run's end, when the planner's decision ends it (done, refuse, pause). */
+/** The run's end, when the planner's decision ends it (done, refuse, pause); any other is acted on. */
 export function endOf(m: LoopMemory, op: Operation): Stop | undefined {
-  switch (op.kind) {
-    case "done":
-      if (m.operations === 0) return { result: "noop", reason: `nothing to do: ${op.reason}` };
-      // Why the new node was rolled back, and what the rollback left (plan/decide.ts cleanUpFailedSurge).
-      if (m.rollingBack)
-        return {
-          result: "rolled-back",
-          reason: m.rollingBack.reason ? `${m.rollingBack.reason}; ${op.reason}` : op.reason,
-        };
-      return { result: "succeeded", reason: op.reason };
-    case "refuse":
-      return { result: m.operations === 0 ? "refused" : "failed", reason: `${op.condition}: ${op.reason}` };
-    case "pause":
-      return { result: "paused", reason: op.reason };
-    case "create-first":
-    case "surge":
-    case "promote-learner":
-    case "move-leader":
-    case "remove-member":
-    case "remove-stray-member":
-    case "prune":
-    case "prune-and-surge":
-    case "retire-adopted":
-    case "prune-orphans":
-    case "wait":
-    case "rollback":
-    case "hook":
-    case "claim-ownership":
-    case "update-cluster-config":
-    case "drain":
-    case "stop-apiserver":
-    case "release-vip":
-    case "delete-node":
-    case "update-addons":
-    case "deregister-target":
-    case "register-target":
-      return undefined;
+  if (op.kind === "done") {
+    if (m.operations === 0) return { result: "noop", reason: `nothing to do: ${op.reason}` };
+    // Why the new node was rolled back, and what the rollback left (plan/decide.ts cleanUpFailedSurge).
+    if (m.rollingBack)
+      return {
+        result: "rolled-back",
+        reason: m.rollingBack.reason ? `${m.rollingBack.reason}; ${op.reason}` : op.reason,
+      };
+    return { result: "succeeded", reason: op.reason };
   }
+  if (op.kind === "refuse")
+    return { result: m.operations === 0 ? "refused" : "failed", reason: `${op.condition}: ${op.reason}` };
+  if (op.kind === "pause") return { result: "paused", reason: op.reason };
+  return undefined;
 }

@@ -278,6 +278,11 @@ export type Operation =
       deleteNodeVia?: string;
       /** What of the cluster's is removed from the machine after its reset (keys, certificates, host files). */
       wipe: string[];
+      /**
+       * Host files kubeadm-config names outside /etc/kubernetes/: the machine is its owner's, so
+       * they are left on it (they may be the owner's own) and the summary names them.
+       */
+      outside?: string[];
       /** Its SSH did not answer: not reset or wiped; the owner is told. */
       unreachable?: boolean;
       /**
@@ -306,9 +311,11 @@ export type Operation =
   | { kind: "stop-apiserver"; node: string; reason: string }
   /**
    * The node to retire leaves the API load balancer: deregistered, then molt waits until the
-   * load balancer reports it drained (its API server keeps serving meanwhile).
+   * load balancer reports it drained (its API server keeps serving meanwhile). `drain: false`:
+   * a node removed because it failed (a rollback) or is dead (--replace-dead) is deregistered
+   * without that wait (plan/endpoint.ts targetRemoval).
    */
-  | { kind: "deregister-target"; node: string; reason: string }
+  | { kind: "deregister-target"; node: string; drain?: false; reason: string }
   /** A node that stays was left deregistered (a run stopped mid-retirement): it is registered again. */
   | { kind: "register-target"; node: string; reason: string }
   /** The node to retire holds the API endpoint VIP: its keepalived stops, another node takes the VIP. */

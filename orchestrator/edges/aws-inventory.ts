@@ -3,7 +3,7 @@
 // (infra/providers/cloud-common.ts nodeTags), and their termination.
 import { EC2Client, DescribeInstancesCommand, TerminateInstancesCommand, type Instance } from "@aws-sdk/client-ec2";
 import type { MachineInventory } from "../core/edges";
-import type { CloudMachine } from "../core/leaks";
+import { terminateEach, type CloudMachine } from "../core/leaks";
 import { awsCall, awsClientConfig, CALL_MS, type AwsClientSettings } from "./aws-client";
 
 export type AwsInventorySettings = AwsClientSettings & { clusterName: string };
@@ -38,12 +38,15 @@ export function awsInventory(s: AwsInventorySettings): MachineInventory {
       } while (token);
       return machines;
     },
+    // One call per instance: EC2 refuses a whole call for one bad id (terminating none), and
+    // one protected instance must not keep the others; the error says which were terminated.
     async terminate(ids) {
-      if (ids.length === 0) return;
-      await call("ec2:TerminateInstances", () =>
-        client.send(new TerminateInstancesCommand({ InstanceIds: [...ids] }), {
-          abortSignal: AbortSignal.timeout(CALL_MS),
-        }),
+      await terminateEach(`aws ${s.region}`, ids, (id) =>
+        call("ec2:TerminateInstances", () =>
+          client.send(new TerminateInstancesCommand({ InstanceIds: [id] }), {
+            abortSignal: AbortSignal.timeout(CALL_MS),
+          }),
+        ).then(() => undefined),
       );
     },
   };

@@ -6,7 +6,7 @@
 import type { TokenCredential } from "@azure/identity";
 import { pause } from "../../lib/poll";
 import type { MachineInventory } from "../core/edges";
-import type { CloudMachine } from "../core/leaks";
+import { terminateEach, type CloudMachine } from "../core/leaks";
 import { COMPUTE_API_VERSION, NETWORK_API_VERSION } from "../../infra/providers/azure/pool-membership-impl";
 
 const ARM = "https://management.azure.com";
@@ -108,7 +108,7 @@ export function azureInventory(s: AzureInventorySettings): MachineInventory {
       );
     },
     async terminate(ids) {
-      await Promise.all(ids.map((id) => remove(id)));
+      await terminateEach(`azure ${s.subscription}/${s.resourceGroupName}`, ids, remove);
     },
   };
 

@@ -91,7 +91,7 @@ export interface Run {
    * the lease held, its part in the cluster is taken at once unless `clusterLease` is false.
    */
   open(o?: { change?: ChangeOptions; clusterLease?: boolean }): Promise<Edges>;
-  /** Gives back what was taken, in order; safe to call more than once. */
+  /** Gives back what was taken, in order, every step even when an earlier one fails; safe to call more than once. */
   close(): Promise<void>;
 }
 
@@ -184,14 +184,39 @@ export async function openRun(o: RunOptions): Promise<Run> {
     close: async () => {
       if (closed) return;
       closed = true;
-      // No engine command of this run outlives it (stack/edge.ts reads the state in the background).
-      if (changing) await edges?.stack.quiesce?.();
-      // Before the nodes' sessions close: a lease in the cluster is released through them.
-      await lease?.release();
-      await edges?.nodes.close();
+      await everyStep(`closing the run on stack ${o.stack}`, [
+        // No engine command of this run outlives it (stack/edge.ts reads the state in the background).
+        async () => {
+          if (changing) await edges?.stack.quiesce?.();
+        },
+        // Before the nodes' sessions close: a lease in the cluster is released through them.
+        async () => lease?.release(),
+        async () => edges?.nodes.close(),
+      ]);
     },
   };
   return run;
+}
+
+/**
+ * Runs every step in order whatever the earlier ones did: a failed quiesce must not leave the
+ * lease held nor the nodes' sessions open. One failure is thrown as it is; several as one
+ * error that names them all, the first as its cause.
+ */
+export async function everyStep(what: string, steps: (() => Promise<unknown>)[]): Promise<void> {
+  const errors: unknown[] = [];
+  for (const step of steps)
+    try {
+      await step();
+    } catch (e) {
+      errors.push(e);
+    }
+  if (errors.length === 1) throw errors[0];
+  const firstLine = (e: unknown) => (e instanceof Error ? e.message : String(e)).split("\n")[0];
+  if (errors.length > 1)
+    throw new AggregateError(errors, `${what}: ${errors.length} steps failed: ${errors.map(firstLine).join("; ")}`, {
+      cause: errors[0],
+    });
 }
 
 /**

@@ -8,9 +8,7 @@
 // MOLT_ADOPT_BASTION=1 puts the nodes on an isolated bridge behind a bastion (labs t17/t18);
 // otherwise they sit directly on lab t16's bridge.
 import * as assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { stringify } from "yaml";
 import type { NodeEndpoint } from "../../orchestrator/core/nodes";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import type { StoredState } from "../../orchestrator/core/nodes";
@@ -19,6 +17,12 @@ import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { createForeignCluster, lbServers, type ForeignCluster } from "../support/foreign";
 import { deployWorkload, labKubeConfig, startApiProbe } from "../support/kube-workload";
 import { labLeftovers, testLab } from "../support/lab";
+import {
+  adoptFromTerraform,
+  adoptingStackYaml,
+  useInstallerAgent,
+  writeHostAdminConf,
+} from "../support/foreign-adoption";
 
 const viaBastion = process.env.MOLT_ADOPT_BASTION === "1";
 const publicLab = testLab(17);
@@ -33,34 +37,9 @@ describe(
     let env: Record<string, string>;
     let foreign: ForeignCluster;
     const figures: Record<string, unknown> = {};
-    let savedSock: string | undefined;
+    let restoreAgent: (() => void) | undefined;
 
-    const stackYaml = (image: string) =>
-      stringify({
-        config: {
-          "molt:provider": "lab",
-          "molt:replicas": 3,
-          "molt:image": image,
-          "molt:timeouts": { joinSeconds: 300, settleSeconds: 60, drainSeconds: 120 },
-          "molt:ssh": {
-            agent: true,
-            ...(foreign.bastion
-              ? { bastion: { host: foreign.bastion.address, hostKey: foreign.bastion.hostKey } }
-              : {}),
-          },
-          "molt:lab": {
-            name: lab.lab,
-            bridge: lab.bridge,
-            subnet: lab.subnet,
-            ...(viaBastion ? { isolated: true } : {}),
-            loadBalancer: {
-              lab: foreign.lb!.inputs.lab,
-              address: foreign.lb!.endpoint,
-              ...(foreign.lb!.inputs.netns ? { netns: foreign.lb!.inputs.netns, bind: foreign.lb!.inputs.bind } : {}),
-            },
-          },
-        },
-      });
+    const stackYaml = (image: string) => adoptingStackYaml(foreign, lab, image);
     const cli = (...args: string[]): Promise<CliRun> => runCli(args, env);
 
     async function members(st: StoredState): Promise<string[]> {
@@ -101,15 +80,10 @@ describe(
       });
       figures.foreignCreateMs = Date.now() - t0;
       env = { ...suite.env, SSH_AUTH_SOCK: foreign.agent.socket };
-      savedSock = process.env.SSH_AUTH_SOCK;
-      process.env.SSH_AUTH_SOCK = foreign.agent.socket;
+      restoreAgent = useInstallerAgent(foreign);
       suite.wd.writeStackConfig(STACK, stackYaml("k8s-v1.36.3"));
       // The workload and the API client go through the cluster's load balancer from the host.
-      const admin = (await foreign.ssh(NAMES[0], "cat /etc/kubernetes/admin.conf")).replace(
-        /server: https:\/\/[^\s]+/,
-        `server: https://${foreign.lb!.hostEndpoint}`,
-      );
-      writeFileSync(join(suite.wd.dir, "admin.conf"), admin, { mode: 0o600 });
+      await writeHostAdminConf(foreign, NAMES[0], join(suite.wd.dir, "admin.conf"));
       await deployWorkload(await labKubeConfig(join(suite.wd.dir, "admin.conf")), { replicas: 3, minAvailable: 2 });
     });
 
@@ -118,8 +92,7 @@ describe(
       console.log("    figures:", JSON.stringify(figures));
       await suite?.teardown();
       await foreign?.destroy();
-      if (savedSock === undefined) delete process.env.SSH_AUTH_SOCK;
-      else process.env.SSH_AUTH_SOCK = savedSock;
+      restoreAgent?.();
       for (const l of viaBastion ? [lab, publicLab] : [lab])
         assert.deepEqual(labLeftovers(l), { netns: [], ports: [], machineDirs: [], haproxy: [] });
     });
@@ -127,12 +100,8 @@ describe(
     let adopted = false;
     it("adopts it from KubeOne's terraform output (host keys from known_hosts)", async function () {
       this.timeout(300_000);
-      const tf = join(suite.wd.dir, "tf.json");
-      writeFileSync(tf, foreign.terraformOutput());
-      const kh = join(suite.wd.dir, "known_hosts");
-      writeFileSync(kh, foreign.knownHosts());
       const t = Date.now();
-      const run = await cli("adopt", "--stack", STACK, "--json", "--terraform-output", tf, "--known-hosts", kh);
+      const run = await adoptFromTerraform(foreign, suite.wd.dir, STACK, cli);
       figures.adoptMs = Date.now() - t;
       assert.equal(run.code, 0, run.stdout + run.stderr);
       const st = await suite.stored();

@@ -9,9 +9,8 @@
 // Lab t27 (the bastion on 10.77.127.0/24; the nodes on an isolated bridge). Not in `npm test`:
 // `npx mocha --no-config --timeout 1800000 dist/test/long/kubeone-adopt.test.js` under the lab lock.
 import * as assert from "node:assert/strict";
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { stringify } from "yaml";
 import type { LabSettings } from "../../infra/lab/settings";
 import { SshSession } from "../../infra/remote/ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
@@ -21,6 +20,12 @@ import { cliSuite, type CliSuite } from "../support/cli-suite";
 import { createKubeOneCluster, KUBEONE_AUDIT_LOG, type KubeOneCluster } from "../support/kubeone-foreign";
 import { deployWorkload, labKubeConfig, readSecret, startApiProbe, writeSecret } from "../support/kube-workload";
 import { labLeftovers, testLab } from "../support/lab";
+import {
+  adoptFromTerraform,
+  adoptingStackYaml,
+  useInstallerAgent,
+  writeHostAdminConf,
+} from "../support/foreign-adoption";
 
 const publicLab = testLab(27);
 const lab: LabSettings = { ...publicLab, bridge: "moltbr-t27p", subnet: "10.77.227.0/24", isolated: true };
@@ -33,32 +38,12 @@ describe("adopting and rolling a KubeOne-made control plane with its host files 
   let env: Record<string, string>;
   let c: KubeOneCluster;
   const figures: Record<string, unknown> = {};
-  let savedSock: string | undefined;
+  let restoreAgent: (() => void) | undefined;
   /** A rollout of a stack that adopted nothing would build a cluster of its own beside KubeOne's. */
   let adopted = false;
   const admin = () => join(suite.wd.dir, "admin.conf");
 
-  const stackYaml = (image: string) =>
-    stringify({
-      config: {
-        "molt:provider": "lab",
-        "molt:replicas": 3,
-        "molt:image": image,
-        "molt:timeouts": { joinSeconds: 300, settleSeconds: 60, drainSeconds: 120 },
-        "molt:ssh": { agent: true, bastion: { host: c.bastion!.address, hostKey: c.bastion!.hostKey } },
-        "molt:lab": {
-          name: lab.lab,
-          bridge: lab.bridge,
-          subnet: lab.subnet,
-          isolated: true,
-          loadBalancer: {
-            lab: c.lb!.inputs.lab,
-            address: c.lb!.endpoint,
-            ...(c.lb!.inputs.netns ? { netns: c.lb!.inputs.netns, bind: c.lb!.inputs.bind } : {}),
-          },
-        },
-      },
-    });
+  const stackYaml = (image: string) => adoptingStackYaml(c, lab, image);
   const cli = (...args: string[]): Promise<CliRun> => runCli(args, env);
   const bastion = () => ({
     host: c.bastion!.address,
@@ -101,14 +86,9 @@ describe("adopting and rolling a KubeOne-made control plane with its host files 
     });
     figures.buildMs = Date.now() - t0;
     env = { ...suite.env, SSH_AUTH_SOCK: c.agent.socket };
-    savedSock = process.env.SSH_AUTH_SOCK;
-    process.env.SSH_AUTH_SOCK = c.agent.socket;
+    restoreAgent = useInstallerAgent(c);
     suite.wd.writeStackConfig(STACK, stackYaml("k8s-v1.36.3"));
-    const conf = (await c.ssh(NAMES[0], "cat /etc/kubernetes/admin.conf")).replace(
-      /server: https:\/\/[^\s]+/,
-      `server: https://${c.lb!.hostEndpoint}`,
-    );
-    writeFileSync(admin(), conf, { mode: 0o600 });
+    await writeHostAdminConf(c, NAMES[0], admin());
     const kc = await labKubeConfig(admin());
     await writeSecret(kc, SECRET.name, SECRET.value);
     await deployWorkload(kc, { replicas: 3, minAvailable: 2 });
@@ -119,19 +99,14 @@ describe("adopting and rolling a KubeOne-made control plane with its host files 
     console.log("    figures:", JSON.stringify(figures));
     await suite?.teardown();
     await c?.destroy();
-    if (savedSock === undefined) delete process.env.SSH_AUTH_SOCK;
-    else process.env.SSH_AUTH_SOCK = savedSock;
+    restoreAgent?.();
     for (const l of [lab, publicLab])
       assert.deepEqual(labLeftovers(l), { netns: [], ports: [], machineDirs: [], haproxy: [] });
   });
 
   it("adopts it from KubeOne's terraform output", async function () {
     this.timeout(300_000);
-    const tf = join(suite.wd.dir, "tf.json");
-    writeFileSync(tf, c.terraformOutput());
-    const kh = join(suite.wd.dir, "known_hosts");
-    writeFileSync(kh, c.knownHosts());
-    const run = await cli("adopt", "--stack", STACK, "--json", "--terraform-output", tf, "--known-hosts", kh);
+    const run = await adoptFromTerraform(c, suite.wd.dir, STACK, cli);
     assert.equal(run.code, 0, run.stdout + run.stderr);
     assert.deepEqual((await suite.stored()).nodes.map((n) => n.name).sort(), NAMES);
     adopted = true;

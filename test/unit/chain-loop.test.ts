@@ -3,14 +3,14 @@
 // gate of the 1.36 step holding before 1.37's first change, and a run killed after any of
 // its changes resumes at the step the world is in.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { rollout, type Summary } from "../../orchestrator/rollout";
 import { inspect } from "../../orchestrator/inspect";
 import { InvalidConfigError } from "../../orchestrator/config";
 import { fakeEdges, FakeWorld, withFakeKube } from "../support/fake-edges";
+import { fakeProject, tickingClock, type FakeProject } from "../support/fake-project";
 import { printInspection } from "../../orchestrator/cli/render";
 
 /** What `f` writes to stdout. */
@@ -34,29 +34,20 @@ const IMAGES: Record<string, { k8s: string; etcd: string }> = {
 };
 
 describe("chained upgrades through the loop (fake edges)", function () {
+  let project: FakeProject;
   let dir: string;
   let env: Record<string, string>;
-  const saved = process.env.MOLT_HOME;
 
   before(() => {
-    dir = mkdtempSync(join(tmpdir(), "molt-chain-"));
-    for (const [name, v] of Object.entries(IMAGES)) {
-      mkdirSync(join(dir, "lab", "images", name), { recursive: true });
-      writeFileSync(
-        join(dir, "lab", "images", name, "image.json"),
-        JSON.stringify({ name, ...(v.k8s ? { kubernetesVersion: v.k8s } : {}), etcdVersion: v.etcd }),
-      );
-    }
-    mkdirSync(join(dir, "backend"));
-    mkdirSync(join(dir, "stacks"));
-    env = { PULUMI_BACKEND_URL: `file://${join(dir, "backend")}` };
-    process.env.MOLT_HOME = join(dir, "home");
+    const images = Object.entries(IMAGES).map(([name, v]) => [
+      name,
+      { ...(v.k8s ? { kubernetesVersion: v.k8s } : {}), etcdVersion: v.etcd },
+    ]);
+    project = fakeProject("molt-chain-", Object.fromEntries(images));
+    ({ dir } = project);
+    env = project.envs.backend;
   });
-  after(() => {
-    if (saved === undefined) delete process.env.MOLT_HOME;
-    else process.env.MOLT_HOME = saved;
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => project.close());
 
   function stack(images: Record<string, unknown> | undefined, more: Record<string, unknown> = {}): void {
     writeFileSync(
@@ -83,10 +74,7 @@ describe("chained upgrades through the loop (fake edges)", function () {
       env,
       edges: fakeEdges(w),
       pollMs: 1,
-      now: (() => {
-        let t = Date.now();
-        return () => (t += 1000);
-      })(),
+      now: tickingClock(),
     });
   }
 

@@ -3,20 +3,18 @@
 // converged, promote writes the chain into prod's molt:images, and prod's requireVerifiedOn
 // holds for the chain's target.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { parse, stringify } from "yaml";
+import { parse } from "yaml";
 import { FileStore } from "../../orchestrator/backend/file";
 import type { EdgeFactory } from "../../orchestrator/edges/open";
-import type { RolloutEvent } from "../../orchestrator/events";
 import { InvalidConfigError } from "../../orchestrator/config";
 import { promote } from "../../orchestrator/promotion/promote";
 import { readRecord } from "../../orchestrator/promotion/record";
 import type { Release } from "../../orchestrator/promotion/release";
-import { rollout } from "../../orchestrator/rollout";
 import { inspect } from "../../orchestrator/inspect";
-import { fakeEdges, FakeWorld, withFakeKube } from "../support/fake-edges";
+import { FakeWorld, withFakeKube } from "../support/fake-edges";
+import { stagedStacks, type StagedStacks } from "../support/staged-stacks";
 
 const IMAGES: Record<string, { k8s: string; etcd: string }> = {
   "k8s-v1.35.4": { k8s: "v1.35.4", etcd: "3.6.16" },
@@ -35,29 +33,16 @@ const RELEASE: Release = {
 const CHAIN = { "1.35": "k8s-v1.35.4", "1.36": "k8s-v1.36.3" };
 
 describe("staging a chained upgrade (fake edges, file backends)", function () {
+  let t: StagedStacks;
   let dir: string;
-  const envs: Record<string, Record<string, string>> = {};
-  const worlds: Record<string, FakeWorld> = {};
-  const edges: EdgeFactory = async (o) => fakeEdges(worlds[o.stackName])(o);
-  const saved = process.env.MOLT_HOME;
-  const stackFile = (stack: string) => join(dir, "stacks", `Pulumi.${stack}.yaml`);
+  let envs: StagedStacks["envs"];
+  let worlds: StagedStacks["worlds"];
+  const edges: EdgeFactory = (o) => t.edges(o);
+  const stackFile = (stack: string) => t.stackFile(stack);
   const at135 = (stack: string) => withFakeKube(FakeWorld.cluster(3, "k8s-v1.35.4", stack), "1.35.4");
 
-  function writeStack(stack: string, image: string, extra: Record<string, unknown> = {}): void {
-    writeFileSync(
-      stackFile(stack),
-      stringify({
-        config: {
-          "molt:provider": "lab",
-          "molt:replicas": 3,
-          "molt:image": image,
-          "molt:timeouts": { settleSeconds: 1 },
-          "molt:lab": { name: stack, root: join(dir, "lab") },
-          ...extra,
-        },
-      }),
-    );
-  }
+  const writeStack = (stack: string, image: string, extra: Record<string, unknown> = {}) =>
+    t.writeStack(stack, image, extra);
   const stagingConfig = () =>
     writeStack("staging", "k8s-v1.37.2", {
       "molt:images": CHAIN,
@@ -65,47 +50,16 @@ describe("staging a chained upgrade (fake edges, file backends)", function () {
       "molt:promotion": { soakMinutes: 0 },
     });
 
-  async function roll(stack: string, o: { verify?: boolean } = {}) {
-    const events: RolloutEvent[] = [];
-    const summary = await rollout({
-      stack,
-      workDir: dir,
-      env: envs[stack],
-      edges,
-      pollMs: 1,
-      now: (() => {
-        let t = Date.now();
-        return () => (t += 1000);
-      })(),
-      onEvent: (e) => events.push(e),
-      ...o,
-    });
-    return { summary, events };
-  }
+  const roll = (stack: string, o: { verify?: boolean } = {}) => t.roll(stack, o);
   const record = async () =>
     (await readRecord(new FileStore(join(dir, "staging-backend")), "staging", RELEASE.name))?.record;
 
   before(() => {
-    dir = mkdtempSync(join(tmpdir(), "molt-chain-staging-"));
-    for (const [name, v] of Object.entries(IMAGES)) {
-      mkdirSync(join(dir, "lab", "images", name), { recursive: true });
-      writeFileSync(
-        join(dir, "lab", "images", name, "image.json"),
-        JSON.stringify({ name, kubernetesVersion: v.k8s, etcdVersion: v.etcd }),
-      );
-    }
-    for (const s of ["staging", "prod"]) {
-      mkdirSync(join(dir, `${s}-backend`));
-      envs[s] = { PULUMI_BACKEND_URL: `file://${join(dir, `${s}-backend`)}` };
-    }
-    mkdirSync(join(dir, "stacks"));
-    process.env.MOLT_HOME = join(dir, "home");
+    const images = Object.entries(IMAGES).map(([name, v]) => [name, { kubernetesVersion: v.k8s, etcdVersion: v.etcd }]);
+    t = stagedStacks("molt-chain-staging-", Object.fromEntries(images), { ticking: true });
+    ({ dir, envs, worlds } = t);
   });
-  after(() => {
-    if (saved === undefined) delete process.env.MOLT_HOME;
-    else process.env.MOLT_HOME = saved;
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => t.close());
 
   it("a run killed inside the 1.36 step: the record does not vouch for the 1.35 step it did not see", async () => {
     stagingConfig();

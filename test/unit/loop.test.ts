@@ -4,17 +4,7 @@
 import { acquireClusterLock, clusterLockKeys } from "../../orchestrator/lease/cluster";
 import { StateChangedByAnotherRunError } from "../../orchestrator/stack/state-changed";
 import assert from "node:assert/strict";
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  utimesSync,
-  writeFileSync,
-} from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import type { RolloutEvent } from "../../orchestrator/events";
@@ -22,7 +12,9 @@ import { claimLab, labOwner, readLabClaim, releaseLab } from "../../infra/lab/ow
 import { rollout, type RolloutOptions, type Summary } from "../../orchestrator/rollout";
 import { inspect } from "../../orchestrator/inspect";
 import { FAKE_MACHINE_TYPE, fakeEdges, FakeWorld } from "../support/fake-edges";
+import { fakeProject, tickingClock, type FakeProject } from "../support/fake-project";
 import type { MachineInventory } from "../../orchestrator/core/edges";
+import { terminateEach } from "../../orchestrator/core/leaks";
 import { acquireLock, ConcurrentRolloutError } from "../../orchestrator/lease/bucket";
 import { pollUntil } from "../../lib/poll";
 import { humanRenderer } from "../../orchestrator/cli/render";
@@ -48,26 +40,16 @@ function adoptedCluster(): FakeWorld {
 }
 
 describe("the rollout loop (fake edges)", function () {
+  let project: FakeProject;
   let dir: string;
   let env: Record<string, string>;
-  const saved = process.env.MOLT_HOME;
 
   before(() => {
-    dir = mkdtempSync(join(tmpdir(), "molt-loop-"));
-    for (const image of ["lab-v1", "lab-v2"]) {
-      mkdirSync(join(dir, "lab", "images", image), { recursive: true });
-      writeFileSync(join(dir, "lab", "images", image, "image.json"), JSON.stringify({ name: image }));
-    }
-    mkdirSync(join(dir, "backend"));
-    mkdirSync(join(dir, "stacks"));
-    env = { PULUMI_BACKEND_URL: `file://${join(dir, "backend")}` };
-    process.env.MOLT_HOME = join(dir, "home");
+    project = fakeProject("molt-loop-", { "lab-v1": {}, "lab-v2": {} });
+    ({ dir } = project);
+    env = project.envs.backend;
   });
-  after(() => {
-    if (saved === undefined) delete process.env.MOLT_HOME;
-    else process.env.MOLT_HOME = saved;
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => project.close());
 
   function stack(
     image: string,
@@ -124,10 +106,7 @@ describe("the rollout loop (fake edges)", function () {
       edges: fakeEdges(w),
       pollMs: 1,
       // Deadlines on a clock that runs a second per reading: a 10 s join deadline passes in 10 polls.
-      now: (() => {
-        let t = Date.now();
-        return () => (t += 1000);
-      })(),
+      now: tickingClock(),
       onEvent: (e) => events.push(e),
       ...o,
     });
@@ -384,6 +363,41 @@ describe("the rollout loop (fake edges)", function () {
         events.some(
           (e) => e.type === "warning" && /did not converge, so no leaked machine was terminated/.test(e.message),
         ),
+      );
+    });
+
+    it("one of three that cannot be terminated: the report names which were terminated and which not", async () => {
+      stack("lab-v1");
+      const w = FakeWorld.cluster(3, "lab-v1");
+      const c = cloud(w);
+      const inventory: MachineInventory = {
+        ...c.inventory,
+        list: async () => [
+          ...(await c.inventory.list()),
+          ...(c.terminated.includes("i-leak2")
+            ? []
+            : [{ id: "i-leak2", node: "lab-cp-7", address: "10.0.0.97", state: "running" }]),
+        ],
+        terminate: (ids) =>
+          terminateEach("fake cloud", ids, async (id) => {
+            if (id === "i-leak2") throw new Error("OperationNotPermitted: termination protection\nmore detail");
+            c.terminated.push(id);
+          }),
+      };
+      const { summary, events } = await run(w, { inventory, terminateLeaked: true });
+      assert.equal(summary.result, "succeeded", summary.reason);
+      assert.deepEqual(c.terminated.sort(), ["i-leak", "i-stray"], "the others were terminated all the same");
+      assert.deepEqual(leaked(events), [
+        ["i-leak:kept", "i-stray:kept", "i-leak2:kept"],
+        ["i-leak:terminated", "i-stray:terminated", "i-leak2:terminate-failed"],
+      ]);
+      const failed = events.flatMap((e) => (e.type === "leaked-machines" ? e.machines : [])).at(-1);
+      assert.match(failed?.reason ?? "", /OperationNotPermitted: termination protection$/);
+      const warning = events.find((e) => e.type === "warning" && /NOT terminated/.test(e.message));
+      assert.ok(warning && warning.type === "warning", "a warning says what was not terminated");
+      assert.match(
+        warning.message,
+        /1 NOT terminated \(i-leak2: OperationNotPermitted.*\); terminated: i-leak, i-stray/,
       );
     });
 

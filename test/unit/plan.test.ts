@@ -1261,6 +1261,34 @@ describe("planner (orchestrator/core/plan/)", () => {
       });
     });
 
+    it("of the host files kubeadm-config names, only those under /etc/kubernetes/ are wiped; the rest is named", () => {
+      const s = snapshotOf(world([A(1, { noMember: true }), A(2), A(3), N(4, NEW)], { leader: 3 }));
+      const copy = (path: string) => ({ path, action: "copy" as const, why: "apiServer.extraArgs x" });
+      s.hostFiles = {
+        files: [
+          copy("/etc/kubernetes/encryption-providers"),
+          copy("/var/lib/foo/key.yaml"),
+          copy("/etc/kubernetes/../shadow"),
+          copy("/etc/kubernetes-other/token"),
+          copy("/etc/kubernetes"),
+          copy("/etc/kubernetes/audit/../../passwd"),
+          copy("/etc/kubernetes/./admission"),
+        ],
+        lacking: {},
+      };
+      const op = decide(s, STACK);
+      expectOp(op, "retire-adopted", {
+        wipe: ["/etc/kubernetes/pki", "/etc/kubernetes/encryption-providers", "/etc/kubernetes/admission"],
+        outside: [
+          "/var/lib/foo/key.yaml",
+          "/etc/shadow",
+          "/etc/kubernetes-other/token",
+          "/etc/kubernetes",
+          "/etc/passwd",
+        ],
+      });
+    });
+
     it("with Kubernetes unobserved the host files are not known: the act is told to read them on the node", () => {
       const s = snapshotOf(world([A(1, { noMember: true }), A(2), A(3), N(4, NEW)], { leader: 3 }));
       const etcdOnly = decide(s, STACK);
@@ -2610,10 +2638,85 @@ describe("planner: the API load balancer (plan/endpoint.ts)", () => {
     }
     // Not even the retirement's first step comes before it.
     expectOp(planLb(nodes(), {}, { "lab-cp-4": "initial" }), "wait", { key: "lb:lab-cp-4" });
-    // Its deadline passed: rolled back like a failed join, the old nodes untouched.
-    const op = planLb(nodes(), { joining: "lab-cp-4", expired: ["lb:lab-cp-4"] }, { "lab-cp-4": "unhealthy" });
+    // Its deadline passed: rolled back like a failed join (out of the load balancer first), the old nodes untouched.
+    const expired = { joining: "lab-cp-4", expired: ["lb:lab-cp-4" as const] };
+    const leave = planLb(nodes(), expired, { "lab-cp-4": "unhealthy" });
+    expectOp(leave, "deregister-target", { node: "lab-cp-4", drain: false });
+    assert.match(leave.reason, /did not become healthy in target group api/);
+    const op = planLb(nodes(), expired, { "lab-cp-4": "unused" });
     expectOp(op, "rollback", { node: "lab-cp-4" });
     assert.match(op.reason, /did not become healthy in target group api/);
+  });
+
+  describe("a node removed because it failed or is dead leaves the load balancer first", () => {
+    const nodes = () => [N(1), N(2), N(3), N(4, NEW, { learner: true, unstarted: true })];
+    const failedJoin = { joining: "lab-cp-4", expired: ["join:lab-cp-4" as const] };
+    const table: [string, TargetState | { error: string }, string][] = [
+      ["initial", "initial", "deregister-target"],
+      ["healthy", "healthy", "deregister-target"],
+      ["unhealthy", "unhealthy", "deregister-target"],
+      // Deregistered already: the load balancer sends it nothing new, the rollback goes on.
+      ["draining", "draining", "rollback"],
+      ["unused", "unused", "rollback"],
+      // The load balancer cannot be asked: a failed node is not kept for it (its `up` takes the attachment).
+      ["not observed", { error: "AccessDenied" }, "rollback"],
+    ];
+    for (const [name, target, kind] of table)
+      it(`rollback of a new node whose target is ${name}: ${kind}`, () => {
+        const op = planLb(nodes(), failedJoin, { "lab-cp-4": target });
+        expectOp(op, kind as Operation["kind"], { node: "lab-cp-4" });
+        if (op.kind === "deregister-target") {
+          assert.equal(op.drain, false);
+          assert.match(op.reason, /did not start or catch up.*target group api/);
+        }
+      });
+
+    it("a new voter unhealthy in etcd although healthy in the load balancer: out of it, then rolled back", () => {
+      const soaking = [N(1), N(2), N(3), N(4, NEW, { health: "down" })];
+      const op = planLb(soaking, { joining: "lab-cp-4", expired: ["join:lab-cp-4"] }, { "lab-cp-4": "healthy" });
+      expectOp(op, "deregister-target", { node: "lab-cp-4", drain: false });
+    });
+
+    it("--on-failure pause leaves the new node where it is, registered", () => {
+      const op = planLb(nodes(), { ...failedJoin, intent: { onFailure: "pause" } }, { "lab-cp-4": "unhealthy" });
+      expectOp(op, "pause", { node: "lab-cp-4" });
+    });
+
+    const dead = { intent: { replaceDead: ["lab-cp-2"] } };
+    for (const [name, target, kind] of [
+      ["unhealthy", "unhealthy", "deregister-target"],
+      ["healthy", "healthy", "deregister-target"],
+      ["draining", "draining", "remove-member"],
+      ["unused", "unused", "remove-member"],
+      ["not observed", { error: "AccessDenied" }, "remove-member"],
+    ] as [string, TargetState | { error: string }, string][])
+      it(`--replace-dead, its target ${name}: ${kind} before its member goes`, () => {
+        const op = planLb([N(1), N(2, OLD, { health: "dead" }), N(3)], dead, { "lab-cp-2": target });
+        expectOp(op, kind as Operation["kind"], { node: "lab-cp-2" });
+        if (op.kind === "deregister-target") {
+          assert.equal(op.drain, false);
+          assert.match(op.reason, /declared dead/);
+        }
+      });
+
+    it("a memberless node still registered (member removed, or never joined) leaves before its prune", () => {
+      for (const n of [N(2, OLD, { noMember: true, health: "dead" }), N(2, OLD, { noMember: true, health: "down" })]) {
+        const nodes = [N(1), n, N(3)];
+        expectOp(planLb(nodes, dead, { "lab-cp-2": "unhealthy" }), "deregister-target", {
+          node: "lab-cp-2",
+          drain: false,
+        });
+        expectOp(planLb(nodes, dead, { "lab-cp-2": "draining" }), "prune", { node: "lab-cp-2" });
+      }
+      // A retirement's memberless node left the load balancer (drained) before its member went: pruned at once.
+      expectOp(
+        planLb([N(1, OLD, { noMember: true }), N(2), N(3), N(4, NEW)], { leader: 2 }, { "lab-cp-1": "unused" }),
+        "prune",
+        {
+          node: "lab-cp-1",
+        },
+      );
+    });
   });
 
   it("the join deadline bounds the wait for a new node's target", () => {

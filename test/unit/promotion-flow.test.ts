@@ -3,13 +3,10 @@
 // prod's config, prod's rollout checks staging's record first. The same flow runs on the lab
 // in test/e2e/staging.test.ts.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { parse, stringify } from "yaml";
+import { readFileSync } from "node:fs";
+import { parse } from "yaml";
 import { FileStore } from "../../orchestrator/backend/file";
 import type { EdgeFactory } from "../../orchestrator/edges/open";
-import type { RolloutEvent } from "../../orchestrator/events";
 import { inspect } from "../../orchestrator/inspect";
 import { PromotionNotConfirmedError, PromotionRefusedError } from "../../orchestrator/promotion/errors";
 import type { PromoteEvent, VerifyEvent } from "../../orchestrator/promotion/events";
@@ -18,58 +15,30 @@ import { readRecord, recordKey } from "../../orchestrator/promotion/record";
 import type { Release } from "../../orchestrator/promotion/release";
 import { verify } from "../../orchestrator/promotion/verify";
 import { rollout } from "../../orchestrator/rollout";
-import { fakeEdges, FakeWorld } from "../support/fake-edges";
+import { FakeWorld } from "../support/fake-edges";
+import { stagedStacks, type StagedStacks } from "../support/staged-stacks";
 
 describe("staging across environments (fake edges, file backends)", function () {
+  let t: StagedStacks;
   let dir: string;
   let stagingEnv: Record<string, string>;
   let prodEnv: Record<string, string>;
   let stagingStore: FileStore;
-  const worlds: Record<string, FakeWorld> = {};
-  const edges: EdgeFactory = async (o) => fakeEdges(worlds[o.stackName])(o);
-  const saved = process.env.MOLT_HOME;
+  let worlds: StagedStacks["worlds"];
+  const edges: EdgeFactory = (o) => t.edges(o);
 
   const release = (name: string, image: string, prodImage = image): Release => ({
     name,
     images: { staging: image, prod: prodImage },
   });
-  const stackFile = (stack: string) => join(dir, "stacks", `Pulumi.${stack}.yaml`);
-  function writeStack(stack: string, image: string, extra: Record<string, unknown> = {}): void {
-    writeFileSync(
-      stackFile(stack),
-      stringify({
-        config: {
-          "molt:provider": "lab",
-          "molt:replicas": 3,
-          "molt:image": image,
-          "molt:timeouts": { settleSeconds: 1 },
-          "molt:lab": { name: stack, root: join(dir, "lab") },
-          ...extra,
-        },
-      }),
-    );
-  }
+  const stackFile = (stack: string) => t.stackFile(stack);
+  const writeStack = (stack: string, image: string, extra: Record<string, unknown> = {}) =>
+    t.writeStack(stack, image, extra);
   const stagingConfig = (r: Release) =>
     writeStack("staging", r.images.staging, { "molt:release": r, "molt:promotion": { soakMinutes: 0 } });
   const prodRequires = { "molt:promotion": { requireVerifiedOn: [{ stack: "staging", backend: "" }] } };
 
-  async function roll(stack: string, o: { verify?: boolean } = {}) {
-    const events: RolloutEvent[] = [];
-    const summary = await rollout({
-      stack,
-      workDir: dir,
-      env: stack === "prod" ? prodEnv : stagingEnv,
-      edges,
-      pollMs: 1,
-      now: (() => {
-        let t = Date.now();
-        return () => (t += 1000);
-      })(),
-      onEvent: (e) => events.push(e),
-      ...o,
-    });
-    return { summary, events };
-  }
+  const roll = (stack: string, o: { verify?: boolean } = {}) => t.roll(stack, o);
   async function verifyStaging() {
     const events: VerifyEvent[] = [];
     const s = await verify({
@@ -104,28 +73,15 @@ describe("staging across environments (fake edges, file backends)", function () 
   };
 
   before(() => {
-    dir = mkdtempSync(join(tmpdir(), "molt-promotion-"));
-    for (const image of ["lab-v1", "lab-v2"]) {
-      mkdirSync(join(dir, "lab", "images", image), { recursive: true });
-      writeFileSync(join(dir, "lab", "images", image, "image.json"), JSON.stringify({ name: image }));
-    }
-    mkdirSync(join(dir, "staging-backend"));
-    mkdirSync(join(dir, "prod-backend"));
-    mkdirSync(join(dir, "stacks"));
+    t = stagedStacks("molt-promotion-", { "lab-v1": {}, "lab-v2": {} }, { ticking: true });
+    ({ dir, stagingStore, worlds } = t);
     // Two backends: prod reads staging's records from staging's backend.
-    stagingEnv = { PULUMI_BACKEND_URL: `file://${join(dir, "staging-backend")}` };
-    prodEnv = { PULUMI_BACKEND_URL: `file://${join(dir, "prod-backend")}` };
+    ({ staging: stagingEnv, prod: prodEnv } = t.envs);
     prodRequires["molt:promotion"].requireVerifiedOn[0].backend = stagingEnv.PULUMI_BACKEND_URL;
-    stagingStore = new FileStore(join(dir, "staging-backend"));
-    process.env.MOLT_HOME = join(dir, "home");
     worlds.staging = FakeWorld.cluster(3, "lab-v1", "staging");
     worlds.prod = FakeWorld.cluster(3, "lab-v1", "prod");
   });
-  after(() => {
-    if (saved === undefined) delete process.env.MOLT_HOME;
-    else process.env.MOLT_HOME = saved;
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => t.close());
 
   it("refuses prod's rollout when its config names no release but requires one verified on staging", async () => {
     writeStack("prod", "lab-v1", prodRequires);

@@ -2,13 +2,10 @@
 // field is refused, and promote says what the source cluster runs, where a records backend
 // came from, and which flag names a bad stack. Fake clusters, real file backends.
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { stringify } from "yaml";
 import { FileStore } from "../../orchestrator/backend/file";
 import type { EdgeFactory } from "../../orchestrator/edges/open";
-import type { RolloutEvent } from "../../orchestrator/events";
 import { PromotionRefusedError } from "../../orchestrator/promotion/errors";
 import type { PromoteEvent } from "../../orchestrator/promotion/events";
 import { promote } from "../../orchestrator/promotion/promote";
@@ -18,34 +15,22 @@ import { recordBytes, recordDigestOf, type VerificationRecord } from "../../orch
 import { generateSigningKeyPair, loadSigner, SigningKeyError } from "../../orchestrator/promotion/signing";
 import { verify } from "../../orchestrator/promotion/verify";
 import { rollout } from "../../orchestrator/rollout";
-import { fakeEdges, FakeWorld } from "../support/fake-edges";
+import { FakeWorld } from "../support/fake-edges";
+import { stagedStacks, type StagedStacks } from "../support/staged-stacks";
 
 describe("trusting verification records (fake edges, file backends)", function () {
+  let t: StagedStacks;
   let dir: string;
   let stagingEnv: Record<string, string>;
   let prodEnv: Record<string, string>;
   let stagingStore: FileStore;
-  const worlds: Record<string, FakeWorld> = {};
-  const edges: EdgeFactory = async (o) => fakeEdges(worlds[o.stackName])(o);
-  const saved = process.env.MOLT_HOME;
+  let worlds: StagedStacks["worlds"];
+  const edges: EdgeFactory = (o) => t.edges(o);
 
   const release = (name: string, image: string): Release => ({ name, images: { staging: image, prod: image } });
-  const stackFile = (stack: string) => join(dir, "stacks", `Pulumi.${stack}.yaml`);
-  function writeStack(stack: string, image: string, extra: Record<string, unknown> = {}): void {
-    writeFileSync(
-      stackFile(stack),
-      stringify({
-        config: {
-          "molt:provider": "lab",
-          "molt:replicas": 3,
-          "molt:image": image,
-          "molt:timeouts": { settleSeconds: 1 },
-          "molt:lab": { name: stack, root: join(dir, "lab") },
-          ...extra,
-        },
-      }),
-    );
-  }
+  const stackFile = (stack: string) => t.stackFile(stack);
+  const writeStack = (stack: string, image: string, extra: Record<string, unknown> = {}) =>
+    t.writeStack(stack, image, extra);
   const stagingConfig = (r: Release, soakMinutes = 0) =>
     writeStack("staging", r.images.staging, { "molt:release": r, "molt:promotion": { soakMinutes } });
   const prodConfig = (r: Release | undefined, source: Record<string, unknown> = {}) =>
@@ -56,19 +41,7 @@ describe("trusting verification records (fake edges, file backends)", function (
       },
     });
 
-  async function roll(stack: string, o: { verify?: boolean } = {}) {
-    const events: RolloutEvent[] = [];
-    const summary = await rollout({
-      stack,
-      workDir: dir,
-      env: stack === "prod" ? prodEnv : stagingEnv,
-      edges,
-      pollMs: 1,
-      onEvent: (e) => events.push(e),
-      ...o,
-    });
-    return { summary, events };
-  }
+  const roll = (stack: string, o: { verify?: boolean } = {}) => t.roll(stack, o);
   const verifyStaging = (signingKeyFile?: string) =>
     verify({
       stack: "staging",
@@ -113,24 +86,13 @@ describe("trusting verification records (fake edges, file backends)", function (
   }
 
   beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), "molt-trust-"));
-    for (const image of ["lab-v1", "lab-v2"]) {
-      mkdirSync(join(dir, "lab", "images", image), { recursive: true });
-      writeFileSync(join(dir, "lab", "images", image, "image.json"), JSON.stringify({ name: image }));
-    }
-    for (const d of ["staging-backend", "prod-backend", "stacks"]) mkdirSync(join(dir, d));
-    stagingEnv = { PULUMI_BACKEND_URL: `file://${join(dir, "staging-backend")}` };
-    prodEnv = { PULUMI_BACKEND_URL: `file://${join(dir, "prod-backend")}` };
-    stagingStore = new FileStore(join(dir, "staging-backend"));
-    process.env.MOLT_HOME = join(dir, "home");
+    t = stagedStacks("molt-trust-", { "lab-v1": {}, "lab-v2": {} });
+    ({ dir, stagingStore, worlds } = t);
+    ({ staging: stagingEnv, prod: prodEnv } = t.envs);
     worlds.staging = FakeWorld.cluster(3, "lab-v1", "staging");
     worlds.prod = FakeWorld.cluster(3, "lab-v1", "prod");
   });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
-  after(() => {
-    if (saved === undefined) delete process.env.MOLT_HOME;
-    else process.env.MOLT_HOME = saved;
-  });
+  afterEach(() => t.close());
 
   describe("the forging scenario of issue 33", () => {
     it("refuses a never-soaked record whose soak.result was edited from running to passed", async () => {

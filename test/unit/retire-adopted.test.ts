@@ -135,6 +135,36 @@ describe("retiring an adopted node: what is wiped, and the report (orchestrator/
     assert.ok(r.done.includes("removed from the machine: /etc/kubernetes/pki, /etc/kubernetes/encryption-providers"));
   });
 
+  it("a path outside /etc/kubernetes/ (or climbing out of it) is left on the machine, and named", async () => {
+    // The manifests name an owner's file and a path that resolves outside /etc/kubernetes/.
+    const escaping = KUBEONE_APISERVER.replace(
+      "    - --audit-log-path",
+      "    - --authentication-token-webhook-config-file=/var/lib/foo/key.yaml\n" +
+        "    - --tracing-config-file=/etc/kubernetes/../shadow\n    - --audit-log-path",
+    )
+      .replace(
+        "    volumeMounts:\n",
+        "    volumeMounts:\n    - { name: foo, mountPath: /var/lib/foo, readOnly: true }\n" +
+          "    - { name: up, mountPath: /etc/kubernetes/../shadow, readOnly: true }\n",
+      )
+      .replace(
+        "  volumes:\n",
+        "  volumes:\n  - { name: foo, hostPath: { path: /var/lib/foo } }\n" +
+          "  - { name: up, hostPath: { path: /etc/kubernetes/../shadow, type: File } }\n",
+      );
+    const r = await retire({ hostFilesUnknown: true, outside: ["/var/lib/bar/token"] }, `### apiServer\n${escaping}\n`);
+    const rm = /rm -rf -- (.*)/.exec(r.reset)?.[1] ?? "";
+    assert.match(rm, /'\/etc\/kubernetes\/encryption-providers'/);
+    for (const p of ["/var/lib/foo", "/var/lib/bar", "shadow", ".."]) assert.ok(!rm.includes(p), `${p} wiped: ${rm}`);
+    assert.ok(
+      r.done.includes(
+        "left on the machine (named by the cluster, outside /etc/kubernetes/): " +
+          "/var/lib/bar/token, /etc/shadow, /var/lib/foo",
+      ),
+      r.done.join("\n"),
+    );
+  });
+
   it("a dead node with Kubernetes unobserved: its owner hears the host files may be there too", async () => {
     const commands: string[] = [];
     const events: RolloutEvent[] = [];

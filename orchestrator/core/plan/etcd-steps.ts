@@ -4,7 +4,9 @@ import type { Operation } from "../model";
 import { failNewNode, isJoining } from "./new-node";
 import { canSafelyRemoveMember, isUnreachable, leaderApplied, statusError, statusOf } from "./rules";
 import type { Scope } from "./scope";
+import { targetRemoval } from "./removal";
 import { KEEPALIVED_CONF_PATH } from "../keepalived-conf";
+import { adoptedWipe } from "../host-files";
 
 /** Declared dead by the operator: only ever an unhealthy member (a healthy one is replaced add-first). */
 export function replaceDeadGuard(c: Scope): Operation | undefined {
@@ -67,9 +69,12 @@ export function memberlessNode(c: Scope): Operation | undefined {
     // The machine stays: nothing of the cluster's may stay on it (the CA keys, the host files
     // such as KubeOne's encryption key). A dead one cannot be wiped: its owner is told.
     const unreachable = isUnreachable(c.s, memberless.name);
+    // Of the host files kubeadm-config names, only those under /etc/kubernetes/: the machine is
+    // its owner's, and a path elsewhere (or one that climbs out with ..) may be the owner's own.
+    const hostFiles = adoptedWipe((c.s.hostFiles?.files ?? []).filter((f) => f.action === "copy").map((f) => f.path));
     const wipe = [
       "/etc/kubernetes/pki",
-      ...(c.s.hostFiles?.files ?? []).filter((f) => f.action === "copy").map((f) => f.path),
+      ...hostFiles.wipe,
       // Its keepalived (stopped first by retire-adopted) holds the VRRP group's auth_pass.
       ...(memberless.adopted.keepalived ? [KEEPALIVED_CONF_PATH] : []),
     ];
@@ -77,7 +82,8 @@ export function memberlessNode(c: Scope): Operation | undefined {
       kind: "retire-adopted",
       node: memberless.name,
       ...(via && via !== memberless.name ? { deleteNodeVia: via } : {}),
-      wipe,
+      wipe: [...new Set(wipe)],
+      ...(hostFiles.outside.length ? { outside: hostFiles.outside } : {}),
       ...(unreachable ? { unreachable: true } : {}),
       ...(c.s.intent.kubernetesVersion !== undefined && !c.s.kube ? { hostFilesUnknown: true } : {}),
       reason: unreachable
@@ -90,6 +96,9 @@ export function memberlessNode(c: Scope): Operation | undefined {
   // A machine molt owns is destroyed without a reset, answering or not (the dead-node path
   // is the only path): it serves nothing any more, and its Node goes after the machine.
   const dead = isUnreachable(c.s, memberless.name);
+  // Out of the load balancer first, where its removal or failed join left it registered.
+  const leave = targetRemoval(c.s, memberless.name, `${memberless.name} has no etcd member and is to be destroyed`);
+  if (leave) return leave;
   return {
     kind: "prune",
     node: memberless.name,
@@ -160,6 +169,8 @@ export function unhealthyVoters(c: Scope): Operation | undefined {
             `restore quorum first (etcd disaster recovery from a snapshot)`,
         };
       }
+      const leave = targetRemoval(s, node.name, `${node.name} was declared dead (--replace-dead)`);
+      if (leave) return leave;
       return {
         kind: "remove-member",
         node: node.name,

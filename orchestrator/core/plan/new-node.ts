@@ -2,6 +2,7 @@
 // gets the join deadline, then is rolled back (or the run pauses). Old nodes never are.
 import type { Operation } from "../model";
 import { isOutdated, isUnreachable } from "./rules";
+import { targetRemoval } from "./removal";
 import type { Scope } from "./scope";
 
 /**
@@ -22,6 +23,8 @@ export function isJoining(c: Scope, node: string): boolean {
 export function failNewNode(c: Scope, node: string, memberId: string | undefined, reason: string): Operation {
   if (c.s.intent.rollout.onFailure === "pause")
     return { kind: "pause", node, reason: `${reason}; left in place for inspection (--on-failure pause)` };
+  const leave = targetRemoval(c.s, node, reason);
+  if (leave) return leave;
   // The member is removed through another node that answers.
   const via = c.s.nodes.find((n) => n.name !== node && c.s.etcd?.status[n.name]?.ok)?.name;
   return {

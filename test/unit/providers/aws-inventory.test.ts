@@ -5,7 +5,7 @@ import { strict as assert } from "node:assert";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { awsInventory } from "../../../orchestrator/edges/aws-inventory";
-import { leakedMachines, type CloudMachine } from "../../../orchestrator/core/leaks";
+import { leakedMachines, TerminateMachinesError, type CloudMachine } from "../../../orchestrator/core/leaks";
 import type { Member } from "../../../orchestrator/core/observations";
 
 interface FakeInstance {
@@ -168,6 +168,27 @@ describe("leaked instances on AWS (EC2 query API on a local server)", () => {
       ec2.requests.filter((r) => r.Action === "TerminateInstances").length,
       1,
       "nothing to terminate: no call",
+    );
+  });
+
+  it("one of three that fails: the other two are terminated, and the error names both lists", async () => {
+    const inv = awsInventory({ region: "eu-central-1", clusterName: "prod", endpoint, env });
+    const ids = ["i-000000000000000a1", "i-0000000000000dead", "i-000000000000000a3"];
+    const e = await inv.terminate(ids).then(
+      () => assert.fail("terminate did not fail"),
+      (x: unknown) => x,
+    );
+    assert.ok(e instanceof TerminateMachinesError, String(e));
+    assert.deepEqual([...e.terminated].sort(), ["i-000000000000000a1", "i-000000000000000a3"]);
+    assert.deepEqual(
+      e.failed.map((f) => f.id),
+      ["i-0000000000000dead"],
+    );
+    assert.match(e.failed[0].error, /InvalidInstanceID.NotFound|i-0000000000000dead/);
+    assert.match(e.message, /1 NOT terminated \(i-0000000000000dead: .*\); terminated: i-0+a1, i-0+a3/);
+    assert.deepEqual(
+      ec2.instances.filter((x) => x.state === "shutting-down").map((x) => x.id),
+      ["i-000000000000000a1", "i-000000000000000a3"],
     );
   });
 

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TokenCredential } from "@azure/identity";
 import { azureInventory } from "../../../orchestrator/edges/azure-inventory";
-import { leakedMachines } from "../../../orchestrator/core/leaks";
+import { leakedMachines, TerminateMachinesError } from "../../../orchestrator/core/leaks";
 import { inventoryOf } from "../../../orchestrator/leaks";
 import type { StackConfig } from "../../../orchestrator/config";
 
@@ -231,6 +231,29 @@ describe("leaked VMs on Azure (Resource Manager on a local server)", () => {
     assert.ok(e, "the refusal is an error");
     assert.match(e.message, /HTTP 403 AuthorizationFailed/);
     assert.ok(!e.message.includes(TOKEN));
+  });
+
+  it("one of three that is refused: the other two are deleted, and the error names both lists", async () => {
+    const ids = [arm.id("prod-2"), arm.id("prod-4"), arm.id("prod-3")];
+    const e = await inv()
+      .terminate(ids)
+      .then(
+        () => assert.fail("terminate did not fail"),
+        (x: unknown) => x,
+      );
+    assert.ok(e instanceof TerminateMachinesError, String(e));
+    assert.deepEqual(e.terminated, [arm.id("prod-2"), arm.id("prod-3")]);
+    assert.deepEqual(
+      e.failed.map((f) => f.id),
+      [arm.id("prod-4")],
+    );
+    assert.match(e.failed[0].error, /HTTP 403 AuthorizationFailed/);
+    assert.ok(!e.message.includes(TOKEN));
+    assert.deepEqual(
+      arm.vms.map((v) => v.name),
+      ["prod-1", "staging-1", "worker-1", "prod-4", "other"],
+      "the two it could delete are gone",
+    );
   });
 
   it("a nextLink to another host is refused: the token goes to the Resource Manager endpoint only", async () => {
