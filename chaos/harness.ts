@@ -103,15 +103,16 @@ export const KILL_POINTS: KillPoint[] = [
   { id: "k13", what: "member removal decided (quorum checked)", match: op("remove-member") },
   { id: "k14", what: "member removed, its machine still running", match: phase("etcd", "remove-member") },
   { id: "k15", what: "prune decided, before `up`", match: op("prune") },
+  // No delay: a prune without a reset is over within 200 ms on the lab, and a later kill
+  // landed in the next node's surge instead.
   {
     id: "k16",
     what: "prune `up`: teardown skipped (no reset), detach/destroy next",
     match: engine("etcd", "deleting"),
-    delayMs: 200,
   },
   { id: "k17", what: "prune `up`: bootstrap record deleted, LB detach next", match: engine("etcd", "deleted") },
   { id: "k18", what: "prune `up`: LB detach", match: engine("lb", "deleting") },
-  { id: "k19", what: "prune `up`: machine being destroyed", match: engine("machine", "deleting"), delayMs: 200 },
+  { id: "k19", what: "prune `up`: machine being destroyed", match: engine("machine", "deleting") },
   { id: "k20", what: "prune `up`: machine gone, state not yet written", match: engine("machine", "deleted") },
   { id: "k21", what: "prune `up` finished, before the next pass", match: phase("provision", "prune") },
   { id: "k22", what: "second surge decided (next node)", match: op("surge") },
