@@ -1,7 +1,8 @@
-// Pure parts of the Kubernetes edge: image tags, kubeconfig credentials (which pods a drain
-// evicts: test/unit/drain.test.ts).
+// Pure parts of the Kubernetes edge: image tags, kubeconfig credentials, the hand-over of a
+// retiring node's leader Leases (which pods a drain evicts: test/unit/drain.test.ts).
 import * as assert from "node:assert/strict";
 import { credentialsOf, tagVersion } from "../../orchestrator/edges/kube";
+import { releasedLease } from "../../orchestrator/edges/kube-support";
 
 describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
   it("reads the version from an image tag", () => {
@@ -15,5 +16,40 @@ describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
     assert.deepEqual(credentialsOf(kc), { ca: "CA", cert: "CERT", key: "KEY" });
     assert.equal(credentialsOf(kc.replace(/client-key-data.*\n/, "")), undefined);
     assert.equal(credentialsOf("not: [a, kubeconfig"), undefined);
+  });
+
+  describe("a retiring node's leader Lease (releasedLease)", () => {
+    const renewed = new Date("2026-12-03T22:00:00Z");
+    const now = new Date("2026-12-03T22:00:05Z");
+    const held = (holderIdentity: string) => ({
+      holderIdentity,
+      leaseDurationSeconds: 15,
+      acquireTime: renewed,
+      renewTime: renewed,
+      leaseTransitions: 4,
+    });
+
+    it("hands on a Lease the stopped node's component holds, as client-go's release writes it", () => {
+      assert.deepEqual(releasedLease(held("molt-cp-2_5f1c9a2e-1b2c-4d5e-8f90-123456789abc"), "molt-cp-2", now), {
+        holderIdentity: "",
+        leaseDurationSeconds: 1,
+        acquireTime: now,
+        renewTime: now,
+        leaseTransitions: 4,
+      });
+      assert.equal(releasedLease(held("molt-cp-2"), "molt-cp-2", now)?.holderIdentity, "");
+    });
+
+    it("leaves another node's Lease alone, a name prefix included", () => {
+      assert.equal(releasedLease(held("molt-cp-3_5f1c9a2e"), "molt-cp-2", now), undefined);
+      assert.equal(releasedLease(held("molt-cp-20_5f1c9a2e"), "molt-cp-2", now), undefined);
+      assert.equal(releasedLease(held("x-molt-cp-2_5f1c9a2e"), "molt-cp-2", now), undefined);
+    });
+
+    it("writes nothing when there is no holder or no spec", () => {
+      assert.equal(releasedLease(held(""), "molt-cp-2", now), undefined);
+      assert.equal(releasedLease({}, "molt-cp-2", now), undefined);
+      assert.equal(releasedLease(undefined, "molt-cp-2", now), undefined);
+    });
   });
 });
