@@ -1,7 +1,7 @@
 // Pure parts of the Kubernetes edge: image tags, kubeconfig credentials, the hand-over of a
 // retiring node's leader Leases (which pods a drain evicts: test/unit/drain.test.ts).
 import * as assert from "node:assert/strict";
-import { credentialsOf, tagVersion } from "../../orchestrator/edges/kube";
+import { credentialsOf, KubeAccess, tagVersion } from "../../orchestrator/edges/kube";
 import { releasedLease } from "../../orchestrator/edges/kube-support";
 
 describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
@@ -51,5 +51,79 @@ describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
       assert.equal(releasedLease({}, "molt-cp-2", now), undefined);
       assert.equal(releasedLease(undefined, "molt-cp-2", now), undefined);
     });
+  });
+});
+
+describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", () => {
+  // The edge over a fake SSH session and a fake Lease API: what it runs, in which order,
+  // and which Leases it writes.
+  function fakeEdge(holders: Record<string, string>, listening: { controllers: number }) {
+    const log: string[] = [];
+    const ssh = {
+      target: { user: "root" },
+      run: async (cmd: string) => {
+        log.push(`run ${cmd}`);
+        return "";
+      },
+      exec: async (cmd: string) => {
+        const controllers = cmd.includes(":10257");
+        log.push(`exec ${controllers ? "ss controllers" : "ss apiserver"}`);
+        const busy = controllers && listening.controllers-- > 0;
+        return { code: 0, stdout: busy ? "LISTEN 0 4096 127.0.0.1:10257 0.0.0.0:*" : "", stderr: "" };
+      },
+    };
+    const written: Record<string, { holderIdentity?: string; leaseDurationSeconds?: number }> = {};
+    const coord = {
+      readNamespacedLease: async ({ name }: { name: string }) => ({
+        metadata: { name, namespace: "kube-system", resourceVersion: "7" },
+        spec: { holderIdentity: holders[name], leaseDurationSeconds: 15, leaseTransitions: 2 },
+      }),
+      replaceNamespacedLease: async (a: {
+        name: string;
+        body: { metadata: { resourceVersion: string }; spec: { holderIdentity?: string } };
+      }) => {
+        assert.equal(a.body.metadata.resourceVersion, "7", "an optimistic-concurrency update");
+        log.push(`lease ${a.name}`);
+        written[a.name] = a.body.spec;
+      },
+    };
+    const kube = Object.create(KubeAccess.prototype) as KubeAccess;
+    Object.assign(kube, {
+      pool: { get: () => ssh },
+      ports: new Map(),
+      api: async () => ({ coord, m: { V1MicroTime: Date } }),
+    });
+    return { kube, log, written };
+  }
+
+  it("stops controller-manager and scheduler, hands on the Lease its node held, then the API server", async () => {
+    const { kube, log, written } = fakeEdge(
+      { "kube-controller-manager": "cp-1_0c6f2a", "kube-scheduler": "cp-2_91ab3d" },
+      { controllers: 2 },
+    );
+    await kube.stopApiServer("cp-1", 5);
+    assert.deepEqual(
+      log.map((l) => l.replace(/^run .*kube-controller-manager.yaml.*kube-scheduler.yaml.*$/, "run controllers aside")),
+      [
+        "run controllers aside",
+        "exec ss controllers",
+        "exec ss controllers",
+        "exec ss controllers",
+        "lease kube-controller-manager",
+        log[5],
+        "exec ss apiserver",
+      ],
+    );
+    assert.match(log[5], /^run .*mv \/etc\/kubernetes\/manifests\/kube-apiserver\.yaml /);
+    assert.equal(written["kube-controller-manager"].holderIdentity, "");
+    assert.equal(written["kube-controller-manager"].leaseDurationSeconds, 1);
+    assert.equal(written["kube-scheduler"], undefined, "another node's scheduler keeps its Lease");
+  });
+
+  it("writes no Lease while a component still listens: the deadline passes and nothing is handed on", async () => {
+    const { kube, log, written } = fakeEdge({ "kube-controller-manager": "cp-1_0c6f2a" }, { controllers: 1_000 });
+    await assert.rejects(kube.stopApiServer("cp-1", 1), /kube-controller-manager and kube-scheduler on cp-1 to stop/);
+    assert.deepEqual(written, {});
+    assert.ok(!log.some((l) => l.includes("kube-apiserver.yaml")), "the API server is left running");
   });
 });
