@@ -3,8 +3,9 @@
 // kubeadm-config's version before the first join; after a join, the new node's
 // controller-manager, scheduler and Node Ready; before an old node's member is removed, its
 // drain (cordon, evictions through the Eviction API, its pods gone) and its control plane
-// stopped (manifests moved aside, leader Leases handed on, nothing listening on 6443); after its machine is gone, its
-// Node deleted; at the end kube-proxy and CoreDNS set to the new version's images and the
+// stopped (manifests moved aside, leader Leases handed on, nothing listening on 6443); after
+// its machine is gone, its Node and the pods still bound to it deleted; at the end kube-proxy
+// and CoreDNS set to the new version's images and the
 // kube-proxy DaemonSet rolled out. The API calls go through the lab's load balancer, as
 // kubectl's would; the checks poll every 100 ms. molt's pure parsers (which pods a drain
 // evicts, Node Ready, kube-proxy rolled out) are reused, so both sides judge the same conditions.
@@ -25,7 +26,7 @@ export interface RawKube {
   drain(node: string): Promise<void>;
   /** ...then its API server stopped (manifest moved aside, nothing listening on 6443). */
   stopApiServer(node: string, ssh: SshSession): Promise<void>;
-  /** After its machine is gone: its Node deleted. */
+  /** After its machine is gone: its Node and the pods bound to it deleted. */
   afterStop(node: string): Promise<void>;
   /** After the last node: the addons of the new version, kube-proxy rolled out. */
   atEnd(ssh: SshSession): Promise<void>;
@@ -129,7 +130,23 @@ export async function rawKube(adminConf: string, version: string, deadlineMs: nu
       });
     },
     async afterStop(node) {
+      // As molt does (KubeAccess.deleteNode): the pods no kubelet will confirm go at once, not
+      // after the pod garbage collector's 40 s quarantine (kube-proxy's rollout waits for them).
       await core.deleteNode({ name: node });
+      const pods = await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` });
+      await Promise.all(
+        pods.items.map(
+          (p) =>
+            core
+              .deleteNamespacedPod({
+                name: p.metadata!.name!,
+                namespace: p.metadata!.namespace!,
+                gracePeriodSeconds: 0,
+                body: { gracePeriodSeconds: 0, preconditions: { uid: p.metadata?.uid } },
+              })
+              .catch(() => undefined), // 404 / 409: gone or replaced meanwhile
+        ),
+      );
     },
     async atEnd(ssh) {
       const images = (await ssh.run(`kubeadm config images list --kubernetes-version v${version}`, "images"))

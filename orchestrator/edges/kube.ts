@@ -328,9 +328,32 @@ export class KubeAccess {
     }
   }
 
+  /**
+   * Deletes the Node of a machine that is gone, then the pods still bound to it, at once
+   * (grace 0, each by its UID): no kubelet is left to confirm their deletion. Left to the pod
+   * garbage collector they go only after its 40 s quarantine, and until then a DaemonSet's
+   * rolling update counts the node's pod as unavailable: kube-proxy's rollout after an
+   * upgrade waited for the last retired node's pod.
+   */
   async deleteNode(via: string, node: string): Promise<void> {
     const { core } = await this.api(via);
     await core.deleteNode({ name: node }).catch(notFound);
+    const pods = await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` });
+    await Promise.all(
+      pods.items.map((p) =>
+        core
+          .deleteNamespacedPod({
+            name: p.metadata?.name ?? "",
+            namespace: p.metadata?.namespace ?? "",
+            gracePeriodSeconds: 0,
+            body: { gracePeriodSeconds: 0, preconditions: { uid: p.metadata?.uid } },
+          })
+          .catch((e: unknown) => {
+            // Gone already (404), or a new pod of that name (409: another UID): not this node's.
+            if ((e as { code?: number }).code !== 404 && (e as { code?: number }).code !== 409) throw e;
+          }),
+      ),
+    );
   }
 
   /** Sets the image of one container of a DaemonSet or Deployment in kube-system. */

@@ -127,3 +127,40 @@ describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", (
     assert.ok(!log.some((l) => l.includes("kube-apiserver.yaml")), "the API server is left running");
   });
 });
+
+describe("a destroyed machine's Node deleted (KubeAccess.deleteNode)", () => {
+  it("deletes the Node, then the pods still bound to it at once, each by its UID", async () => {
+    const calls: string[] = [];
+    const core = {
+      deleteNode: async ({ name }: { name: string }) => void calls.push(`delete node ${name}`),
+      listPodForAllNamespaces: async ({ fieldSelector }: { fieldSelector: string }) => {
+        calls.push(`list ${fieldSelector}`);
+        return {
+          items: [
+            { metadata: { name: "kube-proxy-x1", namespace: "kube-system", uid: "u1" } },
+            { metadata: { name: "web-2", namespace: "apps", uid: "u2" } },
+          ],
+        };
+      },
+      deleteNamespacedPod: async (a: {
+        name: string;
+        namespace: string;
+        gracePeriodSeconds: number;
+        body: { preconditions: { uid: string } };
+      }) => {
+        calls.push(`delete pod ${a.namespace}/${a.name} grace ${a.gracePeriodSeconds} uid ${a.body.preconditions.uid}`);
+        // A pod deleted meanwhile, or replaced by one of the same name: left alone, no error.
+        if (a.name === "web-2") throw Object.assign(new Error("conflict"), { code: 409 });
+      },
+    };
+    const kube = Object.create(KubeAccess.prototype) as KubeAccess;
+    Object.assign(kube, { api: async () => ({ core }) });
+    await kube.deleteNode("cp-4", "cp-1");
+    assert.deepEqual(calls, [
+      "delete node cp-1",
+      "list spec.nodeName=cp-1",
+      "delete pod kube-system/kube-proxy-x1 grace 0 uid u1",
+      "delete pod apps/web-2 grace 0 uid u2",
+    ]);
+  });
+});
