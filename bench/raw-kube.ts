@@ -2,9 +2,10 @@
 // hand around each kubeadm join and machine destroy, with no molt and no engine, in molt's order:
 // kubeadm-config's version before the first join; after a join, the new node's
 // controller-manager, scheduler and Node Ready; before an old node's member is removed, its
-// drain (cordon, evictions through the Eviction API, its pods gone) and its API server
-// stopped (manifest moved aside, nothing listening on 6443); after its machine is gone, its
-// Node deleted; at the end kube-proxy and CoreDNS set to the new version's images and the
+// drain (cordon, evictions through the Eviction API, its pods gone) and its control plane
+// stopped (manifests moved aside, leader Leases handed on, nothing listening on 6443); after
+// its machine is gone, its Node and the pods still bound to it deleted; at the end kube-proxy
+// and CoreDNS set to the new version's images and the
 // kube-proxy DaemonSet rolled out. The API calls go through the lab's load balancer, as
 // kubectl's would; the checks poll every 100 ms. molt's pure parsers (which pods a drain
 // evicts, Node Ready, kube-proxy rolled out) are reused, so both sides judge the same conditions.
@@ -12,7 +13,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { clusterConfigurationAt } from "../infra/kubeadm/cluster-config";
 import type { SshSession } from "../infra/remote/ssh";
 import { kubeNodeOf, kubeProxyOf } from "../orchestrator/edges/kube";
-import { k8s } from "../orchestrator/edges/kube-support";
+import { k8s, LEADER_LEASES, releasedLease } from "../orchestrator/edges/kube-support";
 import { isEvictable } from "../orchestrator/core/drain";
 import { pollUntil } from "../lib/poll";
 import { labKubeConfig } from "../test/support/kube-workload";
@@ -25,7 +26,7 @@ export interface RawKube {
   drain(node: string): Promise<void>;
   /** ...then its API server stopped (manifest moved aside, nothing listening on 6443). */
   stopApiServer(node: string, ssh: SshSession): Promise<void>;
-  /** After its machine is gone: its Node deleted. */
+  /** After its machine is gone: its Node and the pods bound to it deleted. */
   afterStop(node: string): Promise<void>;
   /** After the last node: the addons of the new version, kube-proxy rolled out. */
   atEnd(ssh: SshSession): Promise<void>;
@@ -38,6 +39,7 @@ export async function rawKube(adminConf: string, version: string, deadlineMs: nu
   const kc = await labKubeConfig(adminConf);
   const core = kc.makeApiClient(m.CoreV1Api);
   const apps = kc.makeApiClient(m.AppsV1Api);
+  const coord = kc.makeApiClient(m.CoordinationV1Api);
   const until = <T>(what: string, check: () => Promise<T | undefined>) =>
     pollUntil(
       async () => {
@@ -98,6 +100,26 @@ export async function rawKube(adminConf: string, version: string, deadlineMs: nu
       });
     },
     async stopApiServer(node, ssh) {
+      // As molt does (KubeAccess.stopApiServer): controller-manager and scheduler first, then
+      // the leader Leases this node held handed on, so no retirement leaves the cluster
+      // without controllers for a lease's duration.
+      await ssh.run(
+        "for c in kube-controller-manager kube-scheduler; do if [ -f /etc/kubernetes/manifests/$c.yaml ]; then " +
+          "mv /etc/kubernetes/manifests/$c.yaml /etc/kubernetes/$c.yaml.retired; fi; done",
+        "moving the controller-manager and scheduler manifests aside",
+      );
+      await until(`${node}'s controller-manager and scheduler to stop`, async () => {
+        const r = await ssh.exec("ss -ltnH '( sport = :10257 or sport = :10259 )'");
+        return r.code === 0 && r.stdout.trim() === "" ? true : undefined;
+      });
+      for (const name of LEADER_LEASES) {
+        const lease = await coord.readNamespacedLease({ name, namespace: "kube-system" });
+        const spec = releasedLease(lease.spec, node, new m.V1MicroTime(Date.now()));
+        if (spec)
+          await coord
+            .replaceNamespacedLease({ name, namespace: "kube-system", body: { ...lease, spec } })
+            .catch(() => undefined); // 409: renewed or taken meanwhile, someone else's now
+      }
       await ssh.run(
         "mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired",
         `moving ${node}'s kube-apiserver manifest aside`,
@@ -108,7 +130,23 @@ export async function rawKube(adminConf: string, version: string, deadlineMs: nu
       });
     },
     async afterStop(node) {
+      // As molt does (KubeAccess.deleteNode): the pods no kubelet will confirm go at once, not
+      // after the pod garbage collector's 40 s quarantine (kube-proxy's rollout waits for them).
       await core.deleteNode({ name: node });
+      const pods = await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` });
+      await Promise.all(
+        pods.items.map(
+          (p) =>
+            core
+              .deleteNamespacedPod({
+                name: p.metadata!.name!,
+                namespace: p.metadata!.namespace!,
+                gracePeriodSeconds: 0,
+                body: { gracePeriodSeconds: 0, preconditions: { uid: p.metadata?.uid } },
+              })
+              .catch(() => undefined), // 404 / 409: gone or replaced meanwhile
+        ),
+      );
     },
     async atEnd(ssh) {
       const images = (await ssh.run(`kubeadm config images list --kubernetes-version v${version}`, "images"))

@@ -28,6 +28,7 @@ import { rawKube } from "./raw-kube";
 import { observeEngineCommands } from "../orchestrator/stack/engine-process";
 import { execFileSync } from "node:child_process";
 import { BenchArgsError, parseBenchArgs, USAGE, type Section } from "./args";
+import { upSteps } from "./up-steps";
 import { readJoinMarks, surgePhases, type JoinMarks, type SurgePhases } from "./surge-phases";
 import { machineDir } from "../infra/lab/machine-impl";
 import { labScript } from "../infra/lab/node";
@@ -636,6 +637,12 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
       `${sec(p.provision)} (${share(p.provision)}); surges ${secs(surges)}, prunes ${secs(prunes)}`,
     );
     say("  surge / prune median", `${sec(median(surges))} / ${sec(median(prunes), 2)}`);
+    say(
+      "  prune up (s): to first resource step / steps / after last step",
+      upSteps(r.events, "prune")
+        .map((x) => [x.toFirstStepMs, x.stepsMs, x.afterLastStepMs].map((v) => (v / 1000).toFixed(2)).join(" / "))
+        .join(", ") || "n/a",
+    );
     if (path === "today")
       say(
         "  the reset before each destroy (today's path, over SSH)",

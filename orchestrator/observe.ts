@@ -230,6 +230,15 @@ export async function reobserveNode(edges: Edges, world: World, node: string): P
   return next;
 }
 
+/** Between two full passes of a wait on the load balancer (a new node healthy in it): its targets alone. */
+export async function reobserveLb(edges: Edges, world: World): Promise<World> {
+  if (!edges.lb) return world;
+  const state = await edges.stack.state();
+  const next: World = { ...world };
+  await observeLb(edges.lb, state.endpoints, state.nodes, next);
+  return next;
+}
+
 /** Between two full passes of the wait for kube-proxy's rollout: its DaemonSet alone. */
 export async function reobserveAddons(edges: Edges, world: World): Promise<World> {
   const kube = world.kube;

@@ -14,7 +14,7 @@ import { releasePreflight, releaseRecorder } from "./promotion/hooks";
 import { afterAct, afterDecision, afterObservation, endOf, initialMemory, worldMemory } from "./core/memory";
 import type { LoopMemory, Stop } from "./core/memory";
 import type { Intent, Operation, World } from "./core/model";
-import { observe, reobserveAddons, reobserveNode } from "./observe";
+import { observe, reobserveAddons, reobserveLb, reobserveNode } from "./observe";
 import { k8s } from "./edges/kube-support";
 import { loadBalancerGap, type EdgeFactory } from "./edges/open";
 import { watchOf, watchWait } from "./loop/wait-watch";
@@ -323,7 +323,8 @@ function stopBefore(o: RolloutOptions, lease: StackLock, memory: LoopMemory): St
 
 /**
  * A wait: observe again after the poll interval (at once when its deadline just passed); a
- * join, a node's health and kube-proxy's rollout are watched until their end shows (loop/wait-watch.ts).
+ * join, a node's health, kube-proxy's rollout and (a cheap one's) load balancer are watched until their
+ * end shows (loop/wait-watch.ts).
  */
 async function waitOut(
   op: Operation,
@@ -338,14 +339,19 @@ async function waitOut(
     signal: AbortSignal;
   },
 ): Promise<unknown> {
-  const watch = watchOf(op);
+  const watch = watchOf(op, w.edges.lb?.watchable === true);
   if (!watch || op.kind !== "wait") return pause(w.pollMs, w.signal);
   const { edges, now } = w;
   return watchWait({
     world,
     op,
     decide: (x) => decide(x, w.o.stack),
-    reread: (x) => ("node" in watch ? reobserveNode(edges, x, watch.node) : reobserveAddons(edges, x)),
+    reread: (x) =>
+      "node" in watch
+        ? reobserveNode(edges, x, watch.node)
+        : "lb" in watch
+          ? reobserveLb(edges, x)
+          : reobserveAddons(edges, x),
     tickMs: WATCH_TICK_MS,
     fullEveryMs: WATCH_FULL_PASS_MS,
     deadline: (w.memory.waits[op.key] ?? now()) + waitDeadlineSeconds(op.key, w.intent.timeouts) * 1000 + 1,

@@ -3,7 +3,15 @@
 import { DeadlineError, pollUntil } from "../../lib/poll";
 import type { Act } from "./context";
 import type { KubeEdge } from "../core/edges";
-import { DRAIN_ROUND_MS, drainTimedOut, isEvictable, podStep, refusedEviction, type DrainRound } from "../core/drain";
+import {
+  DRAIN_CHECK_MS,
+  DRAIN_ROUND_MS,
+  drainTimedOut,
+  isEvictable,
+  podStep,
+  refusedEviction,
+  type DrainRound,
+} from "../core/drain";
 
 export const updateClusterConfig: Act<"update-cluster-config"> = async (op, ctx) => {
   const kube = await ctx.edges.nodes.kube();
@@ -48,16 +56,23 @@ export const drain: Act<"drain"> = async (op, ctx) => {
   try {
     await ctx.timed("kube", op.kind, op.node, async () => {
       await kube.cordon(op.via, op.node);
+      // Evictions once a round; between rounds, only whether the pods are gone is looked at.
+      let roundAt = -Infinity;
       await pollUntil(
         async () => {
-          last = await evictRound(kube, op.via, op.node);
+          if (Date.now() - roundAt >= DRAIN_ROUND_MS) {
+            roundAt = Date.now();
+            last = await evictRound(kube, op.via, op.node);
+          } else {
+            last = { ...last, remaining: (await kube.podsOn(op.via, op.node)).filter(isEvictable).length };
+          }
           return last.remaining === 0 ? true : undefined;
         },
         {
           what: `the drain of ${op.node}`,
           deadlineMs: seconds * 1000,
-          intervalMs: DRAIN_ROUND_MS,
-          maxIntervalMs: DRAIN_ROUND_MS,
+          intervalMs: DRAIN_CHECK_MS,
+          maxIntervalMs: DRAIN_CHECK_MS,
           signal: ctx.signal,
         },
       );

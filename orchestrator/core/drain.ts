@@ -64,6 +64,9 @@ export interface DrainRound {
  */
 export const DRAIN_ROUND_MS = 1000;
 
+/** Between rounds, the node's pods are listed this often: a drain ends when its last pod has gone. */
+export const DRAIN_CHECK_MS = 100;
+
 /** When the planner drains a node it retires: its Node still takes pods, or has pods to evict. */
 export function needsDrain(node: Pick<KubeNode, "unschedulable"> | undefined, evictable: number): boolean {
   return node !== undefined && (!node.unschedulable || evictable > 0);

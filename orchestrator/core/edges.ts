@@ -89,6 +89,12 @@ export interface VipEdge {
 export interface LoadBalancerEdge {
   /** Each node's target (nodes as the state records them: names, addresses, provider ids). */
   observe(nodes: readonly NodeEndpoint[]): Promise<LoadBalancerObservation>;
+  /**
+   * `observe` is a local read, cheap enough to repeat every 100 ms while a wait on the load
+   * balancer lasts (the lab's HAProxy socket). A cloud API is not asked that often: its waits
+   * are observed on the loop's poll interval.
+   */
+  readonly watchable?: boolean;
   /** Takes the node out of rotation (new connections go elsewhere; open ones drain). Idempotent. */
   deregister(node: NodeEndpoint): Promise<void>;
   /** Puts it back (a retirement that did not finish). Idempotent. */

@@ -102,3 +102,36 @@ export function credentialsOf(kubeconfig: string): TlsClientCredentials | undefi
   const d = (s: string) => Buffer.from(s, "base64").toString("utf8");
   return { ca: d(ca), cert: d(cert), key: d(key) };
 }
+
+/** The leader-election Leases of the control-plane components kubeadm runs on each node. */
+export const LEADER_LEASES = ["kube-controller-manager", "kube-scheduler"] as const;
+
+export interface LeaseSpecLike {
+  holderIdentity?: string;
+  leaseDurationSeconds?: number;
+  acquireTime?: Date;
+  renewTime?: Date;
+  leaseTransitions?: number;
+}
+
+/**
+ * The spec that hands a leader Lease on when `node`'s component held it and has stopped, or
+ * undefined when another holds it. It is what client-go's leader election writes when it
+ * releases a lease itself (ReleaseOnCancel: no holder, a 1 s duration), so a candidate on
+ * another node takes it at its next retry instead of after the lease's full duration.
+ * kube-controller-manager does not release its own lease on exit (an alpha feature gate
+ * in 1.36), and no component can once its API server is gone. A component's identity is
+ * `<hostname>_<uuid>`; molt's nodes are named after their hostname. A holder named
+ * otherwise (an adopted machine) is left to expire.
+ */
+export function releasedLease(spec: LeaseSpecLike | undefined, node: string, now: Date): LeaseSpecLike | undefined {
+  const holder = spec?.holderIdentity ?? "";
+  if (holder !== node && !holder.startsWith(`${node}_`)) return undefined;
+  return {
+    ...spec,
+    holderIdentity: "",
+    leaseDurationSeconds: 1,
+    acquireTime: now,
+    renewTime: now,
+  };
+}

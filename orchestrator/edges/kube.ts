@@ -18,7 +18,19 @@ import { sudoFor, type TlsClientCredentials } from "./etcd";
 import { pollUntil } from "../../lib/poll";
 import type { SessionPool } from "./sessions";
 
-import { b64, credentialsOf, describe, evictionMessage, get, k8s, notFound, stripV, tagVersion } from "./kube-support";
+import {
+  b64,
+  credentialsOf,
+  describe,
+  evictionMessage,
+  get,
+  k8s,
+  LEADER_LEASES,
+  notFound,
+  releasedLease,
+  stripV,
+  tagVersion,
+} from "./kube-support";
 
 export { credentialsOf, stripV, tagVersion };
 
@@ -316,9 +328,32 @@ export class KubeAccess {
     }
   }
 
+  /**
+   * Deletes the Node of a machine that is gone, then the pods still bound to it, at once
+   * (grace 0, each by its UID): no kubelet is left to confirm their deletion. Left to the pod
+   * garbage collector they go only after its 40 s quarantine, and until then a DaemonSet's
+   * rolling update counts the node's pod as unavailable: kube-proxy's rollout after an
+   * upgrade waited for the last retired node's pod.
+   */
   async deleteNode(via: string, node: string): Promise<void> {
     const { core } = await this.api(via);
     await core.deleteNode({ name: node }).catch(notFound);
+    const pods = await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` });
+    await Promise.all(
+      pods.items.map((p) =>
+        core
+          .deleteNamespacedPod({
+            name: p.metadata?.name ?? "",
+            namespace: p.metadata?.namespace ?? "",
+            gracePeriodSeconds: 0,
+            body: { gracePeriodSeconds: 0, preconditions: { uid: p.metadata?.uid } },
+          })
+          .catch((e: unknown) => {
+            // Gone already (404), or a new pod of that name (409: another UID): not this node's.
+            if ((e as { code?: number }).code !== 404 && (e as { code?: number }).code !== 409) throw e;
+          }),
+      ),
+    );
   }
 
   /** Sets the image of one container of a DaemonSet or Deployment in kube-system. */
@@ -350,14 +385,41 @@ export class KubeAccess {
   }
 
   /**
-   * Stops a retiring node's kube-apiserver the way its kubelet would: its static pod
-   * manifest is moved aside, the kubelet sends SIGTERM, /readyz fails at once while
-   * requests are still served for --shutdown-delay-duration, the load balancer's check
-   * drops it, and it exits. Done when nothing listens on 6443 any more.
+   * Stops a retiring node's control plane the way its kubelet would, each static pod's
+   * manifest moved aside (the kubelet sends SIGTERM):
+   *   1. kube-controller-manager and kube-scheduler first, while their API server still
+   *      serves. Once nothing listens on their ports, the leader Leases this node still holds
+   *      are handed on (releasedLease): a node destroyed while leading would otherwise leave
+   *      the cluster without controllers (CSR approval, DaemonSets) for the lease's 15 s
+   *      plus a retry, after every retirement.
+   *   2. kube-apiserver: /readyz fails at once while requests are still served for
+   *      --shutdown-delay-duration, the load balancer's check drops it, and it exits. Done
+   *      when nothing listens on 6443 any more.
    */
   async stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<void> {
     const ssh = this.session(node);
     const sudo = sudoFor(ssh.target.user);
+    const aside = (c: string) =>
+      `if [ -f /etc/kubernetes/manifests/${c}.yaml ]; then mv /etc/kubernetes/manifests/${c}.yaml ` +
+      `/etc/kubernetes/${c}.yaml.retired; fi`;
+    await ssh.run(
+      `${sudo}sh -c '${aside("kube-controller-manager")}; ${aside("kube-scheduler")}'`,
+      `moving ${node}'s kube-controller-manager and kube-scheduler manifests aside`,
+    );
+    await pollUntil(
+      async () => {
+        const r = await ssh.exec(`${sudo}ss -ltnH '( sport = :10257 or sport = :10259 )'`);
+        return r.code === 0 && r.stdout.trim() === "" ? true : undefined;
+      },
+      {
+        what: `kube-controller-manager and kube-scheduler on ${node} to stop after their manifests were removed`,
+        deadlineMs: deadlineSeconds * 1000,
+        intervalMs: 250,
+        maxIntervalMs: 250,
+        signal,
+      },
+    );
+    await this.releaseLeaderLeases(node);
     await ssh.run(
       `${sudo}sh -c 'if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then mv ` +
         `/etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired; fi'`,
@@ -376,6 +438,26 @@ export class KubeAccess {
         signal,
       },
     );
+  }
+
+  /**
+   * Hands on the leader Leases `node`'s stopped components hold, through its own API server
+   * (still serving). An optimistic-concurrency update: a Lease renewed or taken meanwhile is
+   * someone else's now and stays as it is (409).
+   */
+  private async releaseLeaderLeases(node: string): Promise<void> {
+    const { coord, m } = await this.api(node);
+    for (const name of LEADER_LEASES) {
+      const lease = await coord.readNamespacedLease({ name, namespace: "kube-system" }).catch(notFound);
+      // MicroTime: the API server parses six fractional digits only.
+      const spec = lease && releasedLease(lease.spec, node, new m.V1MicroTime(Date.now()));
+      if (!lease || !spec) continue;
+      await coord
+        .replaceNamespacedLease({ name, namespace: "kube-system", body: { ...lease, spec } })
+        .catch((e: unknown) => {
+          if ((e as { code?: number }).code !== 409) throw e;
+        });
+    }
   }
 
   /**

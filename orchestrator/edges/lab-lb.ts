@@ -8,6 +8,8 @@ import type { LabLbInputs } from "../../infra/lab/lb";
 import { labDrainSeconds, labTargets, setDeregistered } from "../../infra/lab/lb-impl";
 
 export class LabLoadBalancerEdge implements LoadBalancerEdge {
+  readonly watchable = true;
+
   constructor(private readonly lb: LabLbInputs) {}
 
   async observe(nodes: readonly NodeEndpoint[]): Promise<LoadBalancerObservation> {

@@ -1,5 +1,5 @@
 // A wait watched instead of re-observed: between two full passes, the loop re-reads only
-// what the wait is for (observe.ts reobserveNode, reobserveAddons) every `tickMs` and asks the
+// what the wait is for (observe.ts reobserveNode, reobserveAddons, reobserveLb) every `tickMs` and asks the
 // planner again on that world. The wait ends for a full pass as soon as that decision is no
 // longer the same wait (the condition turned true, or a read failed), at the wait's deadline,
 // or after `fullEveryMs` in any case, so the rest of the world is still seen regularly. No
@@ -11,14 +11,17 @@ type Wait = Extract<Operation, { kind: "wait" }>;
 
 /**
  * What a wait is watched by: the waits whose end a few reads show, a join or a node's health
- * (that node's reads) and kube-proxy's rollout (its DaemonSet). Other waits (a leader
- * election, a soak, a stale Node's Lease, a refused etcd call's retry) poll as before.
+ * (that node's reads), kube-proxy's rollout (its DaemonSet) and, where the load balancer is
+ * cheap to ask (`lbWatchable`, core/edges.ts LoadBalancerEdge.watchable), its view of a
+ * target. Other waits (a leader election, a soak, a stale Node's Lease, a refused etcd
+ * call's retry) poll as before.
  */
-export type Watch = { node: string } | { addons: true };
+export type Watch = { node: string } | { addons: true } | { lb: true };
 
-export function watchOf(op: Operation): Watch | undefined {
+export function watchOf(op: Operation, lbWatchable = false): Watch | undefined {
   if (op.kind !== "wait") return undefined;
   if (op.key === "addons") return { addons: true };
+  if (op.key.startsWith("lb:")) return lbWatchable ? { lb: true } : undefined;
   if (!op.node) return undefined;
   return op.key.startsWith("join:") || op.key.startsWith("health:") ? { node: op.node } : undefined;
 }

@@ -128,4 +128,31 @@ describe("the drain act (orchestrator/act/kube.ts), over a stub Kubernetes edge"
     assert.match(reason, /evictions refused: apps\/db-0: disruption budget\./);
     assert.match(reason, /No node was removed: cp-1 stays cordoned/);
   });
+
+  it("is done soon after the evicted pods are gone, not a whole round later", async () => {
+    // Evicted pods stay listed for 150 ms (their controller's replacement elsewhere, the
+    // kubelet confirming the deletion), as on a cluster.
+    let evictedAt = 0;
+    const kube = {
+      cordon: async () => undefined,
+      podsOn: async () => (evictedAt && Date.now() - evictedAt >= 150 ? [] : [pod("web-1")]),
+      evict: async (): Promise<Eviction> => {
+        evictedAt ||= Date.now();
+        return { kind: "evicted" };
+      },
+    } as unknown as KubeEdge;
+    const started = Date.now();
+    assert.deepEqual(await drain(op, ctxOf(kube, 5)), { kind: "done" });
+    const took = Date.now() - started;
+    assert.ok(took < 700, `the drain took ${took} ms after pods that left within 150 ms`);
+  });
+
+  it("asks a refused eviction again once a round, however often it looks", async () => {
+    const { kube, calls } = stubKube([pod("db-0")], { "db-0": { kind: "refused", message: "disruption budget" } });
+    const outcome = await drain(op, ctxOf(kube, 2));
+    assert.equal(outcome.kind, "stop");
+    const evictions = calls.filter((c) => c.startsWith("evict")).length;
+    assert.ok(evictions >= 2 && evictions <= 3, `${evictions} evictions in a 2 s drain: one a second`);
+    assert.match((outcome as { reason: string }).reason, /evictions refused: apps\/db-0: disruption budget\./);
+  });
 });

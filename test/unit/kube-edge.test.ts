@@ -1,7 +1,8 @@
-// Pure parts of the Kubernetes edge: image tags, kubeconfig credentials (which pods a drain
-// evicts: test/unit/drain.test.ts).
+// Pure parts of the Kubernetes edge: image tags, kubeconfig credentials, the hand-over of a
+// retiring node's leader Leases (which pods a drain evicts: test/unit/drain.test.ts).
 import * as assert from "node:assert/strict";
-import { credentialsOf, tagVersion } from "../../orchestrator/edges/kube";
+import { credentialsOf, KubeAccess, tagVersion } from "../../orchestrator/edges/kube";
+import { releasedLease } from "../../orchestrator/edges/kube-support";
 
 describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
   it("reads the version from an image tag", () => {
@@ -15,5 +16,151 @@ describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
     assert.deepEqual(credentialsOf(kc), { ca: "CA", cert: "CERT", key: "KEY" });
     assert.equal(credentialsOf(kc.replace(/client-key-data.*\n/, "")), undefined);
     assert.equal(credentialsOf("not: [a, kubeconfig"), undefined);
+  });
+
+  describe("a retiring node's leader Lease (releasedLease)", () => {
+    const renewed = new Date("2026-12-03T22:00:00Z");
+    const now = new Date("2026-12-03T22:00:05Z");
+    const held = (holderIdentity: string) => ({
+      holderIdentity,
+      leaseDurationSeconds: 15,
+      acquireTime: renewed,
+      renewTime: renewed,
+      leaseTransitions: 4,
+    });
+
+    it("hands on a Lease the stopped node's component holds, as client-go's release writes it", () => {
+      assert.deepEqual(releasedLease(held("molt-cp-2_5f1c9a2e-1b2c-4d5e-8f90-123456789abc"), "molt-cp-2", now), {
+        holderIdentity: "",
+        leaseDurationSeconds: 1,
+        acquireTime: now,
+        renewTime: now,
+        leaseTransitions: 4,
+      });
+      assert.equal(releasedLease(held("molt-cp-2"), "molt-cp-2", now)?.holderIdentity, "");
+    });
+
+    it("leaves another node's Lease alone, a name prefix included", () => {
+      assert.equal(releasedLease(held("molt-cp-3_5f1c9a2e"), "molt-cp-2", now), undefined);
+      assert.equal(releasedLease(held("molt-cp-20_5f1c9a2e"), "molt-cp-2", now), undefined);
+      assert.equal(releasedLease(held("x-molt-cp-2_5f1c9a2e"), "molt-cp-2", now), undefined);
+    });
+
+    it("writes nothing when there is no holder or no spec", () => {
+      assert.equal(releasedLease(held(""), "molt-cp-2", now), undefined);
+      assert.equal(releasedLease({}, "molt-cp-2", now), undefined);
+      assert.equal(releasedLease(undefined, "molt-cp-2", now), undefined);
+    });
+  });
+});
+
+describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", () => {
+  // The edge over a fake SSH session and a fake Lease API: what it runs, in which order,
+  // and which Leases it writes.
+  function fakeEdge(holders: Record<string, string>, listening: { controllers: number }) {
+    const log: string[] = [];
+    const ssh = {
+      target: { user: "root" },
+      run: async (cmd: string) => {
+        log.push(`run ${cmd}`);
+        return "";
+      },
+      exec: async (cmd: string) => {
+        const controllers = cmd.includes(":10257");
+        log.push(`exec ${controllers ? "ss controllers" : "ss apiserver"}`);
+        const busy = controllers && listening.controllers-- > 0;
+        return { code: 0, stdout: busy ? "LISTEN 0 4096 127.0.0.1:10257 0.0.0.0:*" : "", stderr: "" };
+      },
+    };
+    const written: Record<string, { holderIdentity?: string; leaseDurationSeconds?: number }> = {};
+    const coord = {
+      readNamespacedLease: async ({ name }: { name: string }) => ({
+        metadata: { name, namespace: "kube-system", resourceVersion: "7" },
+        spec: { holderIdentity: holders[name], leaseDurationSeconds: 15, leaseTransitions: 2 },
+      }),
+      replaceNamespacedLease: async (a: {
+        name: string;
+        body: { metadata: { resourceVersion: string }; spec: { holderIdentity?: string } };
+      }) => {
+        assert.equal(a.body.metadata.resourceVersion, "7", "an optimistic-concurrency update");
+        log.push(`lease ${a.name}`);
+        written[a.name] = a.body.spec;
+      },
+    };
+    const kube = Object.create(KubeAccess.prototype) as KubeAccess;
+    Object.assign(kube, {
+      pool: { get: () => ssh },
+      ports: new Map(),
+      api: async () => ({ coord, m: { V1MicroTime: Date } }),
+    });
+    return { kube, log, written };
+  }
+
+  it("stops controller-manager and scheduler, hands on the Lease its node held, then the API server", async () => {
+    const { kube, log, written } = fakeEdge(
+      { "kube-controller-manager": "cp-1_0c6f2a", "kube-scheduler": "cp-2_91ab3d" },
+      { controllers: 2 },
+    );
+    await kube.stopApiServer("cp-1", 5);
+    assert.deepEqual(
+      log.map((l) => l.replace(/^run .*kube-controller-manager.yaml.*kube-scheduler.yaml.*$/, "run controllers aside")),
+      [
+        "run controllers aside",
+        "exec ss controllers",
+        "exec ss controllers",
+        "exec ss controllers",
+        "lease kube-controller-manager",
+        log[5],
+        "exec ss apiserver",
+      ],
+    );
+    assert.match(log[5], /^run .*mv \/etc\/kubernetes\/manifests\/kube-apiserver\.yaml /);
+    assert.equal(written["kube-controller-manager"].holderIdentity, "");
+    assert.equal(written["kube-controller-manager"].leaseDurationSeconds, 1);
+    assert.equal(written["kube-scheduler"], undefined, "another node's scheduler keeps its Lease");
+  });
+
+  it("writes no Lease while a component still listens: the deadline passes and nothing is handed on", async () => {
+    const { kube, log, written } = fakeEdge({ "kube-controller-manager": "cp-1_0c6f2a" }, { controllers: 1_000 });
+    await assert.rejects(kube.stopApiServer("cp-1", 1), /kube-controller-manager and kube-scheduler on cp-1 to stop/);
+    assert.deepEqual(written, {});
+    assert.ok(!log.some((l) => l.includes("kube-apiserver.yaml")), "the API server is left running");
+  });
+});
+
+describe("a destroyed machine's Node deleted (KubeAccess.deleteNode)", () => {
+  it("deletes the Node, then the pods still bound to it at once, each by its UID", async () => {
+    const calls: string[] = [];
+    const core = {
+      deleteNode: async ({ name }: { name: string }) => void calls.push(`delete node ${name}`),
+      listPodForAllNamespaces: async ({ fieldSelector }: { fieldSelector: string }) => {
+        calls.push(`list ${fieldSelector}`);
+        return {
+          items: [
+            { metadata: { name: "kube-proxy-x1", namespace: "kube-system", uid: "u1" } },
+            { metadata: { name: "web-2", namespace: "apps", uid: "u2" } },
+          ],
+        };
+      },
+      deleteNamespacedPod: async (a: {
+        name: string;
+        namespace: string;
+        gracePeriodSeconds: number;
+        body: { preconditions: { uid: string } };
+      }) => {
+        calls.push(`delete pod ${a.namespace}/${a.name} grace ${a.gracePeriodSeconds} uid ${a.body.preconditions.uid}`);
+        // A pod deleted meanwhile, or replaced by one of the same name: left alone, no error.
+        if (a.name === "web-2") throw Object.assign(new Error("conflict"), { code: 409 });
+      },
+    };
+    const kube = Object.create(KubeAccess.prototype) as KubeAccess;
+    Object.assign(kube, { api: async () => ({ core }) });
+    await kube.deleteNode("cp-4", "cp-1");
+    assert.deepEqual(calls, [
+      "delete node cp-1",
+      "list spec.nodeName=cp-1",
+      "delete pod kube-system/kube-proxy-x1 grace 0 uid u1",
+      "delete pod apps/web-2 grace 0 uid u2",
+    ]);
   });
 });

@@ -92,6 +92,10 @@ describe("a wait watched between full passes", () => {
     assert.deepEqual(watchOf(wait), { node: "cp-4" });
     assert.deepEqual(watchOf({ kind: "wait", key: "health:cp-2", node: "cp-2", reason: "" }), { node: "cp-2" });
     assert.deepEqual(watchOf({ kind: "wait", key: "addons", reason: "" }), { addons: true });
+    // A load balancer only where it is cheap to ask (the lab's HAProxy), never a cloud API.
+    assert.deepEqual(watchOf({ kind: "wait", key: "lb:cp-4", node: "cp-4", reason: "" }, true), { lb: true });
+    assert.equal(watchOf({ kind: "wait", key: "lb:cp-4", node: "cp-4", reason: "" }, false), undefined);
+    assert.equal(watchOf({ kind: "wait", key: "lb:cp-4", node: "cp-4", reason: "" }), undefined);
     for (const key of ["leader", "kube", "vip", "soak:cp-4", "stale-node:cp-9", "retry:remove:cp-1"] as const)
       assert.equal(watchOf({ kind: "wait", key, node: "cp-4", reason: "" }), undefined, key);
     assert.equal(watchOf({ kind: "wait", key: "join:cp-4", reason: "" }), undefined);

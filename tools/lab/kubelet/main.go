@@ -292,25 +292,28 @@ func (p *staticPod) halt() {
 // ---------------------------------------------------------------- node agent
 
 func nodeAgent(ctx context.Context, o options, static *staticPods) {
-	client := retry(ctx, "connect to the API server", func() (*kubernetes.Clientset, error) { return clientFor(ctx, o) })
+	client := connect(ctx, o)
 	if client == nil {
 		return
 	}
 	log.Printf("node agent: connected as %s", o.nodeName)
 	go podAgent(ctx, o, client)
-	t := time.NewTicker(o.heartbeat)
-	defer t.Stop()
 	for {
+		// A failed heartbeat (the Node not registered yet, say) is retried within a second,
+		// as the kubelet retries its registration, not one heartbeat period later.
+		next := o.heartbeat
 		node, err := heartbeat(ctx, o, client)
 		if err != nil {
 			log.Printf("node agent: heartbeat: %v", err)
+			next = min(next, time.Second)
 		} else if err := syncMirrors(ctx, o, client, node, static); err != nil {
 			log.Printf("node agent: mirror pods: %v", err)
+			next = min(next, time.Second)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(next):
 		case <-static.changed:
 		}
 	}
@@ -381,25 +384,47 @@ func syncMirrors(ctx context.Context, o options, c *kubernetes.Clientset, node *
 
 func ptr[T any](v T) *T { return &v }
 
-// retry calls f until it succeeds or ctx ends, backing off up to 5 s.
-func retry[T any](ctx context.Context, what string, f func() (T, error)) T {
-	delay := 200 * time.Millisecond
-	var zero T
+// connect returns the node's client once it has one. The kubelet is (re)started by kubeadm
+// the moment kubeadm writes its kubeconfig, and on a joining control-plane node its API server
+// is the static pod this process has just started: so the files are looked for every 100 ms
+// (a stat) and the API server is asked again every 250 ms, not on a growing back-off that
+// would add seconds after both are there.
+func connect(ctx context.Context, o options) *kubernetes.Clientset {
+	last := ""
 	for {
-		v, err := f()
-		if err == nil {
-			return v
+		var c *kubernetes.Clientset
+		err := errNoKubeconfig
+		if haveKubeconfig(o) {
+			c, err = clientFor(ctx, o)
 		}
-		log.Printf("%s: %v (retrying in %s)", what, err, delay)
+		if err == nil {
+			return c
+		}
+		if msg := err.Error(); msg != last {
+			log.Printf("connect to the API server: %v (retrying)", err)
+			last = msg
+		}
+		every := 250 * time.Millisecond
+		if err == errNoKubeconfig {
+			every = 100 * time.Millisecond
+		}
 		select {
 		case <-ctx.Done():
-			return zero
-		case <-time.After(delay):
-		}
-		if delay < 5*time.Second {
-			delay *= 2
+			return nil
+		case <-time.After(every):
 		}
 	}
+}
+
+var errNoKubeconfig = fmt.Errorf("neither kubelet.conf nor bootstrap-kubelet.conf exists yet")
+
+func haveKubeconfig(o options) bool {
+	for _, f := range []string{o.kubeconfig, o.bootstrap} {
+		if _, err := os.Stat(f); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // clientFor returns a client with the node's own identity: kubelet.conf if present, else
