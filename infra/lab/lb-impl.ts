@@ -216,7 +216,8 @@ export async function removeLb(i: LabLbInputs): Promise<{ kept?: string }> {
     await waitFor("the lab load balancer to stop", async () => !pidAlive(pid), DEADLINE_MS);
   }
   const source = labLbSourceAddress(i);
-  if (source && !i.netns && !i.bind) await sh("ip", ["addr", "del", `${source}/32`, "dev", i.bridge], { allowFail: true });
+  if (source && !i.netns && !i.bind)
+    await sh("ip", ["addr", "del", `${source}/32`, "dev", i.bridge], { allowFail: true });
   rmSync(dir, { recursive: true, force: true });
   return {};
 }
