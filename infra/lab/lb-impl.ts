@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync
 import { connect } from "node:net";
 import { join } from "node:path";
 import { assertRoot, ensureBridge, LabHostError, parseSubnet, sh, waitFor } from "./host";
-import type { LabLbInputs, LabLbAttachmentInputs } from "./lb";
+import { labLbSourceAddress, type LabLbInputs, type LabLbAttachmentInputs } from "./lb";
 import { claimLab, readLabClaim, releaseLab, type LabClaim } from "./owner";
 import type { TargetObservation } from "../../orchestrator/core/observations";
 
@@ -50,6 +50,7 @@ function serverLines(dir: string, i: LabLbInputs): string[] {
 export function render(dir: string, i: LabLbInputs): string {
   const bind = i.bind ?? parseSubnet(i.subnet).gateway;
   const hc = i.healthCheck;
+  const source = labLbSourceAddress(i);
   const every = hc
     ? `inter ${hc.intervalSeconds}s fall ${hc.unhealthyThreshold} rise ${hc.healthyThreshold}`
     : "inter 1s fall 2 rise 1";
@@ -71,6 +72,7 @@ export function render(dir: string, i: LabLbInputs): string {
     "  default_backend apiservers",
     "backend apiservers",
     "  balance roundrobin",
+    ...(source ? [`  source ${source}`] : []),
     // /readyz over TLS, like a cloud LB's health check of kube-apiservers; etcd's client port: a TCP check.
     ...(i.serves === "etcd"
       ? [`  default-server check ${every}`]
@@ -147,7 +149,19 @@ async function withLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * The load balancer's own address on the host's bridge (labLbSourceAddress), added once; not
+ * where HAProxy runs elsewhere (a machine's namespace, an address of its own to bind).
+ */
+async function ensureSourceAddress(i: LabLbInputs): Promise<void> {
+  const source = labLbSourceAddress(i);
+  if (!source || i.netns || i.bind) return;
+  const addrs = await sh("ip", ["-o", "-4", "addr", "show", "dev", i.bridge]);
+  if (!addrs.includes(`inet ${source}/32 `)) await sh("ip", ["addr", "add", `${source}/32`, "dev", i.bridge]);
+}
+
 async function apply(dir: string, i: LabLbInputs): Promise<void> {
+  await ensureSourceAddress(i);
   writeFileSync(join(dir, "haproxy.cfg"), render(dir, i));
   // What the checks learnt so far, for the reloaded process (server-state-file).
   if (i.healthCheck && masterPid(dir)) {
@@ -201,6 +215,9 @@ export async function removeLb(i: LabLbInputs): Promise<{ kept?: string }> {
     process.kill(pid, "SIGTERM");
     await waitFor("the lab load balancer to stop", async () => !pidAlive(pid), DEADLINE_MS);
   }
+  const source = labLbSourceAddress(i);
+  if (source && !i.netns && !i.bind)
+    await sh("ip", ["addr", "del", `${source}/32`, "dev", i.bridge], { allowFail: true });
   rmSync(dir, { recursive: true, force: true });
   return {};
 }

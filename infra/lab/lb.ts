@@ -38,6 +38,19 @@ export function labLbTargetPort(lb: LabLbInputs): number {
   return lb.serves === "etcd" ? 2379 : 6443;
 }
 
+/**
+ * The address molt's HAProxy connects to an etcd-only cluster's client port from (checks and
+ * traffic): its own in the subnet, like a cloud load balancer's (an NLB without client IP
+ * preservation), outside the machines' range (.10-.249) and not the gateway, from which the
+ * machines refuse etcd's ports (machine-impl.ts etcdRefusalRule). Undefined where it serves
+ * kube-apiservers (from the gateway, as before).
+ */
+export function labLbSourceAddress(lb: LabLbInputs): string | undefined {
+  if (lb.serves !== "etcd") return undefined;
+  const m = /^(\d+\.\d+\.\d+)\.0\/24$/.exec(lb.subnet);
+  return m ? `${m[1]}.9` : undefined;
+}
+
 export interface LabLbAttachmentInputs {
   lb: LabLbInputs;
   server: string;

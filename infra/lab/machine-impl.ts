@@ -282,24 +282,19 @@ export async function create(i: LabMachineInputs): Promise<{ id: string; outs: L
   return { id: `${i.lab}/${i.name}`, outs: { ...i, address, netns: ns, sshPort: 22 } };
 }
 
+/**
+ * The `ip rule` that refuses etcd's ports to connections from the gateway (the host): what a
+ * security group admitting 2379-2380 from the subnet's machines (and the subnet's load
+ * balancer, lb.ts labLbSourceAddress) but not from outside looks like in a machine.
+ */
+export function etcdRefusalRule(gateway: string): string[] {
+  return ["rule", "add", "pref", "10", "from", gateway, "ipproto", "tcp", "dport", "2379-2380", "prohibit"];
+}
+
 async function refuseEtcdFromGateway(ns: string, gateway: string): Promise<void> {
   await sh("ip", ["-n", ns, "rule", "add", "pref", "100", "lookup", "local"]);
   await sh("ip", ["-n", ns, "rule", "del", "pref", "0"]);
-  await sh("ip", [
-    "-n",
-    ns,
-    "rule",
-    "add",
-    "pref",
-    "10",
-    "from",
-    gateway,
-    "ipproto",
-    "tcp",
-    "dport",
-    "2379-2380",
-    "prohibit",
-  ]);
+  await sh("ip", ["-n", ns, ...etcdRefusalRule(gateway)]);
 }
 
 /**

@@ -8,7 +8,8 @@
 // Run: npm run -s build && flock /tmp/molt-lab.lock npx mocha --no-config --timeout 1800000
 // dist/test/long/slow-lb.test.js (root; lab t30).
 import * as assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { parseSubnet } from "../../infra/lab/host";
@@ -50,6 +51,14 @@ const figures: Record<string, unknown> = { healthCheck: HEALTH_CHECK };
 
 describe("a load balancer as slow as a cloud's (long, lab t30)", function () {
   after(() => console.log("    slow-lb figures:", JSON.stringify(figures)));
+  // Both stacks' teardowns ran (nested hooks first): nothing of lab t30 is left running.
+  after(() => {
+    const machines = execFileSync("ip", ["netns", "list"], { encoding: "utf8" })
+      .split("\n")
+      .filter((l) => l.startsWith(`molt-${lab.lab}-`));
+    assert.deepEqual(machines, [], "lab machines left after the teardown");
+    assert.ok(!existsSync(join(lab.labRoot, "labs", lab.lab, "lb", "haproxy.pid")), "the lab's HAProxy is left");
+  });
 
   describe("etcd roll (etcd-only images), an etcd client through the load balancer", () => {
     const STACK = "slowe";

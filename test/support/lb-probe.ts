@@ -16,6 +16,8 @@ export interface EndpointProbeStats {
   errors: string[];
   /** [from, to] ms after the start, of each run of failed requests. */
   outages: [number, number][];
+  /** Longest of the outages (ms). */
+  longestOutageMs: number;
 }
 
 type Tls = Awaited<ReturnType<typeof readClientTls>>;
@@ -34,7 +36,14 @@ export function startEtcdEndpointProbe(
   tls: Tls,
   intervalMs = 100,
 ): { stop: () => Promise<EndpointProbeStats> } {
-  const stats: EndpointProbeStats = { requests: 0, failures: 0, leaderChanges: 0, errors: [], outages: [] };
+  const stats: EndpointProbeStats = {
+    requests: 0,
+    failures: 0,
+    leaderChanges: 0,
+    errors: [],
+    outages: [],
+    longestOutageMs: 0,
+  };
   const t0 = Date.now();
   let failingSince: number | undefined;
   let running = true;
@@ -90,6 +99,7 @@ export function startEtcdEndpointProbe(
       running = false;
       await loop;
       if (failingSince !== undefined) stats.outages.push([failingSince, Date.now() - t0]);
+      stats.longestOutageMs = Math.max(0, ...stats.outages.map(([from, to]) => to - from));
       return stats;
     },
   };

@@ -7,7 +7,9 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { labDrainSeconds, labTargets, render } from "../../infra/lab/lb-impl";
-import { labLbInputs, labLbTargetPort, type LabLbInputs } from "../../infra/lab/lb";
+import { labLbInputs, labLbSourceAddress, labLbTargetPort, type LabLbInputs } from "../../infra/lab/lb";
+import { etcdRefusalRule } from "../../infra/lab/machine-impl";
+import { parseSubnet } from "../../infra/lab/host";
 import type { LabSettings } from "../../infra/lab/settings";
 
 const HC = { intervalSeconds: 10, unhealthyThreshold: 3, healthyThreshold: 2, deregistrationDelaySeconds: 15 };
@@ -81,6 +83,28 @@ describe("the lab's load balancer (infra/lab/lb-impl.ts)", () => {
     const ecfg = render(dirOf(e), e);
     assert.doesNotMatch(ecfg, /httpchk|check-ssl/);
     assert.match(ecfg, /default-server check inter 10s fall 3 rise 2/);
+  });
+
+  it("serving etcd, connects from its own address, which the machines admit to etcd's ports", () => {
+    // The machines refuse 2379-2380 from the gateway (the host, outside the control plane):
+    // checks from there never pass, and no etcd-only node ever counts healthy.
+    const e = labLbInputs(settings({ lbHealthCheck: HC }), false);
+    const refused = etcdRefusalRule(parseSubnet(e.subnet).gateway);
+    const from = refused[refused.indexOf("from") + 1];
+    assert.equal(from, "10.77.199.1");
+    const source = labLbSourceAddress(e);
+    assert.ok(source, "an etcd-serving load balancer has an address of its own");
+    assert.notEqual(source, from);
+    // In the subnet, outside the machines' range (.10-.249).
+    const host = Number(/^10\.77\.199\.(\d+)$/.exec(source)?.[1]);
+    assert.ok(host > 1 && host < 10, source);
+    attachFiles(e, { "t99-cp-1": "10.77.199.10:2379" });
+    assert.match(render(dirOf(e), e), new RegExp(`backend apiservers\n {2}balance roundrobin\n {2}source ${source}\n`));
+    // Serving kube-apiservers (6443, not refused), or without slow checks: from the gateway as before.
+    for (const i of [labLbInputs(settings({ lbHealthCheck: HC })), labLbInputs(settings(), false)]) {
+      assert.equal(labLbSourceAddress(i), undefined);
+      assert.doesNotMatch(render(dirOf(i), i), /source/);
+    }
   });
 
   it("reports each node's target in AWS's words", async () => {
