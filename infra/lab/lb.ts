@@ -77,17 +77,22 @@ export function labLbInputs(lab: LabSettings, kubernetes = true): LabLbInputs {
   };
 }
 
+export function labLbDiff(olds: LabLbInputs, news: LabLbInputs): pulumi.dynamic.DiffResult {
+  const replaces = (["lab", "labRoot", "bridge", "subnet", "port", "netns", "bind"] as const).filter(
+    (k) => olds[k] !== news[k],
+  );
+  return { changes: replaces.length > 0, replaces, deleteBeforeReplace: true };
+}
+
 const lbProvider: pulumi.dynamic.ResourceProvider = {
   async create(inputs: LabLbInputs) {
     return implementation("infra/lab/lb-impl").createLb(inputs);
   },
   // The owner is not compared: a load balancer made before claims stays as it is; nor are its
-  // checks (the next attachment's reload applies them).
+  // checks (the next attachment's reload applies them). Replaced old first: both would live in
+  // one directory (its pid file, its configuration) and hold one source address on the bridge.
   async diff(_id: string, olds: LabLbInputs, news: LabLbInputs) {
-    const replaces = (["lab", "labRoot", "bridge", "subnet", "port", "netns", "bind"] as const).filter(
-      (k) => olds[k] !== news[k],
-    );
-    return { changes: replaces.length > 0, replaces };
+    return labLbDiff(olds, news);
   },
   async delete(_id: string, props: LabLbInputs) {
     await implementation("infra/lab/lb-impl").removeLb(props);

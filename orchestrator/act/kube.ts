@@ -2,6 +2,7 @@
 // planner named.
 import { DeadlineError, pollUntil } from "../../lib/poll";
 import type { Act } from "./context";
+import { reportPodsLeft } from "./provision";
 import type { KubeEdge } from "../core/edges";
 import {
   DRAIN_CHECK_MS,
@@ -21,13 +22,15 @@ export const updateClusterConfig: Act<"update-cluster-config"> = async (op, ctx)
 
 export const deleteNode: Act<"delete-node"> = async (op, ctx) => {
   const kube = await ctx.edges.nodes.kube();
-  await ctx.timed("kube", op.kind, op.node, () => kube.deleteNode(op.via, op.node));
+  // Planned for a Node whose machine is gone (its Lease stale, no machine in the stack).
+  const left = await ctx.timed("kube", op.kind, op.node, () => kube.deleteNode(op.via, op.node, { machineGone: true }));
+  reportPodsLeft(op.node, left, ctx);
   return { kind: "done" };
 };
 
 export const stopApiServer: Act<"stop-apiserver"> = async (op, ctx) => {
   const kube = await ctx.edges.nodes.kube();
-  await ctx.timed("kube", op.kind, op.node, () =>
+  const warnings = await ctx.timed("kube", op.kind, op.node, () =>
     // The API server serves for its shutdown delay before it stops listening.
     kube.stopApiServer(
       op.node,
@@ -35,6 +38,7 @@ export const stopApiServer: Act<"stop-apiserver"> = async (op, ctx) => {
       ctx.signal,
     ),
   );
+  for (const message of warnings) ctx.report({ type: "warning", node: op.node, message });
   return { kind: "done" };
 };
 

@@ -74,7 +74,8 @@ async function deleteNodeAfterPrune(node: string, via: string | undefined, ctx: 
   // Not fatal: the next pass finds the Node without a machine (its Lease goes stale) and deletes it.
   const kube = await ctx.edges.nodes.kube();
   await ctx
-    .timed("kube", "delete-node", node, () => kube.deleteNode(via, node))
+    .timed("kube", "delete-node", node, () => kube.deleteNode(via, node, { machineGone: true }))
+    .then((left) => reportPodsLeft(node, left, ctx))
     .catch((e: Error) =>
       ctx.report({
         type: "phase",
@@ -87,6 +88,18 @@ async function deleteNodeAfterPrune(node: string, via: string | undefined, ctx: 
           `the Node could not be deleted now (${e.message.split("\n")[0]}); ` + "it is deleted once its Lease is stale",
       }),
     );
+}
+
+/** Pods of a deleted Node molt could not delete: the pod garbage collector takes them later. */
+export function reportPodsLeft(node: string, left: string[], ctx: Pick<ActContext, "report">): void {
+  if (left.length === 0) return;
+  ctx.report({
+    type: "warning",
+    node,
+    message:
+      `the Node of ${node} was deleted, but not all of its pods (${left.join("; ")}): the pod garbage ` +
+      "collector deletes them within about 40 s, until then a DaemonSet's rollout may count them unavailable",
+  });
 }
 
 /**

@@ -63,8 +63,13 @@ export interface KubeEdge {
   podsOn(via: string, node: string): Promise<PodLike[]>;
   /** One eviction through the Eviction API (PodDisruptionBudgets honoured). */
   evict(via: string, namespace: string, name: string): Promise<Eviction>;
-  deleteNode(via: string, node: string): Promise<void>;
-  stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<void>;
+  /**
+   * Deletes the Node; with `machineGone` (the machine was destroyed) also the pods still bound
+   * to it, at once. Returns what could not be done about those pods (left to the pod GC).
+   */
+  deleteNode(via: string, node: string, o?: { machineGone?: boolean }): Promise<string[]>;
+  /** Resolves with what went wrong but did not stop it (a leader Lease not handed on). */
+  stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<string[]>;
   updateAddons(via: string, kubeadmNode: string, version: string): Promise<void>;
 }
 

@@ -335,11 +335,16 @@ export class KubeAccess {
    * rolling update counts the node's pod as unavailable: kube-proxy's rollout after an
    * upgrade waited for the last retired node's pod.
    */
-  async deleteNode(via: string, node: string): Promise<void> {
+  async deleteNode(via: string, node: string, o: { machineGone?: boolean } = {}): Promise<string[]> {
     const { core } = await this.api(via);
     await core.deleteNode({ name: node }).catch(notFound);
-    const pods = await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` });
-    await Promise.all(
+    // Only for a machine molt destroyed: a machine merely unreachable (an adopted one) may still
+    // run its pods, and a StatefulSet's pod deleted at once there would run twice.
+    if (!o.machineGone) return [];
+    // The Node is gone: whatever fails now is left to the pod garbage collector, and said.
+    const pods = await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` }).catch((e: Error) => e);
+    if (pods instanceof Error) return [`listing its pods failed: ${firstLine(pods)}`];
+    const left = await Promise.all(
       pods.items.map((p) =>
         core
           .deleteNamespacedPod({
@@ -348,12 +353,17 @@ export class KubeAccess {
             gracePeriodSeconds: 0,
             body: { gracePeriodSeconds: 0, preconditions: { uid: p.metadata?.uid } },
           })
-          .catch((e: unknown) => {
-            // Gone already (404), or a new pod of that name (409: another UID): not this node's.
-            if ((e as { code?: number }).code !== 404 && (e as { code?: number }).code !== 409) throw e;
-          }),
+          .then(
+            () => undefined,
+            (e: unknown) =>
+              // Gone already (404), or a new pod of that name (409: another UID): not this node's.
+              (e as { code?: number }).code === 404 || (e as { code?: number }).code === 409
+                ? undefined
+                : `${p.metadata?.namespace}/${p.metadata?.name}: ${firstLine(e as Error)}`,
+          ),
       ),
     );
+    return left.filter((l): l is string => !!l);
   }
 
   /** Sets the image of one container of a DaemonSet or Deployment in kube-system. */
@@ -396,7 +406,7 @@ export class KubeAccess {
    *      --shutdown-delay-duration, the load balancer's check drops it, and it exits. Done
    *      when nothing listens on 6443 any more.
    */
-  async stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<void> {
+  async stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<string[]> {
     const ssh = this.session(node);
     const sudo = sudoFor(ssh.target.user);
     const aside = (c: string) =>
@@ -419,7 +429,11 @@ export class KubeAccess {
         signal,
       },
     );
-    await this.releaseLeaderLeases(node);
+    // Only a shortcut (the Leases expire in 15 s): a failure to hand one on is said, not fatal.
+    const warnings = await this.releaseLeaderLeases(node).then(
+      () => [],
+      (e: Error) => [`the leader Leases ${node} held were not handed on (${firstLine(e)}); they expire on their own`],
+    );
     await ssh.run(
       `${sudo}sh -c 'if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then mv ` +
         `/etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired; fi'`,
@@ -438,6 +452,7 @@ export class KubeAccess {
         signal,
       },
     );
+    return warnings;
   }
 
   /**
@@ -486,4 +501,8 @@ export class KubeAccess {
     for (const p of this.ports.values()) await p.close();
     this.ports.clear();
   }
+}
+
+function firstLine(e: Error): string {
+  return String(e.message ?? e).split("\n")[0];
 }

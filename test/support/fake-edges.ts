@@ -264,14 +264,16 @@ class FakeKubeEdge implements KubeEdge {
     this.api(via);
     return { kind: "evicted" };
   }
-  async deleteNode(via: string, node: string): Promise<void> {
+  async deleteNode(via: string, node: string, o: { machineGone?: boolean } = {}): Promise<string[]> {
     this.api(via);
-    this.w.log.push(`kube delete-node ${node}`);
+    this.w.log.push(`kube delete-node ${node}${o.machineGone ? " (machine gone)" : ""}`);
     this.k.cordoned.delete(node);
+    return [];
   }
-  async stopApiServer(node: string): Promise<void> {
+  async stopApiServer(node: string): Promise<string[]> {
     this.w.log.push(`kube stop-apiserver ${node}`);
     this.k.stopped.add(node);
+    return [];
   }
   async updateAddons(via: string, _kubeadmNode: string, version: string): Promise<void> {
     this.api(via);

@@ -57,7 +57,11 @@ describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
 describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", () => {
   // The edge over a fake SSH session and a fake Lease API: what it runs, in which order,
   // and which Leases it writes.
-  function fakeEdge(holders: Record<string, string>, listening: { controllers: number }) {
+  function fakeEdge(
+    holders: Record<string, string>,
+    listening: { controllers: number },
+    leaseApi: "answers" | "fails" = "answers",
+  ) {
     const log: string[] = [];
     const ssh = {
       target: { user: "root" },
@@ -74,10 +78,13 @@ describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", (
     };
     const written: Record<string, { holderIdentity?: string; leaseDurationSeconds?: number }> = {};
     const coord = {
-      readNamespacedLease: async ({ name }: { name: string }) => ({
-        metadata: { name, namespace: "kube-system", resourceVersion: "7" },
-        spec: { holderIdentity: holders[name], leaseDurationSeconds: 15, leaseTransitions: 2 },
-      }),
+      readNamespacedLease: async ({ name }: { name: string }) => {
+        if (leaseApi === "fails") throw Object.assign(new Error("etcdserver: request timed out\nmore"), { code: 500 });
+        return {
+          metadata: { name, namespace: "kube-system", resourceVersion: "7" },
+          spec: { holderIdentity: holders[name], leaseDurationSeconds: 15, leaseTransitions: 2 },
+        };
+      },
       replaceNamespacedLease: async (a: {
         name: string;
         body: { metadata: { resourceVersion: string }; spec: { holderIdentity?: string } };
@@ -101,7 +108,7 @@ describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", (
       { "kube-controller-manager": "cp-1_0c6f2a", "kube-scheduler": "cp-2_91ab3d" },
       { controllers: 2 },
     );
-    await kube.stopApiServer("cp-1", 5);
+    assert.deepEqual(await kube.stopApiServer("cp-1", 5), [], "nothing went wrong");
     assert.deepEqual(
       log.map((l) => l.replace(/^run .*kube-controller-manager.yaml.*kube-scheduler.yaml.*$/, "run controllers aside")),
       [
@@ -118,6 +125,18 @@ describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", (
     assert.equal(written["kube-controller-manager"].holderIdentity, "");
     assert.equal(written["kube-controller-manager"].leaseDurationSeconds, 1);
     assert.equal(written["kube-scheduler"], undefined, "another node's scheduler keeps its Lease");
+  });
+
+  it("still stops the API server when the Lease API fails, and says the Leases were not handed on", async () => {
+    const { kube, log, written } = fakeEdge({ "kube-controller-manager": "cp-1_0c6f2a" }, { controllers: 0 }, "fails");
+    const warnings = await kube.stopApiServer("cp-1", 5);
+    assert.deepEqual(written, {});
+    assert.ok(
+      log.some((l) => /mv \/etc\/kubernetes\/manifests\/kube-apiserver\.yaml/.test(l)),
+      "the API server stopped",
+    );
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0], /leader Leases cp-1 held were not handed on \(etcdserver: request timed out\)/);
   });
 
   it("writes no Lease while a component still listens: the deadline passes and nothing is handed on", async () => {
@@ -155,12 +174,57 @@ describe("a destroyed machine's Node deleted (KubeAccess.deleteNode)", () => {
     };
     const kube = Object.create(KubeAccess.prototype) as KubeAccess;
     Object.assign(kube, { api: async () => ({ core }) });
-    await kube.deleteNode("cp-4", "cp-1");
+    assert.deepEqual(await kube.deleteNode("cp-4", "cp-1", { machineGone: true }), []);
     assert.deepEqual(calls, [
       "delete node cp-1",
       "list spec.nodeName=cp-1",
       "delete pod kube-system/kube-proxy-x1 grace 0 uid u1",
       "delete pod apps/web-2 grace 0 uid u2",
+    ]);
+  });
+  it("leaves the pods of a machine that may still run (not destroyed by molt) to their kubelet", async () => {
+    const calls: string[] = [];
+    const core = {
+      deleteNode: async ({ name }: { name: string }) => void calls.push(`delete node ${name}`),
+      listPodForAllNamespaces: async () => {
+        calls.push("list");
+        return { items: [] };
+      },
+    };
+    const kube = Object.create(KubeAccess.prototype) as KubeAccess;
+    Object.assign(kube, { api: async () => ({ core }) });
+    assert.deepEqual(await kube.deleteNode("cp-4", "adopted-1"), []);
+    assert.deepEqual(calls, ["delete node adopted-1"]);
+  });
+
+  it("says which pods it could not delete once the Node is gone, instead of failing", async () => {
+    const core = {
+      deleteNode: async () => undefined,
+      listPodForAllNamespaces: async () => ({
+        items: [
+          { metadata: { name: "a", namespace: "x", uid: "u1" } },
+          { metadata: { name: "b", namespace: "x", uid: "u2" } },
+        ],
+      }),
+      deleteNamespacedPod: async (a: { name: string }) => {
+        if (a.name === "b")
+          throw Object.assign(new Error("the server is currently unable to handle the request"), { code: 503 });
+      },
+    };
+    const kube = Object.create(KubeAccess.prototype) as KubeAccess;
+    Object.assign(kube, { api: async () => ({ core }) });
+    assert.deepEqual(await kube.deleteNode("cp-4", "cp-1", { machineGone: true }), [
+      "x/b: the server is currently unable to handle the request",
+    ]);
+    const failingList = {
+      deleteNode: async () => undefined,
+      listPodForAllNamespaces: async () => {
+        throw new Error("connection refused");
+      },
+    };
+    Object.assign(kube, { api: async () => ({ core: failingList }) });
+    assert.deepEqual(await kube.deleteNode("cp-4", "cp-1", { machineGone: true }), [
+      "listing its pods failed: connection refused",
     ]);
   });
 });

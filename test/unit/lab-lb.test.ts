@@ -7,7 +7,7 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { labDrainSeconds, labTargets, render } from "../../infra/lab/lb-impl";
-import { labLbInputs, labLbSourceAddress, labLbTargetPort, type LabLbInputs } from "../../infra/lab/lb";
+import { labLbDiff, labLbInputs, labLbSourceAddress, labLbTargetPort, type LabLbInputs } from "../../infra/lab/lb";
 import { etcdRefusalRule } from "../../infra/lab/machine-impl";
 import { parseSubnet } from "../../infra/lab/host";
 import type { LabSettings } from "../../infra/lab/settings";
@@ -171,5 +171,17 @@ describe("the lab's load balancer (infra/lab/lb-impl.ts)", () => {
   it("a load balancer that is not there is an error, not an empty answer", async () => {
     const i = labLbInputs(settings({ lbHealthCheck: HC }));
     await assert.rejects(labTargets(i, [{ name: "t99-cp-1", address: "10.77.199.10" }]), /does not exist/);
+  });
+});
+
+describe("the lab load balancer's replacement (infra/lab/lb.ts diff)", () => {
+  it("deletes the old one first: one directory, one pid file and one source address for both", () => {
+    const base = labLbInputs({ lab: "t9", labRoot: "/x", bridge: "br9", subnet: "10.77.9.0/24", lbPort: 0 }, false);
+    assert.deepEqual(labLbDiff(base, { ...base, port: base.port + 1 }), {
+      changes: true,
+      replaces: ["port"],
+      deleteBeforeReplace: true,
+    });
+    assert.equal(labLbDiff(base, { ...base }).changes, false);
   });
 });

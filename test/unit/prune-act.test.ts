@@ -31,7 +31,10 @@ function context(destroy: "ok" | "fails") {
   const log: string[] = [];
   const applied: NodeListChange[] = [];
   const kube = {
-    deleteNode: async (via: string, node: string) => void log.push(`delete Node ${node} via ${via}`),
+    deleteNode: async (via: string, node: string, o: { machineGone?: boolean } = {}) => {
+      log.push(`delete Node ${node} via ${via}${o.machineGone ? " with its pods" : ""}`);
+      return [];
+    },
   } as Partial<KubeEdge> as KubeEdge;
   const edges = {
     stack: {
@@ -59,7 +62,7 @@ describe("prune act: destroy without a reset, the Node after the machine", () =>
     const { ctx, log, applied } = context("ok");
     const out = await prune({ kind: "prune", node: "t-cp-1", deleteNodeVia: "t-cp-4", reason: "retired" }, ctx);
     assert.equal(out.kind, "done");
-    assert.deepEqual(log, ["up prune t-cp-1", "delete Node t-cp-1 via t-cp-4"]);
+    assert.deepEqual(log, ["up prune t-cp-1", "delete Node t-cp-1 via t-cp-4 with its pods"]);
     assert.deepEqual(
       applied[0].next.map((n) => n.name),
       ["t-cp-2", "t-cp-3", "t-cp-4"],
