@@ -160,42 +160,54 @@ export function awsElbApi(s: AwsClientSettings): ElbApi {
   };
 }
 
+/** The item `found` picks, across a Describe call's pages (Marker / NextMarker). */
+async function findPaged<P extends { NextMarker?: string }, T>(
+  page: (marker: string | undefined) => Promise<P>,
+  found: (p: P) => T | undefined,
+  notFound: string,
+): Promise<T> {
+  let marker: string | undefined;
+  do {
+    const p = await page(marker);
+    const hit = found(p);
+    if (hit) return hit;
+    marker = p.NextMarker || undefined;
+  } while (marker);
+  throw Object.assign(new Error("AWS did not list it"), { name: notFound });
+}
+
 /** The target group, across DescribeTargetGroups' pages. */
-async function targetGroup(
+function targetGroup(
   client: ElasticLoadBalancingV2Client,
   arn: string,
   deadline: () => { abortSignal: AbortSignal },
 ): Promise<TargetGroup> {
-  let marker: string | undefined;
-  do {
-    const page = await client.send(
-      new DescribeTargetGroupsCommand({ TargetGroupArns: [arn], ...(marker ? { Marker: marker } : {}) }),
-      deadline(),
-    );
-    const found = page.TargetGroups?.find((g) => g.TargetGroupArn === arn);
-    if (found) return found;
-    marker = page.NextMarker || undefined;
-  } while (marker);
-  throw Object.assign(new Error("AWS did not list it"), { name: "TargetGroupNotFound" });
+  return findPaged(
+    (marker) =>
+      client.send(
+        new DescribeTargetGroupsCommand({ TargetGroupArns: [arn], ...(marker ? { Marker: marker } : {}) }),
+        deadline(),
+      ),
+    (p) => p.TargetGroups?.find((g) => g.TargetGroupArn === arn),
+    "TargetGroupNotFound",
+  );
 }
 
 /** The classic ELB, across DescribeLoadBalancers' pages. */
-async function classicLoadBalancer(
+function classicLoadBalancer(
   client: ElasticLoadBalancingClient,
   name: string,
   deadline: () => { abortSignal: AbortSignal },
 ): Promise<LoadBalancerDescription> {
-  let marker: string | undefined;
-  do {
-    const page = await client.send(
-      new DescribeLoadBalancersCommand({ LoadBalancerNames: [name], ...(marker ? { Marker: marker } : {}) }),
-      deadline(),
-    );
-    const found = page.LoadBalancerDescriptions?.find((d) => d.LoadBalancerName === name);
-    if (found) return found;
-    marker = page.NextMarker || undefined;
-  } while (marker);
-  throw Object.assign(new Error("AWS did not list it"), { name: "LoadBalancerNotFound" });
+  return findPaged(
+    (marker) =>
+      client.send(
+        new DescribeLoadBalancersCommand({ LoadBalancerNames: [name], ...(marker ? { Marker: marker } : {}) }),
+        deadline(),
+      ),
+    (p) => p.LoadBalancerDescriptions?.find((d) => d.LoadBalancerName === name),
+    "LoadBalancerNotFound",
+  );
 }
 
 function isInvalidInstance(e: unknown): boolean {
