@@ -776,15 +776,18 @@ async function thenScenario(say: Say, result: Record<string, unknown>): Promise<
     `${k.api.requests - k.api.failures} / ${k.api.failures} (longest outage ${k.api.longestOutageMs} ms)`,
   );
   const ssh = t.upgradeSsh;
+  const count = Object.values(ssh).reduce((a, x) => a + x.count, 0);
   say(
-    "  SSH commands of the upgrade (then): count / median / sum of their times",
-    `${ssh.count} / ${ssh.msMedian} ms / ${sec(ssh.msTotal)}`,
+    "  SSH commands of the upgrade (then), by process: count / median / sum of their times",
+    Object.entries(ssh)
+      .map(([proc, x]) => `${proc} ${x.count} / ${x.msMedian} ms / ${sec(x.msTotal)}`)
+      .join("; ") || "none traced",
   );
   // Its lab machines saw the host's /root (a root home of their own since 34eb517): bash
   // sourced the host's .bashrc for each command sshd ran.
   say(
     "  the host's ~/.bashrc, sourced by each of those (then's machines shared /root): per command / x count",
-    `${bashrc.ms} ms / ${sec(bashrc.ms * ssh.count)} of SSH time, not all on the critical path` +
+    `${bashrc.ms} ms / ${sec(bashrc.ms * count)} of SSH time, not all on the critical path` +
       (bashrc.pyenvLock ? "; pyenv's rehash lock was held at the start (each sourcing waits up to 60 s)" : ""),
   );
   result.kubeThen = {

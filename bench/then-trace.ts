@@ -1,46 +1,63 @@
-// Loaded with `node --require` into the earlier commit's bench (bench/then.ts): records when
-// each of its rollouts ran and each SSH command it sent, and writes them to
-// MOLT_BENCH_THEN_TRACE when the process exits. It changes nothing the bench does: it wraps
-// ssh2's Client.exec and the orchestrator's rollout export to note the time, no more.
-import { writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import { join } from "node:path";
+// Loaded with `--require` (NODE_OPTIONS) into every Node process of the earlier commit's bench
+// (bench/then.ts): its orchestrator, its probe and the engine's dynamic providers, which run
+// the join and reset scripts. Appends one line to MOLT_BENCH_THEN_TRACE per SSH command when
+// its channel closes (a provider killed by the engine writes nothing at exit), and per rollout
+// of the bench process when it ends. It changes nothing the code does: it wraps ssh2's
+// Client.exec, once ssh2 is loaded, and the orchestrator's rollout export, to note the time.
+import { appendFileSync } from "node:fs";
+import Module, { createRequire } from "node:module";
+import { basename, dirname, join } from "node:path";
 
-export interface ThenTrace {
-  rollouts: { start: number; end: number }[];
-  /** Each SSH command: when it was sent and how long until its channel closed. */
-  execs: { at: number; ms?: number }[];
-}
+export type ThenTraceLine =
+  { kind: "exec"; process: string; at: number; ms: number } | { kind: "rollout"; start: number; end: number };
 
 const out = process.env.MOLT_BENCH_THEN_TRACE;
-// The bench process only, not the probe it forks (which inherits --require).
-if (out && /bench[/\\]run\.js$/.test(process.argv[1] ?? "")) {
-  const trace: ThenTrace = { rollouts: [], execs: [] };
-  // The modules of the bench being traced (its node_modules, its dist), not this file's.
-  const load = createRequire(join(process.cwd(), "package.json"));
-  const ssh2 = load("ssh2") as { Client: { prototype: Record<string, unknown> } };
-  const exec = ssh2.Client.prototype.exec as (...a: unknown[]) => unknown;
-  ssh2.Client.prototype.exec = function (this: unknown, ...args: unknown[]) {
-    const x: ThenTrace["execs"][number] = { at: Date.now() };
-    trace.execs.push(x);
+const note = (l: ThenTraceLine) => appendFileSync(out!, JSON.stringify(l) + "\n");
+
+function traceExec(Client: { prototype: Record<string, unknown> }, proc: string): void {
+  const exec = Client.prototype.exec as (...a: unknown[]) => unknown;
+  Client.prototype.exec = function (this: unknown, ...args: unknown[]) {
+    const at = Date.now();
     const cb = args[args.length - 1];
     if (typeof cb === "function")
       args[args.length - 1] = (err: unknown, stream: { on(e: string, f: () => void): void } | undefined) => {
-        stream?.on("close", () => (x.ms = Date.now() - x.at));
+        stream?.on("close", () => note({ kind: "exec", process: proc, at, ms: Date.now() - at }));
         return (cb as (e: unknown, s: unknown) => unknown)(err, stream);
       };
     return exec.apply(this, args);
   };
-  const mod = load("./dist/orchestrator/rollout.js") as Record<string, unknown>;
-  const rollout = mod.rollout as (...a: unknown[]) => Promise<unknown>;
-  mod.rollout = async (...args: unknown[]) => {
-    const w = { start: Date.now(), end: 0 };
-    trace.rollouts.push(w);
-    try {
-      return await rollout(...args);
-    } finally {
-      w.end = Date.now();
+}
+
+if (out) {
+  // "bench/run.js", "bench/probe.js", "dynamic-provider/index.js" (the engine's provider).
+  const argv1 = process.argv[1] ?? "node";
+  const proc = join(basename(dirname(argv1)), basename(argv1));
+  // ssh2 patched when a process first loads it, so a process that never does pays nothing.
+  const m = Module as unknown as { _load: (request: string, ...rest: unknown[]) => unknown };
+  const load = m._load;
+  let patched = false;
+  m._load = function (this: unknown, request: string, ...rest: unknown[]) {
+    const exported = load.call(this, request, ...rest);
+    if (!patched && request === "ssh2") {
+      patched = true;
+      traceExec((exported as { Client: { prototype: Record<string, unknown> } }).Client, proc);
     }
+    return exported;
   };
-  process.on("exit", () => writeFileSync(out, JSON.stringify(trace)));
+  if (/bench[/\\]run\.js$/.test(process.argv[1] ?? "")) {
+    // The bench's rollouts (create, then the upgrade): it reads `rollout` off the module at each call.
+    const mod = createRequire(join(process.cwd(), "package.json"))("./dist/orchestrator/rollout.js") as Record<
+      string,
+      unknown
+    >;
+    const rollout = mod.rollout as (...a: unknown[]) => Promise<unknown>;
+    mod.rollout = async (...args: unknown[]) => {
+      const start = Date.now();
+      try {
+        return await rollout(...args);
+      } finally {
+        note({ kind: "rollout", start, end: Date.now() });
+      }
+    };
+  }
 }

@@ -20,7 +20,7 @@ import {
 } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import type { ThenTrace } from "./then-trace";
+import type { ThenTraceLine } from "./then-trace";
 
 /** The commit "then" is: the end of session 14, the code when issue #30 was filed. */
 export const THEN_COMMIT = "7f7343871746e35aee8c2e29f2988bc2c406db76";
@@ -59,8 +59,11 @@ export interface ThenRun {
   kube: ThenKube;
   /** The earlier bench's own table rows. */
   table: [string, string][];
-  /** SSH commands the earlier code sent during the upgrade (its last rollout). */
-  upgradeSsh: { count: number; msTotal: number; msMedian: number };
+  /**
+   * SSH commands the earlier code sent during the upgrade (its last rollout), by process:
+   * "bench/run.js" (the orchestrator), "dynamic-provider/index.js" (the engine's providers).
+   */
+  upgradeSsh: Record<string, { count: number; msTotal: number; msMedian: number }>;
   childWallMs: number;
 }
 
@@ -156,24 +159,22 @@ export function prepareThen(repo: string, labRootNow: string): ThenPrepared {
 export async function runThen(p: ThenPrepared, outDir: string, print: (line: string) => void): Promise<ThenRun> {
   const results = join(p.dir, "bench", "results");
   const json = join(results, "latest-partial.json");
-  const tracePath = join(p.dir, "bench-then-trace.json");
+  const tracePath = join(p.dir, "bench-then-trace.jsonl");
   rmSync(json, { force: true });
   rmSync(tracePath, { force: true });
   const t = Date.now();
-  const child = spawn(
-    process.execPath,
-    ["--require", join(__dirname, "then-trace.js"), join("dist", "bench", "run.js"), "--only", "k8s"],
-    {
-      cwd: p.dir,
-      env: {
-        ...process.env,
-        MOLT_LAB_ROOT: p.labRoot,
-        MOLT_BENCH_K8S_LAB: String(THEN_LAB_ID),
-        MOLT_BENCH_THEN_TRACE: tracePath,
-      },
-      stdio: ["ignore", "pipe", "pipe"],
+  const child = spawn(process.execPath, [join("dist", "bench", "run.js"), "--only", "k8s"], {
+    cwd: p.dir,
+    env: {
+      ...process.env,
+      // Every Node process of its run: the engine's providers run its SSH commands too.
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --require ${join(__dirname, "then-trace.js")}`.trim(),
+      MOLT_LAB_ROOT: p.labRoot,
+      MOLT_BENCH_K8S_LAB: String(THEN_LAB_ID),
+      MOLT_BENCH_THEN_TRACE: tracePath,
     },
-  );
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stderr = "";
   let partial = "";
   child.stdout.setEncoding("utf8").on("data", (d: string) => {
@@ -190,21 +191,28 @@ export async function runThen(p: ThenPrepared, outDir: string, print: (line: str
   if (!out.kube) throw new Error(`bench then: ${json} has no kube result`);
   if (existsSync(join(results, "timeline-k8s.svg")))
     copyFileSync(join(results, "timeline-k8s.svg"), join(outDir, "timeline-k8s-then.svg"));
-  const trace = JSON.parse(readFileSync(tracePath, "utf8")) as ThenTrace;
-  const up = trace.rollouts[trace.rollouts.length - 1];
-  const execs = trace.execs.filter((x) => up && x.at >= up.start && x.at <= up.end);
-  const ms = execs.map((x) => x.ms).filter((x): x is number => x !== undefined);
-  const sorted = [...ms].sort((a, b) => a - b);
-  return {
-    kube: out.kube,
-    table: out.table,
-    upgradeSsh: {
-      count: execs.length,
-      msTotal: ms.reduce((a, b) => a + b, 0),
-      msMedian: sorted.length ? sorted[Math.floor(sorted.length / 2)] : 0,
-    },
-    childWallMs,
-  };
+  const trace = existsSync(tracePath)
+    ? readFileSync(tracePath, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as ThenTraceLine)
+    : [];
+  const up = trace.filter((x) => x.kind === "rollout").pop();
+  const upgradeSsh: ThenRun["upgradeSsh"] = {};
+  for (const x of trace)
+    if (x.kind === "exec" && up && x.at >= up.start && x.at <= up.end) {
+      const s = (upgradeSsh[x.process] ??= { count: 0, msTotal: 0, msMedian: 0 });
+      s.count++;
+      s.msTotal += x.ms;
+    }
+  for (const [proc, s] of Object.entries(upgradeSsh)) {
+    const ms = trace
+      .filter((x) => x.kind === "exec" && x.process === proc && up && x.at >= up.start && x.at <= up.end)
+      .map((x) => (x as { ms: number }).ms)
+      .sort((a, b) => a - b);
+    s.msMedian = ms[Math.floor(ms.length / 2)];
+  }
+  return { kube: out.kube, table: out.table, upgradeSsh, childWallMs };
 }
 
 /**
