@@ -197,22 +197,27 @@ export async function runThen(p: ThenPrepared, outDir: string, print: (line: str
         .filter(Boolean)
         .map((l) => JSON.parse(l) as ThenTraceLine)
     : [];
+  return { kube: out.kube, table: out.table, upgradeSsh: upgradeSshOf(trace), childWallMs };
+}
+
+/**
+ * The SSH commands sent during the last rollout of a trace (the upgrade: the bench's first
+ * rollout creates the cluster), by process: count, median and sum of their times.
+ */
+export function upgradeSshOf(trace: readonly ThenTraceLine[]): ThenRun["upgradeSsh"] {
   const up = trace.filter((x) => x.kind === "rollout").pop();
-  const upgradeSsh: ThenRun["upgradeSsh"] = {};
+  const by: Record<string, number[]> = {};
   for (const x of trace)
-    if (x.kind === "exec" && up && x.at >= up.start && x.at <= up.end) {
-      const s = (upgradeSsh[x.process] ??= { count: 0, msTotal: 0, msMedian: 0 });
-      s.count++;
-      s.msTotal += x.ms;
-    }
-  for (const [proc, s] of Object.entries(upgradeSsh)) {
-    const ms = trace
-      .filter((x) => x.kind === "exec" && x.process === proc && up && x.at >= up.start && x.at <= up.end)
-      .map((x) => (x as { ms: number }).ms)
-      .sort((a, b) => a - b);
-    s.msMedian = ms[Math.floor(ms.length / 2)];
-  }
-  return { kube: out.kube, table: out.table, upgradeSsh, childWallMs };
+    if (x.kind === "exec" && up && x.at >= up.start && x.at <= up.end) (by[x.process] ??= []).push(x.ms);
+  return Object.fromEntries(
+    Object.entries(by).map(([proc, ms]) => {
+      const sorted = [...ms].sort((a, b) => a - b);
+      return [
+        proc,
+        { count: ms.length, msTotal: ms.reduce((a, b) => a + b, 0), msMedian: sorted[Math.floor(ms.length / 2)] },
+      ];
+    }),
+  );
 }
 
 /**
