@@ -1,13 +1,15 @@
 // The bench's command line: `npm run bench -- [--quick] [--only SECTION]...` and
 // MOLT_BENCH_DATA_MIB. Pure, so its refusals are table-tested (test/unit/bench-args.test.ts).
-export const SECTIONS = ["k8s", "k8s-today", "k8s-raw", "scaling", "raw", "baseline", "catchup"] as const;
+export const SECTIONS = ["k8s", "k8s-then", "k8s-reset", "k8s-raw", "scaling", "raw", "baseline", "catchup"] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export const USAGE = `usage: npm run bench -- [--quick] [--only SECTION]...
   --quick         3 and 5 nodes, 64 MiB keyspace, one raw-work round (about 20 min)
   --only SECTION  run one section (repeatable): ${SECTIONS.join(" | ")}
-                  (k8s-today: the README upgrade on today's code path, a reset before each
-                  destroy, for the comparison with k8s)
+                  (k8s-then: the README upgrade on the code when issue #30 was filed, commit
+                  7f73438, checked out under ~/.cache/molt/bench-then and run by its own bench,
+                  for goal 4; k8s-reset: today's code with a reset before each destroy, the
+                  reset's share alone)
 Full run: 3/5/7/9 nodes, 1 GiB keyspace, two raw-work rounds (about 40 min on 2 cores).
 Writes bench/results/latest.json (latest-partial.json with --only) and the timelines.
 MOLT_BENCH_DATA_MIB overrides the keyspace size.`;

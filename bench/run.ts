@@ -1,10 +1,11 @@
 // `npm run bench`: how fast a rollout is on the lab, where the time goes, how it scales,
 // and how it compares with the fixed pacing of today's tools — measured, side by side.
 // Prints a table, writes bench/results/latest.json, bench/results/timeline.svg (3-node
-// etcd rollout), bench/results/timeline-k8s.svg (Kubernetes 1.36 -> 1.37 upgrade) and
-// timeline-k8s-today.svg (the same upgrade on today's code path: reset before destroy).
-// Sections: --only k8s|k8s-today|k8s-raw|scaling|raw|baseline|catchup (repeatable) runs a
-// subset. The goals of issue #30 are printed last as a table: goal, measured, met or not.
+// etcd rollout), bench/results/timeline-k8s.svg (Kubernetes 1.36 -> 1.37 upgrade),
+// timeline-k8s-then.svg (the same upgrade on the code when issue #30 was filed, bench/then.ts)
+// and timeline-k8s-reset.svg (today's code with a reset before each destroy).
+// Sections: --only k8s|k8s-then|k8s-reset|k8s-raw|scaling|raw|baseline|catchup (repeatable)
+// runs a subset. The goals of issue #30 are printed last as a table: goal, measured, met or not.
 import { fork } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
@@ -33,6 +34,7 @@ import { readJoinMarks, surgePhases, type JoinMarks, type SurgePhases } from "./
 import { machineDir } from "../infra/lab/machine-impl";
 import { labScript } from "../infra/lab/node";
 import { commandLine } from "../infra/remote/command-impl";
+import { bashrcCostMs, prepareThen, runThen, THEN_COMMIT, THEN_LAB_ID, type ThenKube } from "./then";
 
 const LAB_ROOT = process.env.MOLT_LAB_ROOT ?? "/var/lib/molt-lab";
 const outDir = resolve(__dirname, "..", "..", "bench", "results");
@@ -502,10 +504,11 @@ async function rawKubeScenario(say: Say, result: Record<string, unknown>): Promi
 }
 
 /**
- * Today's code path before issue #30, for the README upgrade's comparison: the retired node's
- * teardown (the lab's `kubeadm reset` stand-in, infra/lab/scripts/k8s-reset.sh) run over SSH
- * right before molt's prune, as the prune's `up` ran it then (connect, script), after which
- * the machine is detached and destroyed as now. Bench-only: molt itself has no such switch.
+ * The reset's share alone: today's code with the retired node's teardown (the lab's `kubeadm
+ * reset` stand-in, infra/lab/scripts/k8s-reset.sh) run over SSH right before molt's prune, as
+ * the prune's `up` ran it before issue #30, after which the machine is detached and destroyed
+ * as now. Not the code when the issue was filed (that is k8s-then): every other change since
+ * is in it. Bench-only: molt itself has no such switch.
  */
 function resetBeforePrune(ssh: { user: string; privateKey: string }, resetMs: Record<string, number>) {
   return async (op: Operation, world: World): Promise<void> => {
@@ -524,7 +527,7 @@ function resetBeforePrune(ssh: { user: string; privateKey: string }, resetMs: Re
       const r = await session.exec(
         commandLine({ environment: { NODE_NAME: op.node, NODE_IP: ep.privateAddress } }, labScript("reset")),
       );
-      if (r.code !== 0) throw new Error(`today's path: the reset of ${op.node} failed: ${r.stderr.slice(-400)}`);
+      if (r.code !== 0) throw new Error(`k8s-reset: the reset of ${op.node} failed: ${r.stderr.slice(-400)}`);
     } finally {
       session.close();
     }
@@ -587,13 +590,13 @@ function apiGates(gates: KubeGate[]): number[] {
  * A Kubernetes upgrade on the lab: 3 nodes, kubeadm 1.36.3 -> 1.37.2 (etcd 3.6 -> 3.7), the
  * README's upgrade. `path` "new": molt as it is (no reset of a pruned machine), then a
  * base-image roll of the same cluster (k8s-v1.37.2-os2) for more API-server gate samples;
- * "today": the same upgrade on today's code path (resetBeforePrune), for goal 4's ratio.
+ * "reset": the same upgrade with a reset before each destroy (resetBeforePrune), the reset's share.
  */
-async function kubeScenario(say: Say, result: Record<string, unknown>, path: "new" | "today"): Promise<void> {
+async function kubeScenario(say: Say, result: Record<string, unknown>, path: "new" | "reset"): Promise<void> {
   const l = lab(6);
   const wd = makeWorkDir(`molt-bench-k8s-${path}-`);
   const stack = "benchk8s";
-  const label = path === "new" ? "k8s upgrade" : "k8s upgrade, today's path (reset before destroy)";
+  const label = path === "new" ? "k8s upgrade" : "k8s upgrade, today's code + a reset before each destroy";
   try {
     const { created, st, adminConf } = await kubeCluster(wd, l, stack);
 
@@ -601,7 +604,7 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
     const probes = await startProbes(adminConf, l);
     const resetMs: Record<string, number> = {};
     const hook =
-      path === "today" ? resetBeforePrune({ user: st.sshUser, privateKey: st.sshPrivateKey! }, resetMs) : undefined;
+      path === "reset" ? resetBeforePrune({ user: st.sshUser, privateKey: st.sshPrivateKey! }, resetMs) : undefined;
     const withProbes = (f: () => Promise<Run>) =>
       f().catch(async (e: unknown) => {
         await probes.stop();
@@ -643,9 +646,9 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
         .map((x) => [x.toFirstStepMs, x.stepsMs, x.afterLastStepMs].map((v) => (v / 1000).toFixed(2)).join(" / "))
         .join(", ") || "n/a",
     );
-    if (path === "today")
+    if (path === "reset")
       say(
-        "  the reset before each destroy (today's path, over SSH)",
+        "  the reset before each destroy (over SSH)",
         secs(Object.values(resetMs)) + ` (median ${sec(median(Object.values(resetMs)))})`,
       );
     say("  waiting on conditions (etcd catch-up, control plane healthy)", `${sec(p.wait)} (${share(p.wait)})`);
@@ -657,7 +660,7 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
     say("  snapshot", sec(p.snapshot, 2));
     say("  observing (state, etcd, components over SSH)", `${sec(p.observe)} (${share(p.observe)})`);
     say(
-      "  molt itself (everything else" + (path === "today" ? ", incl. the resets" : "") + ")",
+      "  molt itself (everything else" + (path === "reset" ? ", incl. the resets" : "") + ")",
       `${sec(p.molt)} (${share(p.molt)})`,
     );
     say("  molt overhead share (observe + molt)", `${((100 * (p.observe + p.molt)) / wall).toFixed(1)}%`);
@@ -693,14 +696,14 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
     }
     if (fallbacks(r) > 0) say("  targeted prunes that fell back to a whole-stack up", String(fallbacks(r)));
     writeFileSync(
-      join(outDir, path === "new" ? "timeline-k8s.svg" : "timeline-k8s-today.svg"),
+      join(outDir, path === "new" ? "timeline-k8s.svg" : "timeline-k8s-reset.svg"),
       timelineSvg(
         r,
         `molt: 3-node Kubernetes ${K8S_FROM} -> ${K8S_TO} upgrade on the lab` +
-          `${path === "today" ? ", today's path (reset before destroy)" : ""} (${(wall / 1000).toFixed(0)} s)`,
+          `${path === "reset" ? ", today's code + a reset before each destroy" : ""} (${(wall / 1000).toFixed(0)} s)`,
       ),
     );
-    result[path === "new" ? "kube" : "kubeToday"] = {
+    result[path === "new" ? "kube" : "kubeReset"] = {
       from: K8S_FROM,
       to: K8S_TO,
       createWallMs: created.summary.wallMs,
@@ -709,7 +712,7 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
       kubeOpsMs: kubeOps,
       surgeUpMs: surges,
       pruneUpMs: prunes,
-      ...(path === "today" ? { resetMs } : {}),
+      ...(path === "reset" ? { resetMs } : {}),
       surgePhases: surgePhasesRun,
       overheadShare: (p.observe + p.molt) / wall,
       gates,
@@ -747,8 +750,62 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
   }
 }
 
+/**
+ * Goal 4's "then": the README upgrade on the code when issue #30 was filed (bench/then.ts),
+ * run by that commit's own bench as a child process on a lab of its own, in this bench run.
+ */
+async function thenScenario(say: Say, result: Record<string, unknown>): Promise<void> {
+  const short = THEN_COMMIT.slice(0, 7);
+  const prep = prepareThen(resolve(__dirname, "..", ".."), LAB_ROOT);
+  const built = prep.images.filter((x) => /: built/.test(x)).length;
+  say(
+    `then = ${short} (the code when issue #30 was filed): checkout / build / its lab images`,
+    `${prep.reusedCheckout ? "reused" : sec(prep.checkoutMs, 2)} / ${sec(prep.buildMs)} (tsc -b) / ` +
+      `${sec(prep.imagesMs)} (${built} built, ${prep.images.length - built} present; ${prep.labRoot})`,
+  );
+  // Measured before the run, so its machines do not load the host while the shells start.
+  const bashrc = bashrcCostMs();
+  const t = await runThen(prep, outDir, (line) => console.log(line));
+  const k = t.kube;
+  const secs = (xs: number[]) => xs.map((x) => (x / 1000).toFixed(1)).join(" / ") + " s";
+  say(`k8s upgrade on then (${short}, its own bench --only k8s on lab b${THEN_LAB_ID}): wall`, sec(k.wallMs));
+  say("  create 3 nodes wall (then)", sec(k.createWallMs));
+  say("  surges / prunes (then)", `${secs(k.surgeUpMs)}, ${secs(k.pruneUpMs)}`);
+  say(
+    "  API requests through the LB during the run ok / failed (then)",
+    `${k.api.requests - k.api.failures} / ${k.api.failures} (longest outage ${k.api.longestOutageMs} ms)`,
+  );
+  const ssh = t.upgradeSsh;
+  const count = Object.values(ssh).reduce((a, x) => a + x.count, 0);
+  say(
+    "  SSH commands of the upgrade (then), by process: count / median / sum of their times",
+    Object.entries(ssh)
+      .map(([proc, x]) => `${proc} ${x.count} / ${x.msMedian} ms / ${sec(x.msTotal)}`)
+      .join("; ") || "none traced",
+  );
+  // Its lab machines saw the host's /root (a root home of their own since 34eb517): bash
+  // sourced the host's .bashrc for each command sshd ran.
+  say(
+    "  the host's ~/.bashrc, sourced by each of those (then's machines shared /root): per command / x count",
+    `${bashrc.ms} ms / ${sec(bashrc.ms * count)} of SSH time, not all on the critical path` +
+      (bashrc.pyenvLock ? "; pyenv's rehash lock was held at the start (each sourcing waits up to 60 s)" : ""),
+  );
+  result.kubeThen = {
+    commit: THEN_COMMIT,
+    ...k,
+    prepare: prep,
+    upgradeSsh: ssh,
+    bashrcMsPerCommand: bashrc.ms,
+    pyenvLockAtStart: bashrc.pyenvLock,
+    childWallMs: t.childWallMs,
+    table: t.table,
+  };
+}
+
 interface KubeResult {
   wallMs: number;
+  phases: Record<string, number>;
+  kubeOpsMs: Record<string, number>;
   surgeUpMs: number[];
   pruneUpMs: number[];
   surgePhases: SurgePhases[];
@@ -759,15 +816,17 @@ interface KubeResult {
 }
 
 /** Goals 2-5 of issue #30 from the Kubernetes runs of this bench (each where its runs ran). */
-function kubeGoals(result: Record<string, unknown>): void {
+function kubeGoals(say: Say, result: Record<string, unknown>): void {
   const now = result.kube as KubeResult | undefined;
-  const today = result.kubeToday as KubeResult | undefined;
+  const reset = result.kubeReset as KubeResult | undefined;
+  const then = result.kubeThen as (ThenKube & { commit: string }) | undefined;
   if (now) {
     const prune = median(now.pruneUpMs);
     goal(
       "2. a retired node's prune <= 3 s (median of the k8s upgrade's prune `up`s)",
       `${sec(prune, 2)} (${now.pruneUpMs.map((x) => sec(x, 2)).join(", ")})` +
-        (today ? `; today's path ${sec(median(today.pruneUpMs), 2)} + its reset before each` : ""),
+        (then ? `; then (${then.commit.slice(0, 7)}) ${sec(median(then.pruneUpMs), 2)}` : "") +
+        (reset ? `; today's code + a reset ${sec(median(reset.pruneUpMs), 2)} + the reset before each` : ""),
       prune <= 3000,
     );
     const surges = [...now.surgeUpMs, ...(now.baseImageRoll?.surgeUpMs ?? [])];
@@ -783,16 +842,43 @@ function kubeGoals(result: Record<string, unknown>): void {
       median(surges) <= 12_000,
     );
   }
-  if (now && today) {
-    const ratio = now.wallMs / today.wallMs;
+  if (now && then) {
+    const short = then.commit.slice(0, 7);
+    const ratio = now.wallMs / then.wallMs;
     goal(
-      "4. README upgrade wall <= 0.55 x today's path (same run), 0 failed requests through the LB",
-      `${ratio.toFixed(2)} (${sec(now.wallMs)} / ${sec(today.wallMs)}); failed requests ${now.api.failures} ` +
-        `(of ${now.api.requests}), today's path ${today.api.failures}`,
+      `4. README upgrade wall <= 0.55 x the same upgrade on the code when issue #30 was filed (${short}, ` +
+        "same run), 0 failed requests through the LB",
+      `${ratio.toFixed(2)} (${sec(now.wallMs)} / ${sec(then.wallMs)}); failed requests ${now.api.failures} ` +
+        `(of ${now.api.requests}), then ${then.api.failures} (of ${then.api.requests})`,
       ratio <= 0.55 && now.api.failures === 0,
     );
+    // Where each wall went, side by side: what the time now is made of, against then.
+    const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+    say(`README upgrade now vs then (${short}): wall`, `${sec(now.wallMs)} vs ${sec(then.wallMs)}`);
+    say(
+      "  surges: sum / median / each",
+      `${sec(sum(now.surgeUpMs))} vs ${sec(sum(then.surgeUpMs))} / ${sec(median(now.surgeUpMs))} vs ` +
+        `${sec(median(then.surgeUpMs))} / ${now.surgeUpMs.map((x) => sec(x)).join(", ")} vs ` +
+        `${then.surgeUpMs.map((x) => sec(x)).join(", ")}`,
+    );
+    say(
+      "  prunes: sum / median",
+      `${sec(sum(now.pruneUpMs))} vs ${sec(sum(then.pruneUpMs))} / ${sec(median(now.pruneUpMs), 2)} vs ` +
+        `${sec(median(then.pruneUpMs), 2)}`,
+    );
+    for (const [key, name] of [
+      ["wait", "waiting on conditions"],
+      ["kube", "Kubernetes API calls"],
+      ["etcd", "etcd membership calls"],
+      ["snapshot", "snapshot"],
+      ["observe", "observing"],
+      ["molt", "molt itself"],
+    ])
+      say(`  ${name}`, `${sec(now.phases[key] ?? 0)} vs ${sec(then.phases[key] ?? 0)}`);
+    for (const op of new Set([...Object.keys(now.kubeOpsMs), ...Object.keys(then.kubeOpsMs)]))
+      say(`    ${op}`, `${sec(now.kubeOpsMs[op] ?? 0, 2)} vs ${sec(then.kubeOpsMs[op] ?? 0, 2)}`);
   }
-  const gates = [...(now?.apiGateMs ?? []), ...(now?.baseImageRoll?.apiGateMs ?? []), ...(today?.apiGateMs ?? [])];
+  const gates = [...(now?.apiGateMs ?? []), ...(now?.baseImageRoll?.apiGateMs ?? []), ...(reset?.apiGateMs ?? [])];
   if (gates.length)
     goal(
       "5. API-server gate p95 <= 1 s with >= 9 gates (probe: last of apiserver/cm/scheduler/Node Ready/voter -> " +
@@ -835,9 +921,10 @@ async function main(): Promise<void> {
 
   // The Kubernetes upgrade first: the longest single scenario, and a failure shows early.
   if (runs("k8s")) await kubeScenario(say, result, "new");
-  if (runs("k8s-today")) await kubeScenario(say, result, "today");
+  if (runs("k8s-then")) await thenScenario(say, result);
+  if (runs("k8s-reset")) await kubeScenario(say, result, "reset");
   if (runs("k8s-raw")) await rawKubeScenario(say, result);
-  kubeGoals(result);
+  kubeGoals(say, result);
 
   // 1 + 2 + 3 + 6: rollouts at 3, 5 (and 7) nodes; phases, gate latency and the orchestrator's cost at 3.
   if (runs("scaling")) {

@@ -12,9 +12,13 @@ describe("bench arguments", () => {
     [
       ["--only", "nope"],
       {},
-      /--only "nope": not a section \(one of k8s, k8s-today, k8s-raw, scaling, raw, baseline, catchup\)/,
+      /--only "nope": not a section \(one of k8s, k8s-then, k8s-reset, k8s-raw, scaling, raw, baseline, catchup\)/,
     ],
     [["--quick", "--only=raw", "--only", "k8ss"], {}, /--only "k8ss": not a section/],
+    // Renamed: it was today's code plus a reset, not the code when issue #30 was filed (k8s-then).
+    [["--only", "k8s-today"], {}, /--only "k8s-today": not a section \(one of k8s, k8s-then, k8s-reset,/],
+    [["--only", "k8s-then", "--only"], {}, /--only needs a section/],
+    [["--only", "K8S-THEN"], {}, /--only "K8S-THEN": not a section/],
     [[], { MOLT_BENCH_DATA_MIB: "1.5" }, /MOLT_BENCH_DATA_MIB=1.5: a whole number of MiB/],
     [[], { MOLT_BENCH_DATA_MIB: "0" }, /MOLT_BENCH_DATA_MIB=0: a whole number of MiB \(>= 1\)/],
     [[], { MOLT_BENCH_DATA_MIB: "" }, /MOLT_BENCH_DATA_MIB=: a whole number/],
@@ -27,6 +31,7 @@ describe("bench arguments", () => {
   }
 
   it("reads sections, --quick and the keyspace size", () => {
+    assert.deepEqual(parseBenchArgs(["--only", "k8s", "--only", "k8s-then"], {}).only, ["k8s", "k8s-then"]);
     assert.deepEqual(parseBenchArgs(["--quick", "--only", "raw", "--only=scaling"], {}), {
       help: false,
       quick: true,
