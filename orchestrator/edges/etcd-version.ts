@@ -15,11 +15,12 @@ export interface EtcdVersions {
 
 /**
  * GET /version of the member at `url` (`https://127.0.0.1:<tunnel port>`, or plain http where
- * etcd serves no TLS). `tls.servername`: the name its certificate is checked against.
+ * etcd serves no TLS). `tls`: the CA its certificate is checked with, and by which name
+ * (`servername`); the client certificate it asks for (kubeadm's etcd does).
  */
 export function readEtcdVersion(
   url: string,
-  tls?: { ca: string; cert: string; key: string; servername?: string },
+  tls?: { ca: string; cert?: string; key?: string; servername?: string },
 ): Promise<EtcdVersions> {
   const u = new URL("/version", url);
   return new Promise((resolve, reject) => {
