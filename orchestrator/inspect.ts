@@ -52,6 +52,8 @@ export interface Inspection {
   certificates?: World["certificates"];
   /** A chained upgrade under way (molt:images, core/plan/chain.ts): its steps and where the cluster is. */
   chain?: ChainView;
+  /** etcd's cluster version as a voter reports it ("3.7.0"), or why it could not be read. */
+  etcdClusterVersion?: string;
 }
 
 export interface ChainView {
@@ -98,13 +100,17 @@ export async function inspect(o: {
       ];
       return `${hexMemberId(m.id)} (${what.filter(Boolean).join(", ")})`;
     });
+  const cv = snapshot.etcd?.clusterVersion;
+  const clusterVersion = cv ? (cv.ok ? cv.version : `unreadable (${cv.error})`) : undefined;
   const conditions: Condition[] = [
     snapshot.etcd
       ? unhealthy.length === 0 && odd.length === 0 && leader && snapshot.etcd.alarms.length === 0
         ? {
             type: "EtcdClusterHealthy",
             status: "True",
-            reason: `${voters.length} voting members, leader agreed, no alarms`,
+            reason:
+              `${voters.length} voting members, leader agreed, no alarms` +
+              (clusterVersion ? `, cluster version ${clusterVersion}` : ""),
           }
         : {
             type: "EtcdClusterHealthy",
@@ -176,6 +182,7 @@ export async function inspect(o: {
     ...(snapshot.certificates ? { certificates: snapshot.certificates } : {}),
     progress: rolloutProgress(snapshot, intent),
     ...chainView(snapshot, intent),
+    ...(clusterVersion ? { etcdClusterVersion: clusterVersion } : {}),
   };
 }
 

@@ -9,6 +9,7 @@ import type { NodeEndpoint } from "./core/nodes";
 import type { HostFile } from "./core/host-files";
 import { shellQuote } from "../infra/remote/ssh";
 import type {
+  ClusterVersionResult,
   EtcdObservation,
   HostFilesObservation,
   Intent,
@@ -142,11 +143,20 @@ export async function observeEtcd(
   let lastError: unknown;
   for (const v of voters) {
     try {
-      const [members, alarms]: [Member[], Awaited<ReturnType<EtcdEdge["alarms"]>>] = await Promise.all([
+      const [members, alarms, clusterVersion]: [
+        Member[],
+        Awaited<ReturnType<EtcdEdge["alarms"]>>,
+        ClusterVersionResult,
+      ] = await Promise.all([
         access.memberList(v.name),
         access.alarms(v.name),
+        // Unread, it is the planner's to judge (plan/cluster-version.ts), not this pass's failure.
+        access.clusterVersion(v.name).then(
+          (version): ClusterVersionResult => ({ ok: true, version, via: v.name }),
+          (e: unknown): ClusterVersionResult => ({ ok: false, error: (e as Error).message.split("\n")[0] }),
+        ),
       ]);
-      return { members, status, alarms };
+      return { members, status, alarms, clusterVersion };
     } catch (e) {
       lastError = e;
     }

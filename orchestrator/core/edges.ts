@@ -22,6 +22,11 @@ export interface EtcdEdge {
   /** Per-member status, through that member's own endpoint. */
   status(node: string): Promise<EndpointStatus>;
   memberList(via: string): Promise<Member[]>;
+  /**
+   * etcd's cluster version as `via`'s member reports it (its /version `etcdcluster`: "3.6.0",
+   * or "not_decided" right after a cluster starts).
+   */
+  clusterVersion(via: string): Promise<string>;
   alarms(via: string): Promise<Alarm[]>;
   /** Idempotent: "member not found" is done. */
   memberRemove(via: string, id: string): Promise<void>;

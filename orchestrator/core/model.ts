@@ -135,11 +135,22 @@ export type StatusResult =
   /** `unreachable`: the node's SSH did not answer at all (not only its etcd). */
   | { ok: false; error: string; unreachable?: boolean };
 
+/**
+ * etcd's cluster version (its /version `etcdcluster`: "3.6.0", or "not_decided" right after a
+ * cluster starts) as the member `via` reports it, or why it could not be read.
+ */
+export type ClusterVersionResult = { ok: true; version: string; via: string } | { ok: false; error: string };
+
 export interface EtcdObservation {
   members: Member[];
   /** Per node name, the status of that node's local member through its own tunnel. */
   status: Record<string, StatusResult>;
   alarms: Alarm[];
+  /**
+   * The cluster version (plan/cluster-version.ts), read through the voter that answered the
+   * member list; absent where the caller did not ask (nothing waits on it then).
+   */
+  clusterVersion?: ClusterVersionResult;
 }
 
 /**
@@ -158,6 +169,8 @@ export type WaitKey =
   /** A node's target in the API load balancer is not healthy (a new node: not yet). */
   | `lb:${string}`
   | "leader"
+  /** etcd's cluster version has not reached the minor every member runs (plan/cluster-version.ts). */
+  | "etcd-cluster-version"
   | "kube"
   | "addons"
   | "vip"

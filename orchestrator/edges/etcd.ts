@@ -11,6 +11,7 @@ import { SessionPool, type SshCredentials } from "./sessions";
 import { etcdLeaseKv } from "../lease/cluster";
 import { type EtcdEdge, type LeaseKv } from "../core/edges";
 import { etcdOwnerCalls } from "./etcd-owner";
+import { readEtcdVersion } from "./etcd-version";
 
 const CALL_DEADLINE_MS = 5_000;
 const PKI = "/etc/kubernetes/pki/etcd";
@@ -251,6 +252,16 @@ export class EtcdAccess implements EtcdEdge {
 
   async status(node: string): Promise<EndpointStatus> {
     return toStatus(await this.endpoint(node).maintenance.status());
+  }
+
+  /** etcd's cluster version as `node`'s member reports it: /version over its tunnel, with mutual TLS. */
+  async clusterVersion(node: string): Promise<string> {
+    const t = this.tunnels.get(node);
+    if (!t) throw new EtcdUnreachableError(`no tunnel to ${node}: ${this.unreachable.get(node) ?? "not a known node"}`);
+    if (!this.credentials) throw new EtcdUnreachableError("the etcd client certificate was not read yet");
+    // The members' certificates carry DNS:localhost (see makeClient).
+    const v = await readEtcdVersion(`https://127.0.0.1:${t.port}`, { ...this.credentials, servername: "localhost" });
+    return v.cluster;
   }
 
   async memberList(via: string): Promise<Member[]> {

@@ -80,7 +80,7 @@ describe("a chained upgrade 1.35 -> 1.36 -> 1.37 in one rollout (long, lab t31)"
     const probe = await startApiProbe(kc, 100);
     const t0 = Date.now();
     /** When each decision was seen (ms since t0), across the runs. */
-    const seen: { ms: number; kind: string; version?: string; node?: string; reason: string }[] = [];
+    const seen: { ms: number; kind: string; version?: string; node?: string; key?: string; reason: string }[] = [];
     const runs: { killedAt?: string; code: number | null; signal: string | null; seconds: number }[] = [];
     /** One run; `killAt` decides on each decision whether (and after how long) to SIGKILL it. */
     const run = async (killAt?: (d: (typeof seen)[number], all: typeof seen) => number | undefined) => {
@@ -92,6 +92,7 @@ describe("a chained upgrade 1.35 -> 1.36 -> 1.37 in one rollout (long, lab t31)"
           kind: string;
           version?: string;
           node?: string;
+          key?: string;
           entry?: { kubernetesVersion?: string };
         };
         const d = {
@@ -99,6 +100,7 @@ describe("a chained upgrade 1.35 -> 1.36 -> 1.37 in one rollout (long, lab t31)"
           kind: op.kind,
           version: op.version ?? op.entry?.kubernetesVersion,
           node: op.node,
+          key: op.key,
           reason: String((op as { reason?: string }).reason ?? ""),
         };
         seen.push(d);
@@ -123,6 +125,7 @@ describe("a chained upgrade 1.35 -> 1.36 -> 1.37 in one rollout (long, lab t31)"
       `every node on 1.36: ${figures.betweenSteps}`,
     );
     assert.equal(between.chain?.steps[between.chain.current].kubernetesVersion, "1.37.2");
+    figures.clusterVersionBetweenSteps = between.etcdClusterVersion;
     // 2. Killed inside the second step: 2.5 s into the engine run of its second surge.
     const surges137 = (all: typeof seen) => all.filter((x) => x.kind === "surge" && x.version === "1.37.2").length;
     const second = await run((d, all) =>
@@ -151,6 +154,17 @@ describe("a chained upgrade 1.35 -> 1.36 -> 1.37 in one rollout (long, lab t31)"
       "1.37.2": seen.filter((d) => d.kind === "surge" && d.version === "1.37.2").length,
     };
     figures.runs = runs;
+    // etcd's cluster version (plan/cluster-version.ts): each wait on it, from its first decision to its last.
+    const cvWaits = seen.filter((d) => d.key === "etcd-cluster-version");
+    figures.clusterVersionWaits = cvWaits.length
+      ? {
+          decisions: cvWaits.length,
+          firstMs: cvWaits[0].ms,
+          lastMs: cvWaits[cvWaits.length - 1].ms,
+          first: cvWaits[0].reason,
+          last: cvWaits[cvWaits.length - 1].reason,
+        }
+      : "none";
     figures.api = {
       requests: api.requests,
       failures: api.failures,
@@ -178,6 +192,9 @@ describe("a chained upgrade 1.35 -> 1.36 -> 1.37 in one rollout (long, lab t31)"
     );
     assert.ok(i.nodes.every((n) => n.member?.healthy && !n.member.learner && n.kube?.healthy));
     assert.ok(i.nodes.every((n) => n.kube?.apiserverVersion?.replace(/^v/, "") === "1.37.2"));
+    // molt's run ended only once etcd's leader had raised the cluster version to 3.7.
+    figures.clusterVersionAfter = i.etcdClusterVersion;
+    assert.equal(i.etcdClusterVersion, "3.7.0", "etcd's cluster version when molt said done");
     const cp = i.conditions.find((c) => c.type === "ControlPlaneHealthy");
     assert.match(cp?.reason ?? "", /kubeadm-config 1\.37\.2/);
     const again = await runCli(["rollout", "--stack", STACK, "--yes", "--json"], suite.env);

@@ -55,6 +55,18 @@ export class FakeWorld {
   leaderId = "0";
   alarms: Alarm[] = [];
   etcdVersion = "3.6.16";
+  /** The etcd version a machine of this image runs (default: etcdVersion for every image). */
+  etcdVersionOf?: (image: string) => string | undefined;
+  /**
+   * etcd's cluster version as its leader last set it (undefined: not decided yet). Each read
+   * raises it to the lowest minor the started members run, as etcd's leader does on its own,
+   * unless `clusterVersionLagReads` says the leader has not got round to it yet.
+   */
+  clusterVersion?: string;
+  /** The next this many reads that would raise the cluster version still see the old one. */
+  clusterVersionLagReads = 0;
+  /** Reads of the cluster version (a raise is logged as "etcd cluster version 3.6.0 -> 3.7.0"). */
+  clusterVersionReads = 0;
   private nextId = 1n;
   /** Every call the loop made, in order ("up surge lab-cp-4", "etcd memberRemove ..."). */
   log: string[] = [];
@@ -91,6 +103,8 @@ export class FakeWorld {
     vipResumeFails?: boolean;
     /** The VIP's new holder does not answer requests through it (the hand-off never completes). */
     vipNotAnswering?: boolean;
+    /** Reading etcd's cluster version (/version) fails on every member. */
+    clusterVersionReadFails?: boolean;
     /** Reading the ownership marker fails (no member answers that read). */
     ownerReadFails?: boolean;
     /** Another stack's claim lands between this run's read of the marker and its write: this value. */
@@ -154,6 +168,26 @@ export class FakeWorld {
       : [...this.machines.values()]
           .filter((m) => m.up && !v.stopped.has(m.entry.name))
           .sort((a, b) => b.entry.generation - a.entry.generation)[0]?.entry.name;
+  }
+
+  /**
+   * etcd's own check when a member of `image` starts to join (its MinClusterVersion): the
+   * cluster version must be at most one minor below its own; the error it stops with, if not.
+   */
+  joinRefusal(image: string): string | undefined {
+    const own = /^(\d+)\.(\d+)/.exec(this.etcdVersionOf?.(image) ?? this.etcdVersion);
+    const cluster = this.clusterVersion ? /^(\d+)\.(\d+)/.exec(this.clusterVersion) : null;
+    if (!own || !cluster) return undefined;
+    const [j, c] = [Number(own[1]) * 1000 + Number(own[2]), Number(cluster[1]) * 1000 + Number(cluster[2])];
+    return j > c + 1
+      ? `etcd: cluster version ${this.clusterVersion} of remote member is not compatible; too low`
+      : undefined;
+  }
+
+  /** The etcd version `node`'s machine runs. */
+  etcdVersionOn(node: string): string {
+    const m = this.machines.get(node);
+    return (m && this.etcdVersionOf?.(m.entry.image)) ?? this.etcdVersion;
   }
 
   memberOf(node: string): Member | undefined {
@@ -330,9 +364,11 @@ class FakeStack implements StackEdge {
     if (change.op.kind === "prune-and-surge") {
       w.log[w.log.length - 1] += `+${change.op.entry.name}`;
       // The engine creates the new node first; deletes come after the program registered everything.
-      const joins = !w.faults.joinNeverStarts;
+      const refusal = w.joinRefusal(change.op.entry.image);
+      const joins = !w.faults.joinNeverStarts && !refusal;
       w.faults.joinNeverStarts = false;
-      const joinFails = !!w.faults.joinFailsAfterListWritten;
+      if (refusal) w.log.push(refusal);
+      const joinFails = !!w.faults.joinFailsAfterListWritten || !!refusal;
       w.faults.joinFailsAfterListWritten = false;
       w.boot(change.op.entry, joins && !joinFails);
       if (w.faults.upFailsAfterCreate) {
@@ -351,9 +387,15 @@ class FakeStack implements StackEdge {
       const slow = w.faults.joinStartsAfterReads;
       w.faults.joinStartsAfterReads = undefined;
       if (slow !== undefined) w.startsAfterReads = { node: entry.name, reads: slow };
-      const joins = !w.faults.joinNeverStarts && slow === undefined;
+      const refusal = w.joinRefusal(entry.image);
+      const joins = !w.faults.joinNeverStarts && slow === undefined && !refusal;
       w.faults.joinNeverStarts = false;
       w.boot(entry, joins);
+      if (refusal) {
+        // The member was added, then etcd stopped at start: the join script fails.
+        w.log.push(refusal);
+        throw failedUp(entry.name, "etcd", refusal);
+      }
       if (w.faults.upFailsAfterCreate) {
         w.faults.upFailsAfterCreate = false;
         // The machine exists (and its member may), the list was never written.
@@ -440,9 +482,32 @@ class FakeEtcd implements EtcdEdge {
       raftTerm: 2n,
       dbSize: 1 << 20,
       isLearner: member.isLearner,
-      version: this.w.etcdVersion,
+      version: w.etcdVersionOn(node),
       errors: [],
     };
+  }
+
+  async clusterVersion(via: string): Promise<string> {
+    this.machine(via);
+    const w = this.w;
+    w.clusterVersionReads++;
+    if (w.faults.clusterVersionReadFails) throw new Error("etcd /version: no answer within 5000 ms");
+    const minors = [...w.machines.values()]
+      .filter((m) => m.up && w.memberOf(m.entry.name)?.name)
+      .map((m) => /^(\d+)\.(\d+)/.exec(w.etcdVersionOn(m.entry.name))!)
+      .map((r) => [Number(r[1]), Number(r[2])] as const)
+      .sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    if (!minors.length) return w.clusterVersion ?? "not_decided";
+    const lowest = `${minors[0][0]}.${minors[0][1]}.0`;
+    const cur = w.clusterVersion ? /^(\d+)\.(\d+)/.exec(w.clusterVersion) : null;
+    const raise =
+      !cur || Number(cur[1]) < minors[0][0] || (Number(cur[1]) === minors[0][0] && Number(cur[2]) < minors[0][1]);
+    if (raise && w.clusterVersion && w.clusterVersionLagReads > 0) w.clusterVersionLagReads--;
+    else if (raise) {
+      if (w.clusterVersion) w.log.push(`etcd cluster version ${w.clusterVersion} -> ${lowest}`);
+      w.clusterVersion = lowest;
+    }
+    return w.clusterVersion ?? "not_decided";
   }
 
   async memberList(via: string): Promise<Member[]> {

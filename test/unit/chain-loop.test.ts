@@ -31,6 +31,7 @@ const IMAGES: Record<string, { k8s: string; etcd: string }> = {
   "k8s-v1.36.3": { k8s: "v1.36.3", etcd: "3.6.16" },
   "k8s-v1.37.2": { k8s: "v1.37.2", etcd: "3.7.3" },
   "etcd-v3.6.16": { k8s: "", etcd: "3.6.16" },
+  "k8s-v1.38.0": { k8s: "v1.38.0", etcd: "3.8.0" },
 };
 
 describe("chained upgrades through the loop (fake edges)", function () {
@@ -115,6 +116,48 @@ describe("chained upgrades through the loop (fake edges)", function () {
     assert.equal((await run(w)).result, "noop");
   });
 
+  it("the next etcd minor joins only once etcd's leader has raised the cluster version", async () => {
+    // 1.36 (etcd 3.6) -> 1.37 (3.7) -> 1.38 (3.8): a 3.8 member refuses to start while the cluster
+    // version reads 3.6 (the fake's joinRefusal, etcd's MinClusterVersion), and the leader raises
+    // it only some reads after the last 3.6 member left.
+    stack({ "1.36": "k8s-v1.36.3", "1.37": "k8s-v1.37.2" }, { "molt:image": "k8s-v1.38.0" });
+    const w = withFakeKube(FakeWorld.cluster(3, "k8s-v1.36.3"), "1.36.3");
+    w.etcdVersionOf = (image) => IMAGES[image]?.etcd;
+    w.clusterVersion = "3.6.0";
+    const decisions: { kind: string; key?: string; reason: string }[] = [];
+    const summary = await rollout({
+      stack: "lab",
+      workDir: dir,
+      env,
+      edges: fakeEdges(w),
+      pollMs: 1,
+      now: tickingClock(),
+      onEvent: (e) => {
+        if (e.type === "decision") decisions.push(e.operation as (typeof decisions)[number]);
+        // The leader lags each raise by a few reads: a removal of the last older member starts it.
+        if (e.type === "decision" && (e.operation as { kind: string }).kind === "remove-member")
+          w.clusterVersionLagReads = 4;
+      },
+    });
+    assert.equal(summary.result, "succeeded", `${summary.reason}\n${w.log.join("\n")}`);
+    assert.deepEqual(images(w), ["lab-cp-7:k8s-v1.38.0", "lab-cp-8:k8s-v1.38.0", "lab-cp-9:k8s-v1.38.0"]);
+    assert.ok(!w.log.some((l) => /not compatible; too low/.test(l)), w.log.join("\n"));
+    const waits = decisions.filter((d) => d.kind === "wait" && d.key === "etcd-cluster-version");
+    assert.ok(waits.length > 0, "molt waited on the cluster version");
+    assert.ok(
+      waits.some((d) =>
+        /step 1\/2 \(1\.37\.2\): etcd's cluster version is 3\.6\.0, every member runs 3\.7 /.test(d.reason),
+      ),
+      waits.map((d) => d.reason).join("\n"),
+    );
+    // 3.7 is the cluster version before 1.38's first change; 3.8 before the run calls itself done.
+    const raised37 = w.log.indexOf("etcd cluster version 3.6.0 -> 3.7.0");
+    const first138 = w.log.indexOf("kube kubeadm-config 1.38.0");
+    assert.ok(raised37 >= 0 && raised37 < first138, w.log.join("\n"));
+    assert.ok(w.log.includes("etcd cluster version 3.7.0 -> 3.8.0"), w.log.join("\n"));
+    assert.equal(w.clusterVersion, "3.8.0");
+  });
+
   it("resumes a run killed after any of its changes at the step the world is in", async function () {
     this.timeout(120_000);
     stack(CHAIN);
@@ -169,6 +212,9 @@ describe("chained upgrades through the loop (fake edges)", function () {
     const w = cluster135();
     const i = await inspect({ stack: "lab", workDir: dir, env, edges: fakeEdges(w) });
     assert.ok(i.chain, "the inspection has the chain");
+    // etcd's cluster version, as its leader set it, beside the members' health.
+    assert.equal(i.etcdClusterVersion, "3.6.0");
+    assert.match(i.conditions.find((c) => c.type === "EtcdClusterHealthy")!.reason, /, cluster version 3\.6\.0$/);
     assert.deepEqual(
       i.chain!.steps.map((s) => [s.kubernetesVersion, s.image, s.state, s.replacements]),
       [

@@ -13,6 +13,7 @@ import type {
   World as Observed,
   WaitKey,
   StatusResult,
+  ClusterVersionResult,
   HookName,
   RunControls,
 } from "../../orchestrator/core/model";
@@ -74,6 +75,8 @@ interface World {
   kube?: SimKube;
   /** The cluster's ownership marker and who runs (Observed.ownership); absent: not checked. */
   ownership?: Ownership;
+  /** etcd's cluster version as observed (Observed.etcd.clusterVersion); absent: not asked. */
+  clusterVersion?: ClusterVersionResult;
 }
 
 interface SimKube {
@@ -246,6 +249,7 @@ function snapshotOf(w: World): Observed {
       members: [...w.nodes.map(memberView).filter((m): m is Member => m !== undefined), ...w.strays],
       status,
       alarms: [...w.alarms],
+      ...(w.clusterVersion ? { clusterVersion: w.clusterVersion } : {}),
     },
   };
 }
@@ -295,6 +299,8 @@ interface WorldOpts {
   etcdError?: string;
   joining?: string;
   ownership?: Ownership;
+  /** etcd's cluster version: what the member reports ("3.6.0"), or a failed read. */
+  clusterVersion?: string | ClusterVersionResult;
   /**
    * Kubernetes state (default with a Kubernetes intent: kubeadm-config and kube-proxy at the
    * oldest node's version, 2 pods per node).
@@ -333,6 +339,14 @@ function world(nodes: SimNode[], o: WorldOpts = {}): World {
     ...(o.joining ? { joining: o.joining } : {}),
     ...(o.ownership ? { ownership: o.ownership } : {}),
     ...(kube ? { kube } : {}),
+    ...(o.clusterVersion === undefined
+      ? {}
+      : {
+          clusterVersion:
+            typeof o.clusterVersion === "string"
+              ? { ok: true as const, version: o.clusterVersion, via: "lab-cp-1" }
+              : o.clusterVersion,
+        }),
   };
 }
 
@@ -1206,6 +1220,70 @@ describe("planner (orchestrator/core/plan/)", () => {
         }),
         "surge",
       );
+    });
+
+    describe("etcd's cluster version (plan/cluster-version.ts)", () => {
+      const on137 = () => [K(1, "1.37.2"), K(2, "1.37.2"), K(3, "1.37.2")];
+      const etcd37 = { "lab-cp-1": "3.7.3", "lab-cp-2": "3.7.3", "lab-cp-3": "3.7.3" };
+      const next = up("1.38.0", { etcdVersion: "3.8.0" });
+
+      it("a node of the next etcd minor waits until the leader has raised it, before kubeadm-config changes", () => {
+        const op = plan(on137(), { intent: next, kube: { etcdVersions: etcd37 }, clusterVersion: "3.6.0" });
+        expectOp(op, "wait", { key: "etcd-cluster-version" });
+        assert.match(op.reason, /cluster version is 3\.6\.0, every member runs 3\.7 \(lab-cp-1 3\.7\.3, /);
+        assert.match(op.reason, /before a node of etcd 3\.8\.0 joins/);
+        expectOp(
+          plan(on137(), { intent: next, kube: { etcdVersions: etcd37 }, clusterVersion: "3.7.0" }),
+          "update-cluster-config",
+          {
+            version: "1.38.0",
+          },
+        );
+      });
+
+      it("its deadline refuses, naming the version seen, the members' versions and what to do", () => {
+        const op = plan(on137(), {
+          intent: next,
+          kube: { etcdVersions: etcd37 },
+          clusterVersion: "3.6.0",
+          expired: ["etcd-cluster-version"],
+        });
+        expectOp(op, "refuse", { condition: "EtcdClusterVersion" });
+        assert.match(op.reason, /cluster version is 3\.6\.0 and did not reach 3\.7/);
+        assert.match(op.reason, /lab-cp-1 3\.7\.3, lab-cp-2 3\.7\.3, lab-cp-3 3\.7\.3/);
+        assert.match(op.reason, /within the settle deadline \(60s\)/);
+        assert.match(op.reason, /etcdctl downgrade cancel/);
+        assert.match(op.reason, /nothing else was changed/);
+      });
+
+      it("a rollout is done only once the cluster version has reached the members' minor", () => {
+        const at = up("1.37.2", { etcdVersion: "3.7.3" });
+        const op = plan(on137(), { intent: at, kube: { etcdVersions: etcd37 }, clusterVersion: "3.6.0" });
+        expectOp(op, "wait", { key: "etcd-cluster-version" });
+        assert.match(op.reason, /before the roll to k8s-v1\.37\.2 is done/);
+        expectOp(plan(on137(), { intent: at, kube: { etcdVersions: etcd37 }, clusterVersion: "3.7.0" }), "done");
+        const unread = plan(on137(), {
+          intent: at,
+          kube: { etcdVersions: etcd37 },
+          clusterVersion: { ok: false, error: "etcd /version: no answer within 5000 ms" },
+          expired: ["etcd-cluster-version"],
+        });
+        expectOp(unread, "refuse", { condition: "EtcdClusterVersion" });
+        assert.match(unread.reason, /unreadable \(etcd \/version: no answer within 5000 ms\)/);
+      });
+
+      it("mid-step (members of both minors) the cluster version at the older one holds nothing up", () => {
+        const mixed = [K(1, "1.36.3"), K(2, "1.37.2"), K(3, "1.36.3")];
+        const versions = { "lab-cp-1": "3.6.16", "lab-cp-2": "3.7.3", "lab-cp-3": "3.6.16" };
+        expectOp(
+          plan(mixed, {
+            intent: up("1.37.2", { etcdVersion: "3.7.3" }),
+            kube: { clusterConfigVersion: "1.37.2", etcdVersions: versions },
+            clusterVersion: "3.6.0",
+          }),
+          "surge",
+        );
+      });
     });
   });
 

@@ -176,6 +176,7 @@ describe("the reads between full passes (observe.ts), over stub edges", () => {
           },
           memberList: async () => [],
           alarms: async () => [],
+          clusterVersion: async () => "3.6.0",
         }),
         kube: async () => k,
       },

@@ -8,6 +8,7 @@ import { vipRelease } from "./vip";
 import { targetRelease } from "./endpoint";
 import { etcdUpgradePatchProblem } from "./etcd-upgrade";
 import { drainReason, needsDrain } from "../drain";
+import { clusterVersionBeforeJoin } from "./cluster-version";
 
 /**
  * Everything is healthy from here on: retire the victim, one step per pass. Whether its
@@ -107,6 +108,9 @@ export function grow(c: Scope): Operation | undefined {
     intent.etcdVersion,
   );
   if (patchProblem) return { kind: "refuse", condition: "EtcdUpgradePatch", reason: patchProblem };
+  // etcd's cluster version lags its members: a newer minor joins once the leader has raised it.
+  const lagging = clusterVersionBeforeJoin(c, intent.etcdVersion);
+  if (lagging) return lagging;
   // kubeadm join reads the cluster's configuration: it names the version being rolled to
   // before the first node of that version joins (Cluster API does the same).
   const cc = s.kube?.clusterConfigVersion;

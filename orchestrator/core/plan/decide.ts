@@ -13,6 +13,7 @@ import { kubernetesVersionProblem } from "./versions";
 import { vipCondition } from "./vip";
 import { chainOf, chainPath, settledWorld, type Chain, type ChainStep } from "./chain";
 import { endpointHealth } from "./endpoint";
+import { clusterVersionSettled } from "./cluster-version";
 
 type Step = (c: Scope) => Operation | undefined;
 
@@ -102,6 +103,8 @@ function decideStep(s: World, stack: string): Operation {
     retire,
     grow,
     addons,
+    // etcd's cluster version has caught up with the members: what the next minor joins onto.
+    clusterVersionSettled,
   ];
   for (const step of steps) {
     const op = step(c);

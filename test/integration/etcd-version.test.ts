@@ -1,0 +1,98 @@
+// etcd's /version read the way the etcd edge reads it (orchestrator/edges/etcd-version.ts),
+// against a real etcd (Debian's, on loopback) that asks for client certificates as kubeadm's
+// does: a certificate for DNS:localhost checked by that name, the healthcheck client's
+// certificate presented. The lab's rollouts read it through SSH tunnels to etcd 3.6 and 3.7
+// (test/long/chain.test.ts).
+import * as assert from "node:assert/strict";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { readEtcdVersion } from "../../orchestrator/edges/etcd-version";
+import { freePort } from "../support/s3";
+
+describe("etcd's /version through mutual TLS (a real etcd)", function () {
+  this.timeout(60_000);
+  let dir: string;
+  let etcd: ChildProcess;
+  let url: string;
+  let tls: { ca: string; cert?: string; key?: string; servername: string };
+
+  /** A CA, a server certificate for DNS:localhost and a client certificate, as kubeadm's etcd PKI has them. */
+  function pki(): void {
+    const ssl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "ignore" });
+    const key = (name: string) =>
+      ssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", `${name}.key`);
+    key("ca");
+    ssl("req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=etcd-ca", "-days", "1", "-out", "ca.crt");
+    for (const [name, ext] of [
+      ["server", "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth"],
+      ["client", "extendedKeyUsage=clientAuth"],
+    ]) {
+      key(name);
+      ssl("req", "-new", "-key", `${name}.key`, "-subj", `/CN=${name}`, "-out", `${name}.csr`);
+      writeFileSync(join(dir, `${name}.ext`), ext + "\n");
+      ssl(
+        "x509",
+        "-req",
+        "-in",
+        `${name}.csr`,
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        `${name}.ext`,
+        "-out",
+        `${name}.crt`,
+      );
+    }
+  }
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "molt-etcd-version-"));
+    pki();
+    const [client, peer] = [await freePort(), await freePort()];
+    url = `https://127.0.0.1:${client}`;
+    etcd = spawn(
+      "etcd",
+      [
+        `--data-dir=${dir}/data`,
+        `--listen-client-urls=${url}`,
+        `--advertise-client-urls=${url}`,
+        `--listen-peer-urls=http://127.0.0.1:${peer}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${peer}`,
+        `--initial-cluster=default=http://127.0.0.1:${peer}`,
+        "--client-cert-auth",
+        `--trusted-ca-file=${dir}/ca.crt`,
+        `--cert-file=${dir}/server.crt`,
+        `--key-file=${dir}/server.key`,
+      ],
+      { stdio: "ignore" },
+    );
+    const read = (f: string) => readFileSync(join(dir, f), "utf8");
+    tls = { ca: read("ca.crt"), cert: read("client.crt"), key: read("client.key"), servername: "localhost" };
+  });
+  after(() => {
+    etcd?.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("reads the member's server version and the cluster version its leader decided", async () => {
+    // The cluster version is "not_decided" for a moment after the first start; the leader sets it.
+    let v: { server: string; cluster: string } | undefined;
+    for (let i = 0; i < 100 && v?.cluster !== "3.4.0"; i++) {
+      v = await readEtcdVersion(url, tls).catch(() => undefined);
+      if (v?.cluster !== "3.4.0") await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(v, { server: "3.4.23", cluster: "3.4.0" });
+  });
+
+  it("fails, saying why, without the client certificate or with another server name", async () => {
+    await assert.rejects(readEtcdVersion(url, { ca: tls.ca, servername: "localhost" }));
+    await assert.rejects(readEtcdVersion(url, { ...tls, servername: "etcd.example" }), /localhost|altnames|match/i);
+  });
+});
