@@ -24,15 +24,18 @@ const KUBELET = [
 ].join("\n");
 const at = (t: string) => new Date(`2026-12-03T${t}`).getTime();
 
+const line = (level: string, ts: string, msg: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ level, ts: `2026-12-03T${ts}Z`, caller: "etcdserver/server.go:1", msg, ...extra });
+const PUBLISH_FAILED = "failed to publish local member to cluster through raft";
 const ETCD = [
-  '{"level":"info","ts":"2026-12-03T17:15:26.300100Z","caller":"embed/etcd.go:321","msg":"starting an etcd server","etcd-version":"3.7.3"}',
-  '{"level":"info","ts":"2026-12-03T17:15:26.350000Z","logger":"raft","caller":"v3@v3.7.0/node.go:370","msg":"raft.node: ec22 elected leader bdae at term 2"}',
-  '{"level":"info","ts":"2026-12-03T17:15:26.400000Z","caller":"rafthttp/http.go:286","msg":"received and saved database snapshot","incoming-snapshot-index":6007}',
-  '{"level":"info","ts":"2026-12-03T17:15:26.420000Z","caller":"etcdserver/server.go:1010","msg":"applied snapshot","current-snapshot-index":6007}',
+  line("info", "17:15:26.300100", "starting an etcd server", { "etcd-version": "3.7.3" }),
+  line("info", "17:15:26.350000", "raft.node: ec22 elected leader bdae at term 2", { logger: "raft" }),
+  line("info", "17:15:26.400000", "received and saved database snapshot", { "incoming-snapshot-index": 6007 }),
+  line("info", "17:15:26.420000", "applied snapshot", { "current-snapshot-index": 6007 }),
   "not json",
-  '{"level":"warn","ts":"2026-12-03T17:15:33.300200Z","caller":"etcdserver/server.go:1838","msg":"failed to publish local member to cluster through raft","publish-timeout":"7s","error":"etcdserver: request timed out"}',
-  '{"level":"info","ts":"2026-12-03T17:15:33.310000Z","caller":"etcdserver/server.go:1829","msg":"published local member to cluster through raft"}',
-  '{"level":"warn","ts":"2026-12-03T17:16:33.310000Z","caller":"etcdserver/server.go:1838","msg":"failed to publish local member to cluster through raft","error":"later"}',
+  line("warn", "17:15:33.300200", PUBLISH_FAILED, { "publish-timeout": "7s", error: "etcdserver: request timed out" }),
+  line("info", "17:15:33.310000", "published local member to cluster through raft"),
+  line("warn", "17:16:33.310000", PUBLISH_FAILED, { error: "later" }),
 ].join("\n");
 
 describe("bench surge phases", () => {
