@@ -5,9 +5,12 @@
 # it knew the leader, received and applied the snapshot, and published itself (see
 # docs/benchmarks.md, "The new etcd member's 7 s"). Run it under the lab lock:
 #   flock /tmp/molt-lab.lock tools/lab/etcd-publish-repro.sh [WRITES] [ETCD_BIN_DIR]
-# WRITES above ~5,100 (etcd keeps 5,000 entries for slow followers and snapshots its raft log
-# every 100 applied entries) makes the learner catch up from a snapshot: its first publish
-# times out after the request timeout (5 s + 2 x election timeout = 7 s). 1,000 writes do not.
+# etcd 3.6+ snapshots its raft log in memory every 100 applied entries and compacts it, so past
+# about 100 writes the learner catches up from a snapshot the leader cuts at its applied index;
+# when that snapshot already holds the learner's own publish entry, the learner's first publish
+# times out after the request timeout (5 s + 2 x election timeout = 7 s). Past 5,000 writes its
+# retries then fail with "too many requests" until the cluster applies a new entry (the script
+# puts one after 12 s). Prints the learner's log lines, UTC. KEEP=1 keeps the data and logs.
 set -euo pipefail
 writes=${1:-6000}
 bin=${2:-/var/lib/molt-lab/images/k8s-v1.37.2/bin}
@@ -16,7 +19,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  [ -n "${KEEP:-}" ] && echo "kept $dir" || rm -rf "$dir"
+  if [ -n "${KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
 }
 trap cleanup EXIT
 a_client=http://127.0.0.1:23791 a_peer=http://127.0.0.1:23801
@@ -27,6 +30,7 @@ b_client=http://127.0.0.1:23792 b_peer=http://127.0.0.1:23802
 pids+=($!)
 ctl() { "$bin/etcdctl" --endpoints="$a_client" "$@"; }
 for _ in $(seq 100); do ctl endpoint health >/dev/null 2>&1 && break; sleep 0.1; done
+# shellcheck disable=SC2016 # JavaScript, not shell
 # WRITES puts over one keep-alive connection (the JSON gateway), 16 at a time.
 node -e '
 const [url, n] = [process.argv[1], Number(process.argv[2])];
@@ -64,6 +68,7 @@ if ! published; then
   for _ in $(seq 100); do published && break; sleep 0.1; done
 fi
 echo "learner added at $(date -u -d "@$t_add" +%H:%M:%S.%3N) UTC; the learner's log (UTC; repeats counted):"
+# shellcheck disable=SC2016 # JavaScript, not shell
 node -e '
 const want = /^(starting an etcd server|became follower at term|elected leader|received and saved database snapshot|applying snapshot|applied snapshot|raft applied incoming snapshot|failed to publish local member to cluster through raft|published local member to cluster through raft|ready to serve client requests|set the cluster version)/;
 let last, n = 0;
