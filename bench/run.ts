@@ -573,6 +573,20 @@ function sayPhases(say: Say, x: SurgePhases): void {
     `${SURGE_PHASES.map(([k]) => f(x[k])).join(" / ")} = ${f(x.upMs)} s; API ready vs kubelet cert ` +
       `${f(x.apiReadyVsKubeletCert)} s, vs up end ${f(x.apiReadyVsUpEnd)} s`,
   );
+  const e = x.etcd;
+  if (e)
+    say(
+      `      its etcd (s after learner added)`,
+      `started ${f(e.started)}, leader known ${f(e.leaderKnown)}, snapshot ` +
+        (e.snapshotReceived === undefined
+          ? "none"
+          : `received ${f(e.snapshotReceived)} (index ${e.snapshotIndex ?? "?"}), applied ${f(e.snapshotApplied)}`) +
+        `, publish ` +
+        (e.publishFailures
+          ? `failed ${e.publishFailures}x (first ${f(e.publishFailed)}: ${e.publishError ?? "?"}), `
+          : "") +
+        `published ${f(e.published)}`,
+    );
 }
 
 /** The API-server gate of each new node (the probe's last condition -> molt's next action). */
@@ -838,7 +852,9 @@ function kubeGoals(say: Say, result: Record<string, unknown>): void {
       `${sec(median(surges))} (n=${surges.length}: ${surges.map((x) => sec(x)).join(", ")}); medians: ` +
         `kubelet TLS bootstrap ${part("kubeletBootstrap")}, learner catch-up+promote ${part("catchUpAndPromote")}, ` +
         `kubeadm certs/manifests ${part("kubeadmPrepare")}, engine+boot+material ` +
-        `${sec(median(phases.map((x) => (x.engineToMachine ?? 0) + (x.boot ?? 0) + (x.attachAndMaterial ?? 0))))}`,
+        `${sec(median(phases.map((x) => (x.engineToMachine ?? 0) + (x.boot ?? 0) + (x.attachAndMaterial ?? 0))))}; ` +
+        `new etcd member's first publish timed out in ${phases.filter((x) => x.etcd?.publishFailures).length} ` +
+        `of ${phases.filter((x) => x.etcd).length} surges`,
       median(surges) <= 12_000,
     );
   }

@@ -1,6 +1,7 @@
 // Where a Kubernetes surge's time goes, read after the fact from the new lab machine's own
 // files (on the host, no SSH): kubeadm's klog timestamps (/var/log/molt/kubeadm.log),
-// lab-kubelet's log, the files the join script leaves. Processes on the lab machines write
+// lab-kubelet's log, the new etcd member's log (/var/log/molt/etcd.log), the files the join
+// script leaves. Processes on the lab machines write
 // local time on the host's clock, so the instants compare with molt's events and the probe's.
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -27,6 +28,28 @@ export interface JoinMarks {
   nodeRegistered?: number;
   /** kubeadm join returned (the join script's marker file). */
   kubeadmEnd?: number;
+  /** The new etcd member's own steps (its zap log, UTC). */
+  etcd?: EtcdMarks;
+}
+
+/**
+ * A new etcd member's way to serving clients: it serves only once its "publish" of itself
+ * (a ClusterMemberAttrSet proposal) has come back applied, after up to the request timeout
+ * (5 s + 2 x election timeout) per try (docs/benchmarks.md, "The new etcd member's 7 s").
+ */
+export interface EtcdMarks {
+  started?: number;
+  /** raft learned the leader (its first message from it). */
+  leaderKnown?: number;
+  /** The leader's snapshot received and saved, and applied (with its raft index). */
+  snapshotReceived?: number;
+  snapshotIndex?: number;
+  snapshotApplied?: number;
+  /** The first failed publish and its error; how many failed before the one that worked. */
+  publishFailed?: number;
+  publishError?: string;
+  publishFailures?: number;
+  published?: number;
 }
 
 const KLOG = /^[IWEF](\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+)\s+\d+ [^\]]+\] (.*)$/;
@@ -73,6 +96,35 @@ export function kubeletMarks(text: string): Pick<JoinMarks, "booted" | "kubeletC
   return out;
 }
 
+/** The new member's etcd log (JSON lines, `ts` in UTC with its zone). */
+export function etcdMarks(text: string): EtcdMarks {
+  const out: EtcdMarks = {};
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("{")) continue;
+    let e: { ts?: string; msg?: string; error?: string; "incoming-snapshot-index"?: number };
+    try {
+      e = JSON.parse(line) as typeof e;
+    } catch {
+      continue;
+    }
+    const at = e.ts ? Date.parse(e.ts) : NaN;
+    if (!Number.isFinite(at) || !e.msg) continue;
+    const msg = e.msg;
+    if (msg === "starting an etcd server") out.started ??= at;
+    else if (/ elected leader /.test(msg)) out.leaderKnown ??= at;
+    else if (msg === "received and saved database snapshot") {
+      out.snapshotReceived ??= at;
+      out.snapshotIndex ??= e["incoming-snapshot-index"];
+    } else if (msg === "applied snapshot") out.snapshotApplied ??= at;
+    else if (msg === "failed to publish local member to cluster through raft" && out.published === undefined) {
+      out.publishFailed ??= at;
+      out.publishError ??= e.error;
+      out.publishFailures = (out.publishFailures ?? 0) + 1;
+    } else if (msg === "published local member to cluster through raft") out.published ??= at;
+  }
+  return out;
+}
+
 /** The marks of a lab machine that still exists (`machineDir`: infra/lab/machine-impl.ts machineDir). */
 export function readJoinMarks(machineDir: string, year = new Date().getFullYear()): JoinMarks {
   const file = (p: string) => join(machineDir, p);
@@ -83,6 +135,7 @@ export function readJoinMarks(machineDir: string, year = new Date().getFullYear(
     ...kubeletMarks(read("root/var/log/molt/kubelet.log")),
     ...klogMarks(read("root/var/log/molt/kubeadm.log"), year),
     kubeadmEnd: mtime("root/etc/kubernetes/.molt-join-done"),
+    etcd: etcdMarks(read("root/var/log/molt/etcd.log")),
   };
 }
 
@@ -114,6 +167,18 @@ export interface SurgePhases {
   nodeReadyVsUpEnd?: number;
   /** The probe's API server ready relative to the kubelet's certificate (negative: before it). */
   apiReadyVsKubeletCert?: number;
+  /** The new etcd member, from the learner added (ms): started, leader known, snapshot in, published. */
+  etcd?: {
+    started?: number;
+    leaderKnown?: number;
+    snapshotReceived?: number;
+    snapshotApplied?: number;
+    snapshotIndex?: number;
+    publishFailed?: number;
+    publishError?: string;
+    publishFailures?: number;
+    published?: number;
+  };
 }
 
 /** The phases of one surge from its marks, molt's decision and `up` end, and the probe's instants. */
@@ -140,5 +205,20 @@ export function surgePhases(
     apiReadyVsUpEnd: d(upEndAt, probe.apiReady),
     nodeReadyVsUpEnd: d(upEndAt, probe.nodeReady),
     apiReadyVsKubeletCert: d(m.kubeletCert, probe.apiReady),
+    ...(m.etcd && m.etcd.started !== undefined
+      ? {
+          etcd: {
+            started: d(m.learnerAdded, m.etcd.started),
+            leaderKnown: d(m.learnerAdded, m.etcd.leaderKnown),
+            snapshotReceived: d(m.learnerAdded, m.etcd.snapshotReceived),
+            snapshotApplied: d(m.learnerAdded, m.etcd.snapshotApplied),
+            snapshotIndex: m.etcd.snapshotIndex,
+            publishFailed: d(m.learnerAdded, m.etcd.publishFailed),
+            publishError: m.etcd.publishError,
+            publishFailures: m.etcd.publishFailures ?? 0,
+            published: d(m.learnerAdded, m.etcd.published),
+          },
+        }
+      : {}),
   };
 }

@@ -1,7 +1,7 @@
 // The bench's surge breakdown (bench/surge-phases.ts) reads kubeadm's klog lines and
 // lab-kubelet's log as they are written on a lab machine, in local time.
 import * as assert from "node:assert/strict";
-import { klogMarks, kubeletMarks, surgePhases } from "../../bench/surge-phases";
+import { etcdMarks, klogMarks, kubeletMarks, surgePhases } from "../../bench/surge-phases";
 
 const KUBEADM = [
   "I1203 17:15:22.951022   25639 join.go:423] [preflight] found NodeName empty; using OS hostname as NodeName",
@@ -24,7 +24,42 @@ const KUBELET = [
 ].join("\n");
 const at = (t: string) => new Date(`2026-12-03T${t}`).getTime();
 
+const line = (level: string, ts: string, msg: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ level, ts: `2026-12-03T${ts}Z`, caller: "etcdserver/server.go:1", msg, ...extra });
+const PUBLISH_FAILED = "failed to publish local member to cluster through raft";
+const ETCD = [
+  line("info", "17:15:26.300100", "starting an etcd server", { "etcd-version": "3.7.3" }),
+  line("info", "17:15:26.350000", "raft.node: ec22 elected leader bdae at term 2", { logger: "raft" }),
+  line("info", "17:15:26.400000", "received and saved database snapshot", { "incoming-snapshot-index": 6007 }),
+  line("info", "17:15:26.420000", "applied snapshot", { "current-snapshot-index": 6007 }),
+  "not json",
+  line("warn", "17:15:33.300200", PUBLISH_FAILED, { "publish-timeout": "7s", error: "etcdserver: request timed out" }),
+  line("info", "17:15:33.310000", "published local member to cluster through raft"),
+  line("warn", "17:16:33.310000", PUBLISH_FAILED, { error: "later" }),
+].join("\n");
+
 describe("bench surge phases", () => {
+  it("reads the new etcd member's leader, snapshot and publish tries from its JSON log (UTC)", () => {
+    const u = (t: string) => Date.parse(`2026-12-03T${t}Z`);
+    assert.deepEqual(etcdMarks(ETCD), {
+      started: u("17:15:26.300"),
+      leaderKnown: u("17:15:26.350"),
+      snapshotReceived: u("17:15:26.400"),
+      snapshotIndex: 6007,
+      snapshotApplied: u("17:15:26.420"),
+      publishFailed: u("17:15:33.300"),
+      publishError: "etcdserver: request timed out",
+      publishFailures: 1,
+      published: u("17:15:33.310"),
+    });
+    const learnerAdded = u("17:15:26.118");
+    const p = surgePhases("n", { learnerAdded, etcd: etcdMarks(ETCD) }, undefined, undefined, {});
+    assert.equal(p.etcd?.published, 7192);
+    assert.equal(p.etcd?.publishFailed, 7182);
+    assert.equal(p.etcd?.publishFailures, 1);
+    assert.equal(surgePhases("n", { learnerAdded, etcd: {} }, undefined, undefined, {}).etcd, undefined);
+  });
+
   it("reads kubeadm's steps from its klog lines, in local time", () => {
     assert.deepEqual(klogMarks(KUBEADM, 2026), {
       kubeadmStart: at("17:15:22.951"),

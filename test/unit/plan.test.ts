@@ -2643,10 +2643,13 @@ describe("planner (orchestrator/core/plan/)", () => {
       ["leader", 60],
       ["kube", 60],
       ["soak:lab-cp-4", 0],
+      ["stale-node:lab-cp-4", 100],
     ];
     for (const [key, want] of table) it(`${key}: ${want} s`, () => assert.equal(waitDeadlineSeconds(key, t), want));
     it("a soak lasts molt:rollout.soakSeconds", () =>
       assert.equal(waitDeadlineSeconds("soak:lab-cp-4", { ...t, soakSeconds: 45 }), 45));
+    it("a Node left by a destroyed machine waits for its Lease to go stale, then the settle deadline", () =>
+      assert.equal(waitDeadlineSeconds("stale-node:lab-cp-4", { ...t, settleSeconds: 30 }), 70));
     it("the addon rollout never gets less than the settle deadline", () =>
       assert.equal(waitDeadlineSeconds("addons", { ...t, drainSeconds: 10 }), 60));
   });

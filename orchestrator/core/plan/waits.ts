@@ -1,10 +1,12 @@
 // How long the planner's waits may last, and which refusals of etcd mean "not now".
 import type { Intent, WaitKey } from "../model";
+import { STALE_LEASE_SECONDS } from "./rules";
 
 /**
  * How long a wait may last before its key expires: a join has the join deadline; the
  * kube-proxy rollout after an upgrade moves pods on every node of the cluster (workers
- * too), like a drain; anything else is a transient condition.
+ * too), like a drain; a Node left by a destroyed machine has its Lease's time to go stale
+ * first; anything else is a transient condition.
  */
 export function waitDeadlineSeconds(key: WaitKey, t: Intent["timeouts"]): number {
   // A new node's target passes the load balancer's health check within the join deadline.
@@ -12,6 +14,11 @@ export function waitDeadlineSeconds(key: WaitKey, t: Intent["timeouts"]): number
   if (key.startsWith("soak:")) return t.soakSeconds ?? 0;
   if (key.startsWith("step-soak:")) return t.stepSoakSeconds ?? 0;
   if (key === "addons") return Math.max(t.settleSeconds, t.drainSeconds);
+  // A Node whose machine molt destroyed: its kubelet renewed the Lease until the machine went
+  // (a join killed after the Node registered), and only STALE_LEASE_SECONDS later does the
+  // Lease say no kubelet is left. The settle deadline counts from then, or a settle deadline
+  // below 40 s (the chaos harness's 30 s) refused a Node that was about to go.
+  if (key.startsWith("stale-node:")) return STALE_LEASE_SECONDS + t.settleSeconds;
   return t.settleSeconds;
 }
 
