@@ -17,6 +17,18 @@ import type { SshSession } from "../../infra/remote/ssh";
 import { sudoFor, type TlsClientCredentials } from "./etcd";
 import { pollUntil } from "../../lib/poll";
 import type { SessionPool } from "./sessions";
+import {
+  APISERVER,
+  CONTROLLERS,
+  manifestPath,
+  manifestsOf,
+  readManifestsCommand,
+  retiredPath,
+  securePortOf,
+  stillRunning,
+  stillRunningScript,
+  type StaticPod,
+} from "./static-pods";
 
 import {
   b64,
@@ -398,60 +410,62 @@ export class KubeAccess {
    * Stops a retiring node's control plane the way its kubelet would, each static pod's
    * manifest moved aside (the kubelet sends SIGTERM):
    *   1. kube-controller-manager and kube-scheduler first, while their API server still
-   *      serves. Once nothing listens on their ports, the leader Leases this node still holds
-   *      are handed on (releasedLease): a node destroyed while leading would otherwise leave
-   *      the cluster without controllers (CSR approval, DaemonSets) for the lease's 15 s
-   *      plus a retry, after every retirement.
+   *      serves. Once they are gone (static-pods.ts: no process of theirs, nothing on the
+   *      ports their manifests name), the leader Leases this node still holds are handed on
+   *      (releasedLease): a node destroyed while leading would otherwise leave the cluster
+   *      without controllers (CSR approval, DaemonSets) for the lease's 15 s plus a retry,
+   *      after every retirement.
    *   2. kube-apiserver: /readyz fails at once while requests are still served for
    *      --shutdown-delay-duration, the load balancer's check drops it, and it exits. Done
-   *      when nothing listens on 6443 any more.
+   *      when it is gone the same way.
    */
   async stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<string[]> {
     const ssh = this.session(node);
     const sudo = sudoFor(ssh.target.user);
-    const aside = (c: string) =>
-      `if [ -f /etc/kubernetes/manifests/${c}.yaml ]; then mv /etc/kubernetes/manifests/${c}.yaml ` +
-      `/etc/kubernetes/${c}.yaml.retired; fi`;
+    const manifests = manifestsOf(
+      await ssh.run(
+        `${sudo}sh -c '${readManifestsCommand([...CONTROLLERS, APISERVER])}'`,
+        `reading ${node}'s control-plane manifests`,
+      ),
+    );
+    const watched = (pods: readonly StaticPod[]) =>
+      pods.map((p) => ({ binary: p.name, port: securePortOf(manifests[p.name], p.defaultPort) }));
+    const aside = (pods: readonly StaticPod[]) =>
+      pods
+        .map((p) => `if [ -f ${manifestPath(p.name)} ]; then mv ${manifestPath(p.name)} ${retiredPath(p.name)}; fi`)
+        .join("; ");
+    const gone = (pods: readonly StaticPod[], what: string) => {
+      const script = stillRunningScript(watched(pods));
+      return pollUntil(
+        async (miss) => {
+          const r = await ssh.exec(`${sudo}sh -c '${script}'`);
+          if (r.code !== 0) return miss(r.stderr.trim() || `exit ${r.code}`);
+          const left = stillRunning(r.stdout);
+          return left.length === 0 ? true : miss(`still running: ${left.join("; ")}`);
+        },
+        {
+          what:
+            `${what} on ${node} to stop after ${pods.length > 1 ? "their manifests were" : "its manifest was"} ` +
+            "moved aside",
+          deadlineMs: deadlineSeconds * 1000,
+          intervalMs: 250,
+          maxIntervalMs: 250,
+          signal,
+        },
+      );
+    };
     await ssh.run(
-      `${sudo}sh -c '${aside("kube-controller-manager")}; ${aside("kube-scheduler")}'`,
+      `${sudo}sh -c '${aside(CONTROLLERS)}'`,
       `moving ${node}'s kube-controller-manager and kube-scheduler manifests aside`,
     );
-    await pollUntil(
-      async () => {
-        const r = await ssh.exec(`${sudo}ss -ltnH '( sport = :10257 or sport = :10259 )'`);
-        return r.code === 0 && r.stdout.trim() === "" ? true : undefined;
-      },
-      {
-        what: `kube-controller-manager and kube-scheduler on ${node} to stop after their manifests were removed`,
-        deadlineMs: deadlineSeconds * 1000,
-        intervalMs: 250,
-        maxIntervalMs: 250,
-        signal,
-      },
-    );
+    await gone(CONTROLLERS, "kube-controller-manager and kube-scheduler");
     // Only a shortcut (the Leases expire in 15 s): a failure to hand one on is said, not fatal.
     const warnings = await this.releaseLeaderLeases(node).then(
       () => [],
       (e: Error) => [`the leader Leases ${node} held were not handed on (${firstLine(e)}); they expire on their own`],
     );
-    await ssh.run(
-      `${sudo}sh -c 'if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then mv ` +
-        `/etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired; fi'`,
-      `moving ${node}'s kube-apiserver manifest aside`,
-    );
-    await pollUntil(
-      async () => {
-        const r = await ssh.exec(`${sudo}ss -ltnH 'sport = :6443'`);
-        return r.code === 0 && r.stdout.trim() === "" ? true : undefined;
-      },
-      {
-        what: `kube-apiserver on ${node} to stop listening after its manifest was removed`,
-        deadlineMs: deadlineSeconds * 1000,
-        intervalMs: 250,
-        maxIntervalMs: 250,
-        signal,
-      },
-    );
+    await ssh.run(`${sudo}sh -c '${aside([APISERVER])}'`, `moving ${node}'s kube-apiserver manifest aside`);
+    await gone([APISERVER], "kube-apiserver");
     return warnings;
   }
 
