@@ -23,8 +23,10 @@ import {
   manifestPath,
   manifestsOf,
   readManifestsCommand,
+  retiredManifestsOf,
   retiredPath,
   securePortOf,
+  staticPodOfRetired,
   stillRunning,
   stillRunningScript,
   type StaticPod,
@@ -177,6 +179,8 @@ export class KubeAccess {
       get(p.controllerManager, "/healthz", { insecure: true }),
       get(p.scheduler, "/livez", { insecure: true }),
     ]);
+    const healthy = ready.status === 200 && kcm.status === 200 && sched.status === 200;
+    const retiredManifests = healthy ? [] : await this.retiredManifests(node);
     let gitVersion: string | undefined;
     try {
       gitVersion =
@@ -191,7 +195,18 @@ export class KubeAccess {
           : { ok: false, error: describe(ready) },
       controllerManager: kcm.status === 200 ? { ok: true } : { ok: false, error: describe(kcm) },
       scheduler: sched.status === 200 ? { ok: true } : { ok: false, error: describe(sched) },
+      ...(retiredManifests.length ? { retiredManifests } : {}),
     };
+  }
+
+  /** The manifests stop-apiserver moved aside on `node` (none when it cannot be asked: the health says why). */
+  private async retiredManifests(node: string): Promise<string[]> {
+    const ssh = this.pool.get(node);
+    if (!ssh) return [];
+    const r = await ssh
+      .exec(`${sudoFor(ssh.target.user)}sh -c 'ls -1 ${retiredPath("*")} 2>/dev/null || true'`)
+      .catch(() => undefined);
+    return r?.code === 0 ? retiredManifestsOf(r.stdout) : [];
   }
 
   /** A client-node KubeConfig for the API server of `node`, through its tunnel. */
@@ -302,6 +317,15 @@ export class KubeAccess {
     const cc = (parseYaml(cm.data?.ClusterConfiguration ?? "") ?? {}) as Record<string, unknown>;
     cm.data = { ...cm.data, ClusterConfiguration: stringifyYaml(clusterConfigurationAt(cc, stripV(version))) };
     await core.replaceNamespacedConfigMap({ name: "kubeadm-config", namespace: "kube-system", body: cm });
+  }
+
+  /** Marks a node schedulable again (idempotent). */
+  async uncordon(via: string, node: string): Promise<void> {
+    const { core, m } = await this.api(via);
+    await core.patchNode(
+      { name: node, body: { spec: { unschedulable: false } } },
+      m.setHeaderOptions("Content-Type", m.PatchStrategy.MergePatch),
+    );
   }
 
   /** Marks a node unschedulable (idempotent). */
@@ -467,6 +491,25 @@ export class KubeAccess {
     await ssh.run(`${sudo}sh -c '${aside([APISERVER])}'`, `moving ${node}'s kube-apiserver manifest aside`);
     await gone([APISERVER], "kube-apiserver");
     return warnings;
+  }
+
+  /**
+   * Puts manifests stop-apiserver moved aside back where the kubelet runs them. A manifest in
+   * place already wins (the moved-aside copy stays, for a human to compare).
+   */
+  async restoreControlPlane(node: string, manifests: string[]): Promise<void> {
+    const ssh = this.session(node);
+    const names = manifests.map((f) => {
+      const name = staticPodOfRetired(f);
+      if (!name) throw new Error(`${f} is not a manifest stop-apiserver moved aside`);
+      return name;
+    });
+    await ssh.run(
+      `${sudoFor(ssh.target.user)}sh -c '${names
+        .map((n) => `if [ ! -e ${manifestPath(n)} ]; then mv ${retiredPath(n)} ${manifestPath(n)}; fi`)
+        .join("; ")}'`,
+      `putting ${node}'s control-plane manifests back (${names.join(", ")})`,
+    );
   }
 
   /**

@@ -24,6 +24,20 @@ export const manifestPath = (name: string): string => `/etc/kubernetes/manifests
 /** Where stop-apiserver moves a manifest: the kubelet stops the pod, the file stays for a rerun to read. */
 export const retiredPath = (name: string): string => `/etc/kubernetes/${name}.yaml.retired`;
 
+/** The static pod a moved-aside manifest belongs to; undefined for any other path. */
+export function staticPodOfRetired(path: string): string | undefined {
+  return /^\/etc\/kubernetes\/([a-z0-9-]+)\.yaml\.retired$/.exec(path)?.[1];
+}
+
+/** `ls -1 /etc/kubernetes/*.yaml.retired`'s output: the moved-aside manifests, sorted. */
+export function retiredManifestsOf(stdout: string): string[] {
+  return stdout
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => staticPodOfRetired(l) !== undefined)
+    .sort();
+}
+
 const MARK = "### molt static pod ";
 
 /** Prints each pod's manifest, from its place or from where it was moved aside, after a marker line. */

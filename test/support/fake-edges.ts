@@ -230,6 +230,11 @@ export function withFakeKube(w: FakeWorld, version: string): FakeWorld {
   return w;
 }
 
+/** What stop-apiserver leaves on a fake machine, as the real edge reports it. */
+export const FAKE_RETIRED_MANIFESTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"].map(
+  (n) => `/etc/kubernetes/${n}.yaml.retired`,
+);
+
 class FakeKubeEdge implements KubeEdge {
   constructor(private readonly w: FakeWorld) {}
   private get k(): FakeKube {
@@ -253,10 +258,12 @@ class FakeKubeEdge implements KubeEdge {
   async components(node: string): Promise<ComponentHealth> {
     const m = this.w.machines.get(node);
     const ok = !!m?.up && !this.k.stopped.has(node) && !!this.w.memberOf(node)?.name;
+    const stopped = !!m?.up && this.k.stopped.has(node);
     return {
       apiserver: ok ? { ok, version: m!.entry.kubernetesVersion } : { ok, error: "connection refused" },
-      controllerManager: { ok: true },
-      scheduler: { ok: true },
+      controllerManager: stopped ? { ok: false, error: "connection refused" } : { ok: true },
+      scheduler: stopped ? { ok: false, error: "connection refused" } : { ok: true },
+      ...(stopped ? { retiredManifests: FAKE_RETIRED_MANIFESTS } : {}),
     };
   }
   async observeCluster(via: string) {
@@ -308,6 +315,15 @@ class FakeKubeEdge implements KubeEdge {
     this.w.log.push(`kube stop-apiserver ${node}`);
     this.k.stopped.add(node);
     return [];
+  }
+  async restoreControlPlane(node: string, manifests: string[]): Promise<void> {
+    this.w.log.push(`kube restore-control-plane ${node} ${manifests.join(",")}`);
+    this.k.stopped.delete(node);
+  }
+  async uncordon(via: string, node: string): Promise<void> {
+    this.api(via);
+    this.w.log.push(`kube uncordon ${node}`);
+    this.k.cordoned.delete(node);
   }
   async updateAddons(via: string, _kubeadmNode: string, version: string): Promise<void> {
     this.api(via);
