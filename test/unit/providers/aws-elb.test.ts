@@ -47,6 +47,8 @@ class FakeElb {
   readonly requests: Record<string, string>[] = [];
   /** The region each request was signed for (SigV4's credential scope). */
   readonly regions: string[] = [];
+  /** The access key id each request was signed with. */
+  readonly signers: string[] = [];
   /** Actions answered AccessDenied. */
   readonly denied = new Set<string>();
   readonly targets = new Map<string, Target>();
@@ -65,6 +67,7 @@ class FakeElb {
       req.on("end", () => {
         const p = Object.fromEntries(new URLSearchParams(body));
         this.requests.push(p);
+        this.signers.push(/Credential=([^/]+)\//.exec(req.headers.authorization ?? "")?.[1] ?? "");
         this.regions.push(
           /Credential=[^/]+\/\d+\/([^/]+)\/elasticloadbalancing\//.exec(req.headers.authorization ?? "")?.[1] ?? "",
         );
@@ -548,6 +551,51 @@ describe("the AWS load balancer of a stack (orchestrator/edges/open.ts)", () => 
       assert.deepEqual((await edge.observe([OLD])).targets["prod-cp-1"], { state: "healthy" });
       assert.equal(elb.requests.find((r) => r.Action === "DescribeInstanceHealth")?.LoadBalancerName, ELB);
       assert.deepEqual([...new Set(elb.regions)], ["eu-central-1"]);
+    }));
+
+  it("signs with the profile the run's env names (AWS_PROFILE), not the process's default chain", () =>
+    atEndpoint("ELASTIC_LOAD_BALANCING_V2", async (elb) => {
+      const names = [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+      ];
+      const saved = Object.fromEntries(names.map((n) => [n, process.env[n]]));
+      for (const n of names) delete process.env[n];
+      const credentials = join(dir, "credentials");
+      writeFileSync(
+        credentials,
+        "[default]\naws_access_key_id = AKIADEFAULTPROCESS00\naws_secret_access_key = d\n" +
+          `[molt-run]\naws_access_key_id = AKIARUNPROFILE000000\naws_secret_access_key = ${SECRET}\n`,
+      );
+      // Where the shared files are is the process's; which profile is the run's.
+      process.env.AWS_SHARED_CREDENTIALS_FILE = credentials;
+      process.env.AWS_CONFIG_FILE = join(dir, "no-config");
+      try {
+        const edge = loadBalancerEdgeFor(
+          load(() => undefined),
+          { ...process.env, AWS_PROFILE: "molt-run" },
+        );
+        elb.targets.set(I.old, { state: "healthy" });
+        assert.deepEqual((await edge!.observe([OLD])).targets["prod-cp-1"], { state: "healthy" });
+        assert.deepEqual([...new Set(elb.signers)], ["AKIARUNPROFILE000000"]);
+        // Keys in the run's env come first, as the engine's AWS provider takes them.
+        elb.signers.length = 0;
+        const keyed = loadBalancerEdgeFor(
+          load(() => undefined),
+          { ...env, AWS_PROFILE: "molt-run" },
+        );
+        await keyed!.observe([OLD]);
+        assert.deepEqual([...new Set(elb.signers)], [env.AWS_ACCESS_KEY_ID]);
+      } finally {
+        for (const n of names) {
+          if (saved[n] === undefined) delete process.env[n];
+          else process.env[n] = saved[n];
+        }
+      }
     }));
 
   it("a classic ELB without a region: every target unobserved, saying what to set (none retires blind)", async () => {
