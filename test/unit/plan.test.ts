@@ -2817,6 +2817,33 @@ describe("planner: the API load balancer (plan/endpoint.ts)", () => {
       expectOp(op, "deregister-target", { node: "lab-cp-4", drain: false });
     });
 
+    describe("after a kill: the load balancer's state is the rollback's only record", () => {
+      // The run that deregistered lab-cp-4 (drain: false) died; the rerun has no memory of it.
+      for (const [name, node] of [
+        ["an unstarted learner", N(4, NEW, { learner: true, unstarted: true })],
+        ["an unhealthy voter", N(4, NEW, { health: "down" })],
+        ["a healthy voter (failed in the load balancer)", N(4, NEW)],
+      ] as [string, SimNode][])
+        for (const state of ["draining", "unused"] as const)
+          it(`${name}, its target ${state}: the rollback goes on at once, no new join deadline`, () => {
+            const op = planLb([N(1), N(2), N(3), node], {}, { "lab-cp-4": state });
+            expectOp(op, "rollback", { node: "lab-cp-4" });
+            assert.match(op.reason, /out of target group api .*rollback an earlier run started/);
+          });
+
+      it("this run's own new node is not taken for one: it waits to be called healthy", () => {
+        expectOp(planLb([N(1), N(2), N(3), N(4, NEW)], { joining: "lab-cp-4" }, { "lab-cp-4": "unused" }), "wait", {
+          key: "lb:lab-cp-4",
+        });
+      });
+
+      it("a node that stays (not new) out of the load balancer is registered again, as before", () => {
+        expectOp(planLb([N(1, NEW), N(2, NEW), N(3, NEW)], {}, { "lab-cp-3": "draining" }), "register-target", {
+          node: "lab-cp-3",
+        });
+      });
+    });
+
     it("--on-failure pause leaves the new node where it is, registered", () => {
       const op = planLb(nodes(), { ...failedJoin, intent: { onFailure: "pause" } }, { "lab-cp-4": "unhealthy" });
       expectOp(op, "pause", { node: "lab-cp-4" });

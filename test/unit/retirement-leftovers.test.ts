@@ -1,9 +1,11 @@
-// What a retirement that did not finish leaves behind, through the rollout loop with fake
-// edges (test/support/fake-edges.ts): a node that stays with its control plane stopped.
+// What a retirement or a rollback that did not finish leaves behind, through the rollout loop
+// with fake edges (test/support/fake-edges.ts): a node that stays with its control plane
+// stopped; a failed new node a killed run had taken out of the load balancer.
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import type { RolloutEvent } from "../../orchestrator/events";
 import { rollout, type Summary } from "../../orchestrator/rollout";
 import { FAKE_RETIRED_MANIFESTS, fakeEdges, FakeWorld, withFakeKube } from "../support/fake-edges";
 import { fakeProject, tickingClock, type FakeProject } from "../support/fake-project";
@@ -15,28 +17,31 @@ describe("a retirement that did not finish (fake edges)", function () {
   before(() => {
     project = fakeProject("molt-leftovers-", {
       "k8s-v1.37.2": { kubernetesVersion: "v1.37.2", etcdVersion: "3.7.3" },
+      "lab-v1": {},
+      "lab-v2": {},
     });
     ({ dir } = project);
   });
   after(() => project.close());
 
-  function stack(): void {
+  function stack(image = "k8s-v1.37.2", joinSeconds = 300): void {
     writeFileSync(
       join(dir, "stacks", "Pulumi.lab.yaml"),
       stringify({
         config: {
           "molt:provider": "lab",
           "molt:replicas": 3,
-          "molt:image": "k8s-v1.37.2",
-          "molt:timeouts": { settleSeconds: 5 },
+          "molt:image": image,
+          "molt:timeouts": { settleSeconds: 5, joinSeconds },
           "molt:lab": { name: "leftovers", root: join(dir, "lab") },
         },
       }),
     );
   }
 
-  const run = (w: FakeWorld): Promise<Summary> =>
+  const run = (w: FakeWorld, events: RolloutEvent[] = []): Promise<Summary> =>
     rollout({
+      onEvent: (e) => events.push(e),
       stack: "lab",
       workDir: dir,
       env: project.envs.backend,
@@ -60,5 +65,39 @@ describe("a retirement that did not finish (fake edges)", function () {
     );
     assert.deepEqual([...w.kube!.stopped, ...w.kube!.cordoned], []);
     assert.equal((await run(w)).result, "noop");
+  });
+
+  it("a rollback killed after its new node left the load balancer goes on at once in the rerun", async () => {
+    stack("lab-v2", 120);
+    const w = FakeWorld.cluster(3, "lab-v1");
+    w.lb = new Map();
+    // The new node never passes the load balancer's check: rolled back after its join deadline,
+    // out of the load balancer first (drain: false); the run dies right after that deregistration.
+    w.faults.lbNeverHealthy = true;
+    w.faults.crashAfterDeregister = true;
+    const first = await run(w).catch((e: Error) => e);
+    assert.ok(!(first instanceof Error) ? first.result === "failed" : /simulated crash/.test(first.message));
+    assert.equal(w.lb.get("lab-cp-4"), "draining");
+    assert.ok(w.machines.has("lab-cp-4"), "the killed run left the new node");
+    const log = w.log.length;
+
+    const events: RolloutEvent[] = [];
+    const summary = await run(w, events);
+    assert.equal(summary.result, "rolled-back", summary.reason);
+    const decided = events.flatMap((e) => (e.type === "decision" ? [e.operation] : []));
+    assert.deepEqual(
+      decided.filter((o) => o.kind === "wait" || o.kind === "register-target"),
+      [],
+      "no new join deadline waited out, and the failed node is not put back",
+    );
+    assert.match(decided.find((o) => o.kind === "rollback")?.reason ?? "", /rollback an earlier run started/);
+    assert.deepEqual(
+      w.log.slice(log).filter((l) => !l.startsWith("etcd snapshot")),
+      ["etcd memberRemove 4 via lab-cp-1", "up rollback lab-cp-4"],
+    );
+    assert.deepEqual(
+      w.list.map((n) => `${n.name}:${n.image}`),
+      ["lab-cp-1:lab-v1", "lab-cp-2:lab-v1", "lab-cp-3:lab-v1"],
+    );
   });
 });

@@ -68,6 +68,32 @@ export function endpointHealth(c: Scope): Operation | undefined {
 }
 
 /**
+ * A new node an earlier run surged that is out of the load balancer (draining, unused) was
+ * taken out by that run's rollback (`deregister-target` with `drain: false`), which a kill
+ * interrupted: the load balancer's state is its only record (the run's memory died with it).
+ * Nothing puts a new node back, so it could only wait out a fresh join deadline, unhealthy
+ * (its etcd, control plane or target), and fail again: the rollback goes on at once, as in
+ * the run that started it. Not for this run's own new node: its `up` registered it just now
+ * (a cloud API may not say so at once).
+ */
+export function unfinishedRollback(c: Scope): Operation | undefined {
+  const { s } = c;
+  if (!s.lb || s.nodes.length < 2) return undefined;
+  const n = c.newest;
+  const t = s.lb.targets[n.name];
+  if (n.name === s.joining || !t || !("state" in t) || (t.state !== "draining" && t.state !== "unused"))
+    return undefined;
+  if (!isJoining(c, n.name)) return undefined;
+  return failNewNode(
+    c,
+    n.name,
+    c.memberOf(n)?.id,
+    `new node ${n.name} is out of ${s.lb.name} (${describe(t)}): the rollback an earlier run started ` +
+      "(deregistered without a drain) did not finish",
+  );
+}
+
+/**
  * The node to retire leaves the load balancer before its API server stops (or, etcd alone,
  * before its member goes): deregistered, and drained (the deregistration delay honoured),
  * which the act waits for. Undefined once the load balancer reports it unused.
