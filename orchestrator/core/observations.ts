@@ -104,4 +104,6 @@ export interface LoadBalancerObservation {
    * deregistration delay, plus its health check's interval x unhealthy threshold).
    */
   drainSeconds: number;
+  /** Its health check of a target, as a refusal names it ("a TCP check of port 2379"), where the edge knows it. */
+  healthCheck?: string;
 }

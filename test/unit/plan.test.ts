@@ -2905,6 +2905,19 @@ describe("planner: the API load balancer (plan/endpoint.ts)", () => {
     const op = planLb(nodes(), { expired: ["lb:lab-cp-2"] }, { "lab-cp-2": "unhealthy" });
     expectOp(op, "refuse", { condition: "APIEndpointHealthy" });
     assert.match(op.reason, /no node was changed/);
+    // etcd alone (the lab's etcd-serving load balancer): its check is of etcd's client port, not 6443.
+    assert.match(op.reason, /although its etcd member is;.*health check \(etcd's client port 2379\)/);
+    assert.doesNotMatch(op.reason, /6443|readyz/);
+    const kube = [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")];
+    const k = planLb(kube, { intent: up("1.36.3"), expired: ["lb:lab-cp-2"] }, { "lab-cp-2": "unhealthy" });
+    assert.match(k.reason, /although its control plane is;.*health check \(the API server's port 6443\)/);
+    // The check the load balancer's edge reports, where it knows it.
+    const told = withLb(world(nodes(), { expired: ["lb:lab-cp-2"] }), { "lab-cp-2": "unhealthy" });
+    const named = decide(
+      { ...told, lb: { ...told.lb!, healthCheck: "a TCP check of etcd's client port 2379" } },
+      STACK,
+    );
+    assert.match(named.reason, /health check \(a TCP check of etcd's client port 2379\)/);
   });
 
   it("a load balancer that cannot be asked is waited for, then refused; nothing is deregistered blind", () => {

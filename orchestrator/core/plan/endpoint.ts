@@ -54,14 +54,19 @@ export function endpointHealth(c: Scope): Operation | undefined {
         );
       return { kind: "wait", key, node: n.name, reason: `waiting for ${lb.name} to call ${n.name} healthy (${seen})` };
     }
-    if (s.expired.includes(key))
+    if (s.expired.includes(key)) {
+      // Without Kubernetes the load balancer serves etcd's client port (the lab's etcd-only clusters).
+      const etcd = s.intent.kubernetesVersion === undefined;
+      const check = lb.healthCheck ?? (etcd ? "etcd's client port 2379" : "the API server's port 6443");
       return {
         kind: "refuse",
         condition: "APIEndpointHealthy",
         reason:
-          `${n.name} is not healthy in ${lb.name} (${seen}) although its control plane is; no node was changed. ` +
-          "Check the load balancer's health check (port 6443, /readyz) and the security rules between them",
+          `${n.name} is not healthy in ${lb.name} (${seen}) although its ${etcd ? "etcd member" : "control plane"} ` +
+          `is; no node was changed. Check the load balancer's health check (${check}) and the security rules ` +
+          "between them",
       };
+    }
     return { kind: "wait", key, node: n.name, reason: `${n.name} is not healthy in ${lb.name} yet (${seen})` };
   }
   return undefined;
