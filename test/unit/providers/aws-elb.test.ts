@@ -5,8 +5,7 @@
 // API is reachable from here; what these tests hold is what molt sends and how it reads AWS's
 // answers, including the deregistration's wait (orchestrator/act/endpoint.ts) end to end.
 import * as assert from "node:assert/strict";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { AwsQueryServer, type QueryRequest } from "../../support/aws-query-server";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,6 +21,20 @@ import { loadStackConfig, stackConfigPath } from "../../../orchestrator/config";
 
 const V2 = "2015-12-01";
 const CLASSIC = "2012-06-01";
+const V2_ACTIONS = [
+  "DescribeTargetGroups",
+  "DescribeTargetGroupAttributes",
+  "DescribeTargetHealth",
+  "DeregisterTargets",
+  "RegisterTargets",
+];
+const CLASSIC_ACTIONS = [
+  "DescribeLoadBalancers",
+  "DescribeLoadBalancerAttributes",
+  "DescribeInstanceHealth",
+  "DeregisterInstancesFromLoadBalancer",
+  "RegisterInstancesWithLoadBalancer",
+];
 const ARN = "arn:aws:elasticloadbalancing:eu-central-1:123456789012:targetgroup/prod-api/0123456789abcdef";
 const ELB = "prod-api-lb";
 const SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
@@ -44,11 +57,6 @@ interface Target {
  * (classic ELB); an instance id EC2 does not know is InvalidInstance to the classic API.
  */
 class FakeElb {
-  readonly requests: Record<string, string>[] = [];
-  /** The region each request was signed for (SigV4's credential scope). */
-  readonly regions: string[] = [];
-  /** The access key id each request was signed with. */
-  readonly signers: string[] = [];
   /** Actions answered AccessDenied. */
   readonly denied = new Set<string>();
   readonly targets = new Map<string, Target>();
@@ -58,45 +66,49 @@ class FakeElb {
   deregistrationDelay = "120";
   drainReads = 2;
   draining: { enabled: boolean; timeout: number } = { enabled: true, timeout: 60 };
-  server!: Server;
-
-  async start(): Promise<string> {
-    this.server = createServer((req, res) => {
-      let body = "";
-      req.on("data", (d: Buffer) => (body += d.toString()));
-      req.on("end", () => {
-        const p = Object.fromEntries(new URLSearchParams(body));
-        this.requests.push(p);
-        this.signers.push(/Credential=([^/]+)\//.exec(req.headers.authorization ?? "")?.[1] ?? "");
-        this.regions.push(
-          /Credential=[^/]+\/\d+\/([^/]+)\/elasticloadbalancing\//.exec(req.headers.authorization ?? "")?.[1] ?? "",
-        );
-        res.setHeader("content-type", "text/xml");
-        const answer = (status: number, xml: string) => ((res.statusCode = status), res.end(xml));
-        if (!req.headers.authorization?.startsWith("AWS4-HMAC-SHA256"))
-          return answer(403, error("MissingAuthenticationToken", "unsigned request"));
-        if (this.denied.has(p.Action))
-          return answer(
-            403,
-            error(
-              "AccessDenied",
+  private readonly http = new AwsQueryServer({
+    handlers: Object.fromEntries([
+      ...V2_ACTIONS.map((a) => [`${V2} ${a}`, (r: QueryRequest) => response(a, V2, this.v2(r.params)!)]),
+      ...CLASSIC_ACTIONS.map((a) => [
+        `${CLASSIC} ${a}`,
+        (r: QueryRequest) => response(a, CLASSIC, this.classic(r.params)!),
+      ]),
+    ]),
+    error,
+    unsigned: { status: 403, code: "MissingAuthenticationToken" },
+    refuse: ({ params: p }) =>
+      this.denied.has(p.Action)
+        ? {
+            status: 403,
+            code: "AccessDenied",
+            message:
               `User: arn:aws:iam::123456789012:user/molt is not authorized to perform: ` +
-                `elasticloadbalancing:${p.Action} on resource: ${p.TargetGroupArn ?? p.LoadBalancerName} ` +
-                "because no identity-based policy allows the action",
-            ),
-          );
-        try {
-          const out = p.Version === V2 ? this.v2(p) : p.Version === CLASSIC ? this.classic(p) : undefined;
-          if (out === undefined) return answer(400, error("InvalidAction", `${p.Action} (${p.Version})`));
-          answer(200, response(p.Action, p.Version, out));
-        } catch (e) {
-          const x = e as { code: string; message: string };
-          answer(400, error(x.code, x.message));
-        }
-      });
-    });
-    await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", r));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+              `elasticloadbalancing:${p.Action} on resource: ${p.TargetGroupArn ?? p.LoadBalancerName} ` +
+              "because no identity-based policy allows the action",
+          }
+        : undefined,
+  });
+
+  start(): Promise<string> {
+    return this.http.start();
+  }
+
+  close(): void {
+    this.http.close();
+  }
+
+  get requests(): Record<string, string>[] {
+    return this.http.requests.map((r) => r.params);
+  }
+
+  /** The region each request was signed for (SigV4's credential scope). */
+  get regions(): string[] {
+    return this.http.requests.map((r) => r.region);
+  }
+
+  /** The access key id each request was signed with. */
+  get signers(): string[] {
+    return this.http.requests.map((r) => r.accessKeyId);
   }
 
   actions(): string[] {
@@ -290,7 +302,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
     elb = new FakeElb();
     endpoint = await elb.start();
   });
-  afterEach(() => elb.server.close());
+  afterEach(() => elb.close());
   const api = () => awsElbApi({ region: "eu-central-1", endpoint, env });
 
   describe("NLB target group (ELBv2)", () => {
@@ -524,7 +536,7 @@ describe("the AWS load balancer of a stack (orchestrator/edges/open.ts)", () => 
     } finally {
       if (saved === undefined) delete process.env[variable];
       else process.env[variable] = saved;
-      elb.server.close();
+      elb.close();
     }
   };
 
@@ -583,13 +595,13 @@ describe("the AWS load balancer of a stack (orchestrator/edges/open.ts)", () => 
         assert.deepEqual((await edge!.observe([OLD])).targets["prod-cp-1"], { state: "healthy" });
         assert.deepEqual([...new Set(elb.signers)], ["AKIARUNPROFILE000000"]);
         // Keys in the run's env come first, as the engine's AWS provider takes them.
-        elb.signers.length = 0;
+        const before = elb.signers.length;
         const keyed = loadBalancerEdgeFor(
           load(() => undefined),
           { ...env, AWS_PROFILE: "molt-run" },
         );
         await keyed!.observe([OLD]);
-        assert.deepEqual([...new Set(elb.signers)], [env.AWS_ACCESS_KEY_ID]);
+        assert.deepEqual([...new Set(elb.signers.slice(before))], [env.AWS_ACCESS_KEY_ID]);
       } finally {
         for (const n of names) {
           if (saved[n] === undefined) delete process.env[n];
