@@ -35,7 +35,10 @@ export interface QueryService {
 }
 
 export class AwsQueryServer {
-  readonly requests: QueryRequest[] = [];
+  /** Every request's form, in order. */
+  readonly requests: Record<string, string>[] = [];
+  /** Who signed each request, and for which region (SigV4's credential scope), in order. */
+  readonly signatures: Omit<QueryRequest, "params">[] = [];
   private server?: Server;
 
   constructor(private readonly service: QueryService) {}
@@ -53,7 +56,8 @@ export class AwsQueryServer {
           accessKeyId: scope?.[1] ?? "",
           region: scope?.[2] ?? "",
         };
-        this.requests.push(r);
+        this.requests.push(r.params);
+        this.signatures.push({ accessKeyId: r.accessKeyId, region: r.region });
         res.setHeader("content-type", "text/xml");
         const fail = (f: QueryFault) => (
           (res.statusCode = f.status ?? 400),

@@ -2,13 +2,10 @@
 // with fake edges (test/support/fake-edges.ts): a node that stays with its control plane
 // stopped; a failed new node a killed run had taken out of the load balancer.
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { stringify } from "yaml";
 import type { RolloutEvent } from "../../orchestrator/events";
 import { rollout, type Summary } from "../../orchestrator/rollout";
 import { FAKE_RETIRED_MANIFESTS, fakeEdges, FakeWorld, withFakeKube } from "../support/fake-edges";
-import { fakeProject, tickingClock, type FakeProject } from "../support/fake-project";
+import { fakeProject, tickingClock, writeLabStack, type FakeProject } from "../support/fake-project";
 
 describe("a retirement that did not finish (fake edges)", function () {
   let project: FakeProject;
@@ -24,20 +21,12 @@ describe("a retirement that did not finish (fake edges)", function () {
   });
   after(() => project.close());
 
-  function stack(image = "k8s-v1.37.2", joinSeconds = 300): void {
-    writeFileSync(
-      join(dir, "stacks", "Pulumi.lab.yaml"),
-      stringify({
-        config: {
-          "molt:provider": "lab",
-          "molt:replicas": 3,
-          "molt:image": image,
-          "molt:timeouts": { settleSeconds: 5, joinSeconds },
-          "molt:lab": { name: "leftovers", root: join(dir, "lab") },
-        },
-      }),
-    );
-  }
+  const stack = (image = "k8s-v1.37.2", joinSeconds = 300) =>
+    writeLabStack(dir, "leftovers", {
+      "molt:replicas": 3,
+      "molt:image": image,
+      "molt:timeouts": { settleSeconds: 5, joinSeconds },
+    });
 
   const run = (w: FakeWorld, events: RolloutEvent[] = []): Promise<Summary> =>
     rollout({

@@ -66,7 +66,7 @@ class FakeElb {
   deregistrationDelay = "120";
   drainReads = 2;
   draining: { enabled: boolean; timeout: number } = { enabled: true, timeout: 60 };
-  private readonly http = new AwsQueryServer({
+  readonly http = new AwsQueryServer({
     handlers: Object.fromEntries([
       ...V2_ACTIONS.map((a) => [`${V2} ${a}`, (r: QueryRequest) => response(a, V2, this.v2(r.params)!)]),
       ...CLASSIC_ACTIONS.map((a) => [
@@ -89,30 +89,8 @@ class FakeElb {
         : undefined,
   });
 
-  start(): Promise<string> {
-    return this.http.start();
-  }
-
-  close(): void {
-    this.http.close();
-  }
-
-  get requests(): Record<string, string>[] {
-    return this.http.requests.map((r) => r.params);
-  }
-
-  /** The region each request was signed for (SigV4's credential scope). */
-  get regions(): string[] {
-    return this.http.requests.map((r) => r.region);
-  }
-
-  /** The access key id each request was signed with. */
-  get signers(): string[] {
-    return this.http.requests.map((r) => r.accessKeyId);
-  }
-
   actions(): string[] {
-    return this.requests.map((r) => r.Action);
+    return this.http.requests.map((r) => r.Action);
   }
 
   private v2(p: Record<string, string>): string | undefined {
@@ -300,9 +278,9 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
   let endpoint: string;
   beforeEach(async () => {
     elb = new FakeElb();
-    endpoint = await elb.start();
+    endpoint = await elb.http.start();
   });
-  afterEach(() => elb.close());
+  afterEach(() => elb.http.close());
   const api = () => awsElbApi({ region: "eu-central-1", endpoint, env });
 
   describe("NLB target group (ELBv2)", () => {
@@ -328,7 +306,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
         "prod-cp-5": { state: "unused", detail: "Target.NotRegistered" },
       });
       assert.equal(o.name, `target group ${ARN}`);
-      const health = elb.requests.find((r) => r.Action === "DescribeTargetHealth")!;
+      const health = elb.http.requests.find((r) => r.Action === "DescribeTargetHealth")!;
       assert.equal(health.TargetGroupArn, ARN);
       assert.deepEqual(listOf(health, "Targets", "Id"), [I.old, I.stays, I.sick, I.fresh, I.gone]);
       assert.equal(health.Version, V2);
@@ -338,7 +316,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
       elb.deregistrationDelay = "45";
       const o = await lb().observe([OLD]);
       assert.equal(o.drainSeconds, 45 + 10 * 3);
-      const groups = elb.requests.filter((r) => r.Action === "DescribeTargetGroups");
+      const groups = elb.http.requests.filter((r) => r.Action === "DescribeTargetGroups");
       assert.deepEqual(
         groups.map((r) => [r["TargetGroupArns.member.1"], r.Marker]),
         [
@@ -347,7 +325,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
         ],
         "the second page is asked for with the first's NextMarker",
       );
-      assert.equal(elb.requests.find((r) => r.Action === "DescribeTargetGroupAttributes")?.TargetGroupArn, ARN);
+      assert.equal(elb.http.requests.find((r) => r.Action === "DescribeTargetGroupAttributes")?.TargetGroupArn, ARN);
     });
 
     it("timing is read once for many observations (a drain's wait asks health, not timing)", async () => {
@@ -360,7 +338,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
     it("deregister-target: DeregisterTargets on 6443, then waits until AWS calls the target unused", async () => {
       const r = await deregister(lb(), [OLD, STAYS]);
       assert.deepEqual(r, { kind: "done" });
-      const dereg = elb.requests.filter((x) => x.Action === "DeregisterTargets");
+      const dereg = elb.http.requests.filter((x) => x.Action === "DeregisterTargets");
       assert.equal(dereg.length, 1);
       assert.equal(dereg[0].TargetGroupArn, ARN);
       assert.deepEqual(listOf(dereg[0], "Targets", "Id"), [I.old]);
@@ -374,7 +352,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
 
     it("register: RegisterTargets on 6443 (a retirement that did not finish)", async () => {
       await lb().register(GONE);
-      const reg = elb.requests.find((x) => x.Action === "RegisterTargets")!;
+      const reg = elb.http.requests.find((x) => x.Action === "RegisterTargets")!;
       assert.deepEqual(
         [reg.TargetGroupArn, reg["Targets.member.1.Id"], reg["Targets.member.1.Port"]],
         [ARN, I.gone, "6443"],
@@ -438,7 +416,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
         "prod-cp-4": { state: "unused", detail: NOT_REGISTERED },
         "prod-cp-5": { state: "unused", detail: "not registered" },
       });
-      const health = elb.requests.filter((r) => r.Action === "DescribeInstanceHealth");
+      const health = elb.http.requests.filter((r) => r.Action === "DescribeInstanceHealth");
       assert.equal(health[0].LoadBalancerName, ELB);
       assert.equal(health[0].Version, CLASSIC);
       assert.deepEqual(listOf(health[0], "Instances", "InstanceId"), [I.old, I.stays, I.sick, I.fresh, I.gone]);
@@ -451,7 +429,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
 
     it("drain time: connection draining's timeout plus the health check's, paged; 0 when draining is off", async () => {
       assert.equal((await lb().observe([OLD])).drainSeconds, 60 + 10 * 2);
-      const pages = elb.requests.filter((r) => r.Action === "DescribeLoadBalancers");
+      const pages = elb.http.requests.filter((r) => r.Action === "DescribeLoadBalancers");
       assert.deepEqual(
         pages.map((r) => [r["LoadBalancerNames.member.1"], r.Marker]),
         [
@@ -459,7 +437,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
           [ELB, "page-2"],
         ],
       );
-      assert.equal(elb.requests.find((r) => r.Action === "DescribeLoadBalancerAttributes")?.LoadBalancerName, ELB);
+      assert.equal(elb.http.requests.find((r) => r.Action === "DescribeLoadBalancerAttributes")?.LoadBalancerName, ELB);
       elb.draining = { enabled: false, timeout: 300 };
       assert.equal((await lb().observe([OLD])).drainSeconds, 10 * 2);
     });
@@ -467,7 +445,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
     it("deregister-target: DeregisterInstancesFromLoadBalancer, then waits until the ELB lets it go", async () => {
       const r = await deregister(lb(), [OLD, STAYS]);
       assert.deepEqual(r, { kind: "done" });
-      const dereg = elb.requests.filter((x) => x.Action === "DeregisterInstancesFromLoadBalancer");
+      const dereg = elb.http.requests.filter((x) => x.Action === "DeregisterInstancesFromLoadBalancer");
       assert.deepEqual(
         dereg.map((x) => [x.LoadBalancerName, listOf(x, "Instances", "InstanceId")]),
         [[ELB, [I.old]]],
@@ -479,7 +457,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
 
     it("register: RegisterInstancesWithLoadBalancer; the new instance is initial until InService", async () => {
       await lb().register(FRESH);
-      const reg = elb.requests.find((x) => x.Action === "RegisterInstancesWithLoadBalancer")!;
+      const reg = elb.http.requests.find((x) => x.Action === "RegisterInstancesWithLoadBalancer")!;
       assert.deepEqual([reg.LoadBalancerName, reg["Instances.member.1.InstanceId"]], [ELB, I.fresh]);
       assert.deepEqual((await lb().observe([FRESH])).targets["prod-cp-4"], {
         state: "initial",
@@ -530,13 +508,13 @@ describe("the AWS load balancer of a stack (orchestrator/edges/open.ts)", () => 
     const elb = new FakeElb();
     const variable = `AWS_ENDPOINT_URL_${service}`;
     const saved = process.env[variable];
-    process.env[variable] = await elb.start();
+    process.env[variable] = await elb.http.start();
     try {
       await fn(elb);
     } finally {
       if (saved === undefined) delete process.env[variable];
       else process.env[variable] = saved;
-      elb.close();
+      elb.http.close();
     }
   };
 
@@ -548,8 +526,8 @@ describe("the AWS load balancer of a stack (orchestrator/edges/open.ts)", () => 
       assert.ok(edge instanceof AwsApiTargets);
       elb.targets.set(I.old, { state: "healthy" });
       assert.deepEqual((await edge.observe([OLD])).targets["prod-cp-1"], { state: "healthy" });
-      assert.equal(elb.requests.find((r) => r.Action === "DescribeTargetHealth")?.TargetGroupArn, ARN);
-      assert.deepEqual([...new Set(elb.regions)], ["eu-central-1"]);
+      assert.equal(elb.http.requests.find((r) => r.Action === "DescribeTargetHealth")?.TargetGroupArn, ARN);
+      assert.deepEqual([...new Set(elb.http.signatures.map((x) => x.region))], ["eu-central-1"]);
     }));
 
   it("an AWS stack with a classic ELB: asked by name in the stack's region", () =>
@@ -561,8 +539,8 @@ describe("the AWS load balancer of a stack (orchestrator/edges/open.ts)", () => 
       elb.ec2.add(I.old);
       elb.instances.set(I.old, { state: "InService" });
       assert.deepEqual((await edge.observe([OLD])).targets["prod-cp-1"], { state: "healthy" });
-      assert.equal(elb.requests.find((r) => r.Action === "DescribeInstanceHealth")?.LoadBalancerName, ELB);
-      assert.deepEqual([...new Set(elb.regions)], ["eu-central-1"]);
+      assert.equal(elb.http.requests.find((r) => r.Action === "DescribeInstanceHealth")?.LoadBalancerName, ELB);
+      assert.deepEqual([...new Set(elb.http.signatures.map((x) => x.region))], ["eu-central-1"]);
     }));
 
   it("signs with the profile the run's env names (AWS_PROFILE), not the process's default chain", () =>
@@ -593,15 +571,18 @@ describe("the AWS load balancer of a stack (orchestrator/edges/open.ts)", () => 
         );
         elb.targets.set(I.old, { state: "healthy" });
         assert.deepEqual((await edge!.observe([OLD])).targets["prod-cp-1"], { state: "healthy" });
-        assert.deepEqual([...new Set(elb.signers)], ["AKIARUNPROFILE000000"]);
+        assert.deepEqual([...new Set(elb.http.signatures.map((x) => x.accessKeyId))], ["AKIARUNPROFILE000000"]);
         // Keys in the run's env come first, as the engine's AWS provider takes them.
-        const before = elb.signers.length;
+        const before = elb.http.signatures.map((x) => x.accessKeyId).length;
         const keyed = loadBalancerEdgeFor(
           load(() => undefined),
           { ...env, AWS_PROFILE: "molt-run" },
         );
         await keyed!.observe([OLD]);
-        assert.deepEqual([...new Set(elb.signers.slice(before))], [env.AWS_ACCESS_KEY_ID]);
+        assert.deepEqual(
+          [...new Set(elb.http.signatures.map((x) => x.accessKeyId).slice(before))],
+          [env.AWS_ACCESS_KEY_ID],
+        );
       } finally {
         for (const n of names) {
           if (saved[n] === undefined) delete process.env[n];

@@ -16,7 +16,7 @@ interface FakeInstance {
 
 /** EC2's query API for DescribeInstances (tag and state filters, paging) and TerminateInstances. */
 class FakeEc2 {
-  private readonly http = new AwsQueryServer({
+  readonly http = new AwsQueryServer({
     handlers: {
       DescribeInstances: (r) => this.describe(r.params),
       TerminateInstances: (r) => this.terminate(r.params),
@@ -28,18 +28,6 @@ class FakeEc2 {
     readonly instances: FakeInstance[],
     private readonly pageSize = 2,
   ) {}
-
-  start(): Promise<string> {
-    return this.http.start();
-  }
-
-  close(): void {
-    this.http.close();
-  }
-
-  get requests(): Record<string, string>[] {
-    return this.http.requests.map((r) => r.params);
-  }
 
   private describe(p: Record<string, string>): string {
     const filters: { name: string; values: string[] }[] = [];
@@ -125,9 +113,9 @@ describe("leaked instances on AWS (EC2 query API on a local server)", () => {
       { id: "i-000000000000000c1", state: "running", ip: "10.0.1.12", tags: { "molt.io/cluster": "prod" } },
       { id: "i-000000000000000d1", state: "terminated", ip: "10.0.1.13", tags: cp("prod", "prod-0") },
     ]);
-    endpoint = await ec2.start();
+    endpoint = await ec2.http.start();
   });
-  afterEach(() => ec2.close());
+  afterEach(() => ec2.http.close());
 
   it("lists this cluster's control-plane instances only, across pages, with node tag and address", async () => {
     const inv = awsInventory({ region: "eu-central-1", clusterName: "prod", endpoint, env });
@@ -140,7 +128,7 @@ describe("leaked instances on AWS (EC2 query API on a local server)", () => {
         ["i-000000000000000a3", "prod-3", "10.0.3.10", "stopped"],
       ],
     );
-    assert.equal(ec2.requests.filter((r) => r.Action === "DescribeInstances").length, 2, "two pages of 2");
+    assert.equal(ec2.http.requests.filter((r) => r.Action === "DescribeInstances").length, 2, "two pages of 2");
     assert.equal(inv.where, "aws eu-central-1");
   });
 
@@ -154,7 +142,7 @@ describe("leaked instances on AWS (EC2 query API on a local server)", () => {
     assert.deepEqual((await inv.list()).map((m) => m.id).sort(), ["i-000000000000000a1", "i-000000000000000a3"]);
     await inv.terminate([]);
     assert.equal(
-      ec2.requests.filter((r) => r.Action === "TerminateInstances").length,
+      ec2.http.requests.filter((r) => r.Action === "TerminateInstances").length,
       1,
       "nothing to terminate: no call",
     );
