@@ -40,14 +40,15 @@ export function retiredManifestsOf(stdout: string): string[] {
 
 const MARK = "### molt static pod ";
 
-/** Prints each pod's manifest, from its place or from where it was moved aside, after a marker line. */
+/** Prints each pod's manifest, from its place or from where it was moved aside, after a marker line (none: nothing). */
 export function readManifestsCommand(pods: readonly StaticPod[]): string {
   return pods
     .map(
       (p) =>
         `echo "${MARK}${p.name}"; cat ${manifestPath(p.name)} 2>/dev/null || cat ${retiredPath(p.name)} 2>/dev/null`,
     )
-    .join("; ");
+    .join("; ")
+    .concat("; true");
 }
 
 /** readManifestsCommand's output, per pod name (absent: neither file was there). */
