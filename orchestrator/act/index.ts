@@ -4,7 +4,7 @@ import type { ActOutcome } from "../core/memory";
 import type { Operation } from "../core/model";
 import type { ActContext } from "./context";
 import { membership } from "./etcd";
-import { deleteNode, drain, stopApiServer, updateAddons, updateClusterConfig } from "./kube";
+import { deleteNode, drain, restoreControlPlane, stopApiServer, updateAddons, updateClusterConfig } from "./kube";
 import { prune, pruneAndSurge, pruneOrphans, rollback, surge } from "./provision";
 import { deregisterTarget, registerTarget, releaseVip } from "./endpoint";
 import { retireAdopted } from "./adopted";
@@ -28,6 +28,7 @@ const ACTS: { [K in Change["kind"]]: (op: Extract<Operation, { kind: K }>, ctx: 
   "update-cluster-config": updateClusterConfig,
   drain,
   "stop-apiserver": stopApiServer,
+  "restore-control-plane": restoreControlPlane,
   "delete-node": deleteNode,
   "update-addons": updateAddons,
   "release-vip": releaseVip,

@@ -42,6 +42,16 @@ export const stopApiServer: Act<"stop-apiserver"> = async (op, ctx) => {
   return { kind: "done" };
 };
 
+export const restoreControlPlane: Act<"restore-control-plane"> = async (op, ctx) => {
+  const kube = await ctx.edges.nodes.kube();
+  await ctx.timed("kube", op.kind, op.node, async () => {
+    await kube.restoreControlPlane(op.node, op.manifests);
+    // The next passes wait for its control plane to be healthy again (plan/kube-steps.ts).
+    if (op.uncordon) await kube.uncordon(op.via, op.node);
+  });
+  return { kind: "done" };
+};
+
 export const updateAddons: Act<"update-addons"> = async (op, ctx) => {
   const kube = await ctx.edges.nodes.kube();
   await ctx.timed("kube", op.kind, undefined, () => kube.updateAddons(op.via, op.kubeadmNode, op.version));

@@ -218,6 +218,7 @@ export function retryKeyOf(op: Operation): WaitKey | undefined {
     case "update-cluster-config":
     case "drain":
     case "stop-apiserver":
+    case "restore-control-plane":
     case "release-vip":
     case "delete-node":
     case "update-addons":

@@ -323,6 +323,12 @@ export type Operation =
   | { kind: "drain"; node: string; via: string; reason: string }
   | { kind: "stop-apiserver"; node: string; reason: string }
   /**
+   * A node that stays holds manifests a retirement moved aside (the node to retire changed
+   * before it finished, e.g. the intent changed between runs): they go back, and with
+   * `uncordon` the retirement's cordon is lifted through `via`.
+   */
+  | { kind: "restore-control-plane"; node: string; manifests: string[]; via: string; uncordon: boolean; reason: string }
+  /**
    * The node to retire leaves the API load balancer: deregistered, then molt waits until the
    * load balancer reports it drained (its API server keeps serving meanwhile). `drain: false`:
    * a node removed because it failed (a rollback) or is dead (--replace-dead) is deregistered

@@ -32,6 +32,11 @@ export interface ComponentHealth {
   apiserver: { ok: boolean; version?: string; error?: string };
   controllerManager: { ok: boolean; error?: string };
   scheduler: { ok: boolean; error?: string };
+  /**
+   * Manifests stop-apiserver moved aside on the node (/etc/kubernetes/<pod>.yaml.retired),
+   * asked only when something here is not healthy: a retirement that did not finish.
+   */
+  retiredManifests?: string[];
 }
 
 export interface KubeNode {
@@ -99,4 +104,6 @@ export interface LoadBalancerObservation {
    * deregistration delay, plus its health check's interval x unhealthy threshold).
    */
   drainSeconds: number;
+  /** Its health check of a target, as a refusal names it ("a TCP check of port 2379"), where the edge knows it. */
+  healthCheck?: string;
 }

@@ -1,5 +1,5 @@
 // What molt's own AWS clients share (EC2 for leaked instances, Elastic Load Balancing for
-// retirement): the region, credentials from the environment or the SDK's default chain, each
+// retirement): the region, credentials from the run's environment or the SDK's default chain, each
 // attempt and each call bounded by a deadline, and an error that names the IAM action molt's
 // identity lacks when AWS answers AccessDenied.
 import { readFileSync } from "node:fs";
@@ -15,25 +15,38 @@ export interface AwsClientSettings {
   region: string;
   /** Another endpoint (tests; VPC interface endpoints). */
   endpoint?: string;
+  /**
+   * The run's environment over the process's (the library's `env` option), as the engine sees
+   * it: its AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN), else its AWS_PROFILE.
+   */
   env?: Record<string, string | undefined>;
 }
 
-/** The settings every AWS SDK v3 client of molt's takes (region, retries, deadlines, credentials, endpoint). */
+/**
+ * The settings every AWS SDK v3 client of molt's takes (region, retries, deadlines, credentials,
+ * endpoint). The SDK's default chain reads process.env only: keys or a profile the run's `env`
+ * names are handed to it here (static keys first, as the engine's AWS provider takes them; the
+ * S3 backend does the same), or a run given another identity than molt's process would act as
+ * two identities.
+ */
 export function awsClientConfig(s: AwsClientSettings) {
   const env = s.env ?? process.env;
+  const [accessKeyId, secretAccessKey] = [env.AWS_ACCESS_KEY_ID, env.AWS_SECRET_ACCESS_KEY];
+  const keys = !!(accessKeyId && secretAccessKey);
   return {
     region: s.region,
     maxAttempts: 3,
     requestHandler: { connectionTimeout: CONNECT_MS, requestTimeout: ATTEMPT_MS, throwOnRequestTimeout: true },
-    ...(env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY
+    ...(accessKeyId && secretAccessKey
       ? {
           credentials: {
-            accessKeyId: env.AWS_ACCESS_KEY_ID,
-            secretAccessKey: env.AWS_SECRET_ACCESS_KEY,
+            accessKeyId,
+            secretAccessKey,
             ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}),
           },
         }
       : {}),
+    ...(!keys && env.AWS_PROFILE ? { profile: env.AWS_PROFILE } : {}),
     ...(s.endpoint ? { endpoint: s.endpoint } : {}),
   };
 }

@@ -112,6 +112,9 @@ export interface LeaseSpecLike {
   acquireTime?: Date;
   renewTime?: Date;
   leaseTransitions?: number;
+  /** Set when coordinated leader election manages the Lease (CoordinatedLeaderElection). */
+  strategy?: string;
+  preferredHolder?: string;
 }
 
 /**
@@ -123,8 +126,15 @@ export interface LeaseSpecLike {
  * in 1.36), and no component can once its API server is gone. A component's identity is
  * `<hostname>_<uuid>`; molt's nodes are named after their hostname. A holder named
  * otherwise (an adopted machine) is left to expire.
+ *
+ * A Lease with a `strategy` belongs to coordinated leader election: kube-apiserver's
+ * coordinator names its holder from the LeaseCandidates that answer its ping, and a
+ * candidate never takes such a Lease itself. Emptied by molt, it would only race the
+ * coordinator's own write; the stopped component answers no ping, so the coordinator
+ * elects another once the Lease expires. It is left alone.
  */
 export function releasedLease(spec: LeaseSpecLike | undefined, node: string, now: Date): LeaseSpecLike | undefined {
+  if (spec?.strategy) return undefined;
   const holder = spec?.holderIdentity ?? "";
   if (holder !== node && !holder.startsWith(`${node}_`)) return undefined;
   return {

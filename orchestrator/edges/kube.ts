@@ -17,6 +17,20 @@ import type { SshSession } from "../../infra/remote/ssh";
 import { sudoFor, type TlsClientCredentials } from "./etcd";
 import { pollUntil } from "../../lib/poll";
 import type { SessionPool } from "./sessions";
+import {
+  APISERVER,
+  CONTROLLERS,
+  manifestPath,
+  manifestsOf,
+  readManifestsCommand,
+  retiredManifestsOf,
+  retiredPath,
+  securePortOf,
+  staticPodOfRetired,
+  stillRunning,
+  stillRunningScript,
+  type StaticPod,
+} from "./static-pods";
 
 import {
   b64,
@@ -165,6 +179,8 @@ export class KubeAccess {
       get(p.controllerManager, "/healthz", { insecure: true }),
       get(p.scheduler, "/livez", { insecure: true }),
     ]);
+    const healthy = ready.status === 200 && kcm.status === 200 && sched.status === 200;
+    const retiredManifests = healthy ? [] : await this.retiredManifests(node);
     let gitVersion: string | undefined;
     try {
       gitVersion =
@@ -179,7 +195,18 @@ export class KubeAccess {
           : { ok: false, error: describe(ready) },
       controllerManager: kcm.status === 200 ? { ok: true } : { ok: false, error: describe(kcm) },
       scheduler: sched.status === 200 ? { ok: true } : { ok: false, error: describe(sched) },
+      ...(retiredManifests.length ? { retiredManifests } : {}),
     };
+  }
+
+  /** The manifests stop-apiserver moved aside on `node` (none when it cannot be asked: the health says why). */
+  private async retiredManifests(node: string): Promise<string[]> {
+    const ssh = this.pool.get(node);
+    if (!ssh) return [];
+    const r = await ssh
+      .exec(`${sudoFor(ssh.target.user)}sh -c 'ls -1 ${retiredPath("*")} 2>/dev/null || true'`)
+      .catch(() => undefined);
+    return r?.code === 0 ? retiredManifestsOf(r.stdout) : [];
   }
 
   /** A client-node KubeConfig for the API server of `node`, through its tunnel. */
@@ -292,6 +319,15 @@ export class KubeAccess {
     await core.replaceNamespacedConfigMap({ name: "kubeadm-config", namespace: "kube-system", body: cm });
   }
 
+  /** Marks a node schedulable again (idempotent). */
+  async uncordon(via: string, node: string): Promise<void> {
+    const { core, m } = await this.api(via);
+    await core.patchNode(
+      { name: node, body: { spec: { unschedulable: false } } },
+      m.setHeaderOptions("Content-Type", m.PatchStrategy.MergePatch),
+    );
+  }
+
   /** Marks a node unschedulable (idempotent). */
   async cordon(via: string, node: string): Promise<void> {
     const { core, m } = await this.api(via);
@@ -398,61 +434,82 @@ export class KubeAccess {
    * Stops a retiring node's control plane the way its kubelet would, each static pod's
    * manifest moved aside (the kubelet sends SIGTERM):
    *   1. kube-controller-manager and kube-scheduler first, while their API server still
-   *      serves. Once nothing listens on their ports, the leader Leases this node still holds
-   *      are handed on (releasedLease): a node destroyed while leading would otherwise leave
-   *      the cluster without controllers (CSR approval, DaemonSets) for the lease's 15 s
-   *      plus a retry, after every retirement.
+   *      serves. Once they are gone (static-pods.ts: no process of theirs, nothing on the
+   *      ports their manifests name), the leader Leases this node still holds are handed on
+   *      (releasedLease): a node destroyed while leading would otherwise leave the cluster
+   *      without controllers (CSR approval, DaemonSets) for the lease's 15 s plus a retry,
+   *      after every retirement.
    *   2. kube-apiserver: /readyz fails at once while requests are still served for
    *      --shutdown-delay-duration, the load balancer's check drops it, and it exits. Done
-   *      when nothing listens on 6443 any more.
+   *      when it is gone the same way.
    */
   async stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<string[]> {
     const ssh = this.session(node);
     const sudo = sudoFor(ssh.target.user);
-    const aside = (c: string) =>
-      `if [ -f /etc/kubernetes/manifests/${c}.yaml ]; then mv /etc/kubernetes/manifests/${c}.yaml ` +
-      `/etc/kubernetes/${c}.yaml.retired; fi`;
+    const manifests = manifestsOf(
+      await ssh.run(
+        `${sudo}sh -c '${readManifestsCommand([...CONTROLLERS, APISERVER])}'`,
+        `reading ${node}'s control-plane manifests`,
+      ),
+    );
+    const watched = (pods: readonly StaticPod[]) =>
+      pods.map((p) => ({ binary: p.name, port: securePortOf(manifests[p.name], p.defaultPort) }));
+    const aside = (pods: readonly StaticPod[]) =>
+      pods
+        .map((p) => `if [ -f ${manifestPath(p.name)} ]; then mv ${manifestPath(p.name)} ${retiredPath(p.name)}; fi`)
+        .join("; ");
+    const gone = (pods: readonly StaticPod[], what: string) => {
+      const script = stillRunningScript(watched(pods));
+      return pollUntil(
+        async (miss) => {
+          const r = await ssh.exec(`${sudo}sh -c '${script}'`);
+          if (r.code !== 0) return miss(r.stderr.trim() || `exit ${r.code}`);
+          const left = stillRunning(r.stdout);
+          return left.length === 0 ? true : miss(`still running: ${left.join("; ")}`);
+        },
+        {
+          what:
+            `${what} on ${node} to stop after ${pods.length > 1 ? "their manifests were" : "its manifest was"} ` +
+            "moved aside",
+          deadlineMs: deadlineSeconds * 1000,
+          intervalMs: 250,
+          maxIntervalMs: 250,
+          signal,
+        },
+      );
+    };
     await ssh.run(
-      `${sudo}sh -c '${aside("kube-controller-manager")}; ${aside("kube-scheduler")}'`,
+      `${sudo}sh -c '${aside(CONTROLLERS)}'`,
       `moving ${node}'s kube-controller-manager and kube-scheduler manifests aside`,
     );
-    await pollUntil(
-      async () => {
-        const r = await ssh.exec(`${sudo}ss -ltnH '( sport = :10257 or sport = :10259 )'`);
-        return r.code === 0 && r.stdout.trim() === "" ? true : undefined;
-      },
-      {
-        what: `kube-controller-manager and kube-scheduler on ${node} to stop after their manifests were removed`,
-        deadlineMs: deadlineSeconds * 1000,
-        intervalMs: 250,
-        maxIntervalMs: 250,
-        signal,
-      },
-    );
+    await gone(CONTROLLERS, "kube-controller-manager and kube-scheduler");
     // Only a shortcut (the Leases expire in 15 s): a failure to hand one on is said, not fatal.
     const warnings = await this.releaseLeaderLeases(node).then(
       () => [],
       (e: Error) => [`the leader Leases ${node} held were not handed on (${firstLine(e)}); they expire on their own`],
     );
-    await ssh.run(
-      `${sudo}sh -c 'if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then mv ` +
-        `/etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kube-apiserver.yaml.retired; fi'`,
-      `moving ${node}'s kube-apiserver manifest aside`,
-    );
-    await pollUntil(
-      async () => {
-        const r = await ssh.exec(`${sudo}ss -ltnH 'sport = :6443'`);
-        return r.code === 0 && r.stdout.trim() === "" ? true : undefined;
-      },
-      {
-        what: `kube-apiserver on ${node} to stop listening after its manifest was removed`,
-        deadlineMs: deadlineSeconds * 1000,
-        intervalMs: 250,
-        maxIntervalMs: 250,
-        signal,
-      },
-    );
+    await ssh.run(`${sudo}sh -c '${aside([APISERVER])}'`, `moving ${node}'s kube-apiserver manifest aside`);
+    await gone([APISERVER], "kube-apiserver");
     return warnings;
+  }
+
+  /**
+   * Puts manifests stop-apiserver moved aside back where the kubelet runs them. A manifest in
+   * place already wins (the moved-aside copy stays, for a human to compare).
+   */
+  async restoreControlPlane(node: string, manifests: string[]): Promise<void> {
+    const ssh = this.session(node);
+    const names = manifests.map((f) => {
+      const name = staticPodOfRetired(f);
+      if (!name) throw new Error(`${f} is not a manifest stop-apiserver moved aside`);
+      return name;
+    });
+    await ssh.run(
+      `${sudoFor(ssh.target.user)}sh -c '${names
+        .map((n) => `if [ ! -e ${manifestPath(n)} ]; then mv ${retiredPath(n)} ${manifestPath(n)}; fi`)
+        .join("; ")}'`,
+      `putting ${node}'s control-plane manifests back (${names.join(", ")})`,
+    );
   }
 
   /**

@@ -4,7 +4,7 @@
 import type { LoadBalancerEdge } from "../core/edges";
 import type { NodeEndpoint } from "../core/nodes";
 import type { LoadBalancerObservation } from "../core/observations";
-import type { LabLbInputs } from "../../infra/lab/lb";
+import { labLbTargetPort, type LabLbInputs } from "../../infra/lab/lb";
 import { labDrainSeconds, labTargets, setDeregistered } from "../../infra/lab/lb-impl";
 
 export class LabLoadBalancerEdge implements LoadBalancerEdge {
@@ -17,7 +17,16 @@ export class LabLoadBalancerEdge implements LoadBalancerEdge {
       this.lb,
       nodes.map((n) => ({ name: n.name, address: n.privateAddress })),
     );
-    return { name: `lab HAProxy ${this.lb.lab}`, targets, drainSeconds: labDrainSeconds(this.lb) };
+    return {
+      name: `lab HAProxy ${this.lb.lab}`,
+      targets,
+      drainSeconds: labDrainSeconds(this.lb),
+      // As infra/lab/lb-impl.ts render() sets it up.
+      healthCheck:
+        this.lb.serves === "etcd"
+          ? `a TCP check of etcd's client port ${labLbTargetPort(this.lb)}`
+          : `GET /readyz over TLS on port ${labLbTargetPort(this.lb)}`,
+    };
   }
 
   deregister(node: NodeEndpoint): Promise<void> {

@@ -7,6 +7,7 @@ import * as assert from "node:assert/strict";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SshSession } from "../../infra/remote/ssh";
+import { sshToStored } from "../support/stored-ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import type { KubeObservation } from "../../orchestrator/core/observations";
 import { observeKube, openKube } from "../../orchestrator/observe";
@@ -209,13 +210,7 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
     const v = await assertAt(`k8s-v${V1}`, V1, "3.6");
     // The admin credentials of the new cluster, for the workload and the API client.
     const node = v.stored.endpoints[0];
-    const ssh = await SshSession.connect({
-      host: node.sshHost,
-      port: node.sshPort,
-      user: v.stored.sshUser,
-      privateKey: v.stored.sshPrivateKey!,
-      hostKey: node.hostPublicKey,
-    });
+    const ssh = await sshToStored(v.stored, node);
     writeFileSync(adminConf(), await ssh.run("cat /etc/kubernetes/admin.conf", "admin.conf"), { mode: 0o600 });
     const kc = await labKubeConfig(adminConf());
     // molt:encryptionAtRest: a Secret is stored encrypted with the key the first node made.
@@ -258,13 +253,7 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
       assert.equal(await readSecret(kc, SECRET.name), SECRET.value);
       await writeSecret(kc, `${SECRET.name}-after`, SECRET.value);
       const node = after.stored.endpoints[after.stored.endpoints.length - 1];
-      const ssh = await SshSession.connect({
-        host: node.sshHost,
-        port: node.sshPort,
-        user: after.stored.sshUser,
-        privateKey: after.stored.sshPrivateKey!,
-        hostKey: node.hostPublicKey,
-      });
+      const ssh = await sshToStored(after.stored, node);
       try {
         for (const name of [SECRET.name, `${SECRET.name}-after`])
           assert.equal(await rawPrefix(ssh, `/registry/secrets/default/${name}`), ENCRYPTED, name);
@@ -348,13 +337,7 @@ describe("Kubernetes upgrades on the lab (e2e)", function () {
   it("never shows the cluster's keys or a bootstrap token in its output or state in the clear", async () => {
     const st = await stored();
     const node = st.endpoints[0];
-    const ssh = await SshSession.connect({
-      host: node.sshHost,
-      port: node.sshPort,
-      user: st.sshUser,
-      privateKey: st.sshPrivateKey!,
-      hostKey: node.hostPublicKey,
-    });
+    const ssh = await sshToStored(st, node);
     const read = (f: string) => ssh.run(`cat /etc/kubernetes/pki/${f}`, f);
     const keyBody = (pem: string) =>
       pem

@@ -4,7 +4,7 @@
 import * as assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { SshSession } from "../../infra/remote/ssh";
+import { sshToStored } from "../support/stored-ssh";
 import { EtcdAccess } from "../../orchestrator/edges/etcd";
 import { inspect } from "../../orchestrator/inspect";
 import type { StoredState } from "../../orchestrator/core/nodes";
@@ -132,13 +132,7 @@ describe("rollout on the lab (e2e)", function () {
     // every remote step of a run a minute long).
     const st = await stored();
     for (const node of st.endpoints) {
-      const ssh = await SshSession.connect({
-        host: node.sshHost,
-        port: node.sshPort,
-        user: st.sshUser,
-        privateKey: st.sshPrivateKey!,
-        hostKey: node.hostPublicKey,
-      });
+      const ssh = await sshToStored(st, node);
       try {
         const home = await ssh.run("ls -A /root", "list root's home");
         assert.deepEqual(home.split(/\s+/).filter(Boolean), [".ssh"], `${node.name}: /root holds ${home.trim()}`);
@@ -301,13 +295,7 @@ describe("rollout on the lab (e2e)", function () {
         .filter((l) => l && !l.startsWith("-----"))
         .join("");
     const node = st.endpoints[0];
-    const ssh = await SshSession.connect({
-      host: node.sshHost,
-      port: node.sshPort,
-      user: st.sshUser,
-      privateKey: st.sshPrivateKey!,
-      hostKey: node.hostPublicKey,
-    });
+    const ssh = await sshToStored(st, node);
     const caKey = await ssh.run("cat /etc/kubernetes/pki/etcd/ca.key", "read CA key");
     const hostKey = await ssh.run("cat /etc/ssh/ssh_host_ed25519_key", "read host key");
     ssh.close();

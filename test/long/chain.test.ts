@@ -8,7 +8,7 @@ import * as assert from "node:assert/strict";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
-import { SshSession } from "../../infra/remote/ssh";
+import { sshToStored } from "../support/stored-ssh";
 import { inspect } from "../../orchestrator/inspect";
 import { runCli, startCli, summaryOf, type CliRun } from "../support/cli";
 import { cliSuite, type CliSuite } from "../support/cli-suite";
@@ -45,13 +45,7 @@ describe("a chained upgrade 1.35 -> 1.36 -> 1.37 in one rollout (long, lab t31)"
     assert.equal(run.code, 0, run.stderr + run.stdout.slice(-3000));
     const st = await suite.stored();
     const node = st.endpoints[0];
-    const ssh = await SshSession.connect({
-      host: node.sshHost,
-      port: node.sshPort,
-      user: st.sshUser,
-      privateKey: st.sshPrivateKey!,
-      hostKey: node.hostPublicKey,
-    });
+    const ssh = await sshToStored(st, node);
     writeFileSync(adminConf(), await ssh.run("cat /etc/kubernetes/admin.conf", "admin.conf"), { mode: 0o600 });
     ssh.close();
     const kc = await labKubeConfig(adminConf());

@@ -5,10 +5,17 @@ import { StateChangedByAnotherRunError } from "../../orchestrator/stack/state-ch
 import type { LeaseKv } from "../../orchestrator/core/edges";
 import { MemoryLeaseKv } from "./memory-lease-kv";
 import type { EdgeFactory } from "../../orchestrator/edges/open";
-import type { EtcdEdge, Eviction, KubeEdge, NodeAccess, VipEdge } from "../../orchestrator/core/edges";
+import type {
+  EtcdEdge,
+  Eviction,
+  KubeEdge,
+  LoadBalancerEdge,
+  NodeAccess,
+  VipEdge,
+} from "../../orchestrator/core/edges";
 import type { PodLike } from "../../orchestrator/core/drain";
 import type { Alarm, EndpointStatus, Member, NodeEndpoint, NodeEntry } from "../../orchestrator/core/model";
-import type { ComponentHealth } from "../../orchestrator/core/observations";
+import type { ComponentHealth, LoadBalancerObservation, TargetState } from "../../orchestrator/core/observations";
 import type { ClearedOperation } from "../../orchestrator/core/edges";
 import type { OwnerRecord } from "../../orchestrator/core/ownership";
 import type { NodeListChange, StackEdge, StackState } from "../../orchestrator/core/edges";
@@ -109,7 +116,16 @@ export class FakeWorld {
     ownerReadFails?: boolean;
     /** Another stack's claim lands between this run's read of the marker and its write: this value. */
     ownerClaimedFirst?: string;
+    /** The next new machine's target never passes the load balancer's health check. */
+    lbNeverHealthy?: boolean;
+    /** The process "dies" right after the next deregistration (the load balancer keeps it). */
+    crashAfterDeregister?: boolean;
   } = {};
+  /**
+   * The API load balancer, when a test sets it (`w.lb = new Map()`): each node's target; a
+   * machine booted is registered (healthy), a deregistered one drains for one observation.
+   */
+  lb?: Map<string, TargetState>;
   /**
    * The API endpoint VIP (molt:apiEndpoint mode vip), when the test enables it: its holder,
    * moved as keepalived would (no preemption; a released or lost VIP goes to the newest
@@ -150,6 +166,10 @@ export class FakeWorld {
   boot(entry: NodeEntry, joins: boolean): void {
     const address = `10.0.0.${entry.generation}`;
     this.machines.set(entry.name, { entry, address, up: true });
+    if (this.lb) {
+      this.lb.set(entry.name, this.faults.lbNeverHealthy ? "unhealthy" : "healthy");
+      this.faults.lbNeverHealthy = false;
+    }
     const id = String(this.nextId++);
     this.members.push(
       joins
@@ -230,6 +250,11 @@ export function withFakeKube(w: FakeWorld, version: string): FakeWorld {
   return w;
 }
 
+/** What stop-apiserver leaves on a fake machine, as the real edge reports it. */
+export const FAKE_RETIRED_MANIFESTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"].map(
+  (n) => `/etc/kubernetes/${n}.yaml.retired`,
+);
+
 class FakeKubeEdge implements KubeEdge {
   constructor(private readonly w: FakeWorld) {}
   private get k(): FakeKube {
@@ -253,10 +278,12 @@ class FakeKubeEdge implements KubeEdge {
   async components(node: string): Promise<ComponentHealth> {
     const m = this.w.machines.get(node);
     const ok = !!m?.up && !this.k.stopped.has(node) && !!this.w.memberOf(node)?.name;
+    const stopped = !!m?.up && this.k.stopped.has(node);
     return {
       apiserver: ok ? { ok, version: m!.entry.kubernetesVersion } : { ok, error: "connection refused" },
-      controllerManager: { ok: true },
-      scheduler: { ok: true },
+      controllerManager: stopped ? { ok: false, error: "connection refused" } : { ok: true },
+      scheduler: stopped ? { ok: false, error: "connection refused" } : { ok: true },
+      ...(stopped ? { retiredManifests: FAKE_RETIRED_MANIFESTS } : {}),
     };
   }
   async observeCluster(via: string) {
@@ -308,6 +335,15 @@ class FakeKubeEdge implements KubeEdge {
     this.w.log.push(`kube stop-apiserver ${node}`);
     this.k.stopped.add(node);
     return [];
+  }
+  async restoreControlPlane(node: string, manifests: string[]): Promise<void> {
+    this.w.log.push(`kube restore-control-plane ${node} ${manifests.join(",")}`);
+    this.k.stopped.delete(node);
+  }
+  async uncordon(via: string, node: string): Promise<void> {
+    this.api(via);
+    this.w.log.push(`kube uncordon ${node}`);
+    this.k.cordoned.delete(node);
   }
   async updateAddons(via: string, _kubeadmNode: string, version: string): Promise<void> {
     this.api(via);
@@ -619,6 +655,37 @@ class FakeNodes implements NodeAccess {
   async close(): Promise<void> {}
 }
 
+/** The load balancer of `w.lb`: a destroyed machine's target is gone with it (its attachment). */
+class FakeLb implements LoadBalancerEdge {
+  constructor(private readonly w: FakeWorld) {}
+  private get targets(): Map<string, TargetState> {
+    return this.w.lb!;
+  }
+  async observe(nodes: readonly NodeEndpoint[]): Promise<LoadBalancerObservation> {
+    const out: LoadBalancerObservation = { name: "fake LB", targets: {}, drainSeconds: 1 };
+    for (const n of nodes) {
+      // Machines made before the test set the load balancer are in it.
+      const t = this.w.machines.has(n.name) ? (this.targets.get(n.name) ?? "healthy") : "unused";
+      out.targets[n.name] = { state: t };
+      // A deregistration drains for one observation.
+      if (t === "draining") this.targets.set(n.name, "unused");
+    }
+    return out;
+  }
+  async deregister(node: NodeEndpoint): Promise<void> {
+    this.w.log.push(`lb deregister ${node.name}`);
+    this.targets.set(node.name, "draining");
+    if (this.w.faults.crashAfterDeregister) {
+      this.w.faults.crashAfterDeregister = false;
+      throw new Error("killed (simulated crash of molt)");
+    }
+  }
+  async register(node: NodeEndpoint): Promise<void> {
+    this.w.log.push(`lb register ${node.name}`);
+    this.targets.set(node.name, "healthy");
+  }
+}
+
 /** The etcd edge over `w` alone (adoption's ownership claim). */
 export function fakeEtcd(w: FakeWorld): EtcdEdge {
   return new FakeEtcd(w);
@@ -626,5 +693,9 @@ export function fakeEtcd(w: FakeWorld): EtcdEdge {
 
 /** Edges over `w` for rollout({ edges }). */
 export function fakeEdges(w: FakeWorld): EdgeFactory {
-  return async (o) => ({ stack: new FakeStack(w, o.stackName), nodes: new FakeNodes(w) });
+  return async (o) => ({
+    stack: new FakeStack(w, o.stackName),
+    nodes: new FakeNodes(w),
+    ...(w.lb ? { lb: new FakeLb(w) } : {}),
+  });
 }

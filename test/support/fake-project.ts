@@ -4,6 +4,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { stringify } from "yaml";
 
 export interface FakeProject {
   readonly dir: string;
@@ -46,4 +47,14 @@ export function fakeProject(
 export function tickingClock(): () => number {
   let t = Date.now();
   return () => (t += 1000);
+}
+
+/** Writes the project's stack `lab` on the lab named `lab` (kept in the project), with `config` keys besides. */
+export function writeLabStack(dir: string, lab: string, config: Record<string, unknown>): void {
+  writeFileSync(
+    join(dir, "stacks", "Pulumi.lab.yaml"),
+    stringify({
+      config: { "molt:provider": "lab", ...config, "molt:lab": { name: lab, root: join(dir, "lab") } },
+    }),
+  );
 }

@@ -10,7 +10,7 @@ import { rollout, type Summary } from "../../orchestrator/rollout";
 import { inspect } from "../../orchestrator/inspect";
 import { InvalidConfigError } from "../../orchestrator/config";
 import { fakeEdges, FakeWorld, withFakeKube } from "../support/fake-edges";
-import { fakeProject, tickingClock, type FakeProject } from "../support/fake-project";
+import { fakeProject, tickingClock, writeLabStack, type FakeProject } from "../support/fake-project";
 import { printInspection } from "../../orchestrator/cli/render";
 
 /** What `f` writes to stdout. */
@@ -50,22 +50,14 @@ describe("chained upgrades through the loop (fake edges)", function () {
   });
   after(() => project.close());
 
-  function stack(images: Record<string, unknown> | undefined, more: Record<string, unknown> = {}): void {
-    writeFileSync(
-      join(dir, "stacks", "Pulumi.lab.yaml"),
-      stringify({
-        config: {
-          "molt:provider": "lab",
-          "molt:replicas": 3,
-          "molt:image": "k8s-v1.37.2",
-          ...(images ? { "molt:images": images } : {}),
-          "molt:timeouts": { settleSeconds: 1 },
-          "molt:lab": { name: "chain", root: join(dir, "lab") },
-          ...more,
-        },
-      }),
-    );
-  }
+  const stack = (images: Record<string, unknown> | undefined, more: Record<string, unknown> = {}) =>
+    writeLabStack(dir, "chain", {
+      "molt:replicas": 3,
+      "molt:image": "k8s-v1.37.2",
+      ...(images ? { "molt:images": images } : {}),
+      "molt:timeouts": { settleSeconds: 1 },
+      ...more,
+    });
   const CHAIN = { "1.35": "k8s-v1.35.4", "1.36": "k8s-v1.36.3" };
 
   async function run(w: FakeWorld): Promise<Summary> {

@@ -3,6 +3,7 @@
 import * as assert from "node:assert/strict";
 import { credentialsOf, KubeAccess, tagVersion } from "../../orchestrator/edges/kube";
 import { releasedLease } from "../../orchestrator/edges/kube-support";
+import { securePortOf } from "../../orchestrator/edges/static-pods";
 
 describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
   it("reads the version from an image tag", () => {
@@ -46,6 +47,12 @@ describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
       assert.equal(releasedLease(held("x-molt-cp-2_5f1c9a2e"), "molt-cp-2", now), undefined);
     });
 
+    it("leaves a Lease under coordinated leader election (a strategy) to its coordinator", () => {
+      const coordinated = { ...held("molt-cp-2_5f1c9a2e"), strategy: "OldestEmulationVersion" };
+      assert.equal(releasedLease(coordinated, "molt-cp-2", now), undefined);
+      assert.equal(releasedLease({ ...coordinated, preferredHolder: "molt-cp-3_77" }, "molt-cp-2", now), undefined);
+    });
+
     it("writes nothing when there is no holder or no spec", () => {
       assert.equal(releasedLease(held(""), "molt-cp-2", now), undefined);
       assert.equal(releasedLease({}, "molt-cp-2", now), undefined);
@@ -56,24 +63,45 @@ describe("Kubernetes edge helpers (orchestrator/edges/kube.ts)", () => {
 
 describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", () => {
   // The edge over a fake SSH session and a fake Lease API: what it runs, in which order,
-  // and which Leases it writes.
+  // and which Leases it writes. `running`: how many more checks still find the controllers'
+  // port listening, or their process alive; `manifests`: extra flags of each static pod.
   function fakeEdge(
     holders: Record<string, string>,
-    listening: { controllers: number },
+    running: { port?: number; process?: number },
     leaseApi: "answers" | "fails" = "answers",
+    flags: Record<string, string[]> = {},
   ) {
     const log: string[] = [];
+    const checked: string[] = [];
+    const manifest = (name: string) =>
+      `apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: ${name}\n    command:\n` +
+      [name, "--bind-address=127.0.0.1", ...(flags[name] ?? [])].map((a) => `    - ${a}\n`).join("");
     const ssh = {
       target: { user: "root" },
       run: async (cmd: string) => {
+        if (cmd.includes("### molt static pod")) {
+          log.push("run read manifests");
+          return ["kube-controller-manager", "kube-scheduler", "kube-apiserver"]
+            .map((n) => `### molt static pod ${n}\n${manifest(n)}`)
+            .join("");
+        }
         log.push(`run ${cmd}`);
         return "";
       },
       exec: async (cmd: string) => {
-        const controllers = cmd.includes(":10257");
-        log.push(`exec ${controllers ? "ss controllers" : "ss apiserver"}`);
-        const busy = controllers && listening.controllers-- > 0;
-        return { code: 0, stdout: busy ? "LISTEN 0 4096 127.0.0.1:10257 0.0.0.0:*" : "", stderr: "" };
+        const controllers = cmd.includes("kube-controller-manager|kube-scheduler");
+        log.push(`exec check ${controllers ? "controllers" : "apiserver"}`);
+        checked.push(...[...cmd.matchAll(/sport = :(\d+)/g)].map((m) => `${controllers ? "c" : "a"}:${m[1]}`));
+        const out: string[] = [];
+        if (controllers && (running.port ?? 0) > 0) {
+          running.port!--;
+          out.push(`listening: LISTEN 0 4096 127.0.0.1:${cmd.match(/sport = :(\d+)/)![1]} 0.0.0.0:*`);
+        }
+        if (controllers && (running.process ?? 0) > 0) {
+          running.process!--;
+          out.push("process: kube-controller-manager (pid 4242)");
+        }
+        return { code: 0, stdout: out.join("\n"), stderr: "" };
       },
     };
     const written: Record<string, { holderIdentity?: string; leaseDurationSeconds?: number }> = {};
@@ -100,50 +128,85 @@ describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", (
       ports: new Map(),
       api: async () => ({ coord, m: { V1MicroTime: Date } }),
     });
-    return { kube, log, written };
+    return { kube, log, written, checked };
   }
+  const shortly = (log: string[]) =>
+    log.map((l) =>
+      l
+        .replace(/^run .*kube-controller-manager.yaml.*kube-scheduler.yaml.*$/, "run controllers aside")
+        .replace(/^run .*mv \/etc\/kubernetes\/manifests\/kube-apiserver\.yaml .*$/, "run apiserver aside"),
+    );
 
   it("stops controller-manager and scheduler, hands on the Lease its node held, then the API server", async () => {
-    const { kube, log, written } = fakeEdge(
+    const { kube, log, written, checked } = fakeEdge(
       { "kube-controller-manager": "cp-1_0c6f2a", "kube-scheduler": "cp-2_91ab3d" },
-      { controllers: 2 },
+      { port: 2 },
     );
     assert.deepEqual(await kube.stopApiServer("cp-1", 5), [], "nothing went wrong");
-    assert.deepEqual(
-      log.map((l) => l.replace(/^run .*kube-controller-manager.yaml.*kube-scheduler.yaml.*$/, "run controllers aside")),
-      [
-        "run controllers aside",
-        "exec ss controllers",
-        "exec ss controllers",
-        "exec ss controllers",
-        "lease kube-controller-manager",
-        log[5],
-        "exec ss apiserver",
-      ],
-    );
-    assert.match(log[5], /^run .*mv \/etc\/kubernetes\/manifests\/kube-apiserver\.yaml /);
+    assert.deepEqual(shortly(log), [
+      "run read manifests",
+      "run controllers aside",
+      "exec check controllers",
+      "exec check controllers",
+      "exec check controllers",
+      "lease kube-controller-manager",
+      "run apiserver aside",
+      "exec check apiserver",
+    ]);
+    assert.deepEqual([...new Set(checked)], ["c:10257", "c:10259", "a:6443"], "kubeadm's default ports");
     assert.equal(written["kube-controller-manager"].holderIdentity, "");
     assert.equal(written["kube-controller-manager"].leaseDurationSeconds, 1);
     assert.equal(written["kube-scheduler"], undefined, "another node's scheduler keeps its Lease");
   });
 
+  it("waits for the component's process to be gone, not only its port closed", async () => {
+    const { kube, log } = fakeEdge({ "kube-controller-manager": "cp-1_0c6f2a" }, { process: 3 });
+    await kube.stopApiServer("cp-1", 5);
+    assert.deepEqual(shortly(log).slice(1, 7), [
+      "run controllers aside",
+      "exec check controllers",
+      "exec check controllers",
+      "exec check controllers",
+      "exec check controllers",
+      "lease kube-controller-manager",
+    ]);
+  });
+
+  it("watches the port a manifest's --secure-port names, in either form", async () => {
+    const { kube, checked } = fakeEdge({}, {}, "answers", {
+      "kube-controller-manager": ["--secure-port=10357"],
+      "kube-scheduler": ["--secure-port", "10359"],
+      "kube-apiserver": ["--secure-port=7443"],
+    });
+    await kube.stopApiServer("cp-1", 5);
+    assert.deepEqual([...new Set(checked)], ["c:10357", "c:10359", "a:7443"]);
+  });
+
+  it("with --secure-port=0 (no secure serving) watches only the process; an unreadable manifest, the default", () => {
+    const m = (arg: string) => `spec:\n  containers:\n  - command: [kube-scheduler, "${arg}"]\n`;
+    assert.equal(securePortOf(m("--secure-port=0"), 10259), undefined);
+    assert.equal(securePortOf(m("--v=2"), 10259), 10259);
+    assert.equal(securePortOf("not: [yaml", 10259), 10259);
+    assert.equal(securePortOf(undefined, 10259), 10259);
+  });
+
   it("still stops the API server when the Lease API fails, and says the Leases were not handed on", async () => {
-    const { kube, log, written } = fakeEdge({ "kube-controller-manager": "cp-1_0c6f2a" }, { controllers: 0 }, "fails");
+    const { kube, log, written } = fakeEdge({ "kube-controller-manager": "cp-1_0c6f2a" }, {}, "fails");
     const warnings = await kube.stopApiServer("cp-1", 5);
     assert.deepEqual(written, {});
-    assert.ok(
-      log.some((l) => /mv \/etc\/kubernetes\/manifests\/kube-apiserver\.yaml/.test(l)),
-      "the API server stopped",
-    );
+    assert.ok(shortly(log).includes("run apiserver aside"), "the API server stopped");
     assert.equal(warnings.length, 1);
     assert.match(warnings[0], /leader Leases cp-1 held were not handed on \(etcdserver: request timed out\)/);
   });
 
-  it("writes no Lease while a component still listens: the deadline passes and nothing is handed on", async () => {
-    const { kube, log, written } = fakeEdge({ "kube-controller-manager": "cp-1_0c6f2a" }, { controllers: 1_000 });
-    await assert.rejects(kube.stopApiServer("cp-1", 1), /kube-controller-manager and kube-scheduler on cp-1 to stop/);
+  it("writes no Lease while a component still runs: the deadline passes and nothing is handed on", async () => {
+    const { kube, log, written } = fakeEdge({ "kube-controller-manager": "cp-1_0c6f2a" }, { process: 1_000 });
+    await assert.rejects(
+      kube.stopApiServer("cp-1", 1),
+      /kube-controller-manager and kube-scheduler on cp-1 to stop .*still running: process: kube-controller-manager/,
+    );
     assert.deepEqual(written, {});
-    assert.ok(!log.some((l) => l.includes("kube-apiserver.yaml")), "the API server is left running");
+    assert.ok(!shortly(log).includes("run apiserver aside"), "the API server is left running");
   });
 });
 

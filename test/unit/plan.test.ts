@@ -88,6 +88,8 @@ interface SimKube {
   strayNodes: { name: string; leaseAge: number }[];
   /** Nodes whose kube-apiserver is not ready although etcd is fine. */
   apiserverDown: Set<string>;
+  /** Nodes whose control-plane manifests stop-apiserver moved aside. */
+  retired?: Set<string>;
   /** The image's etcd version and each member's server version. */
   etcdVersions?: Record<string, string>;
 }
@@ -99,11 +101,14 @@ const kubeUp = (w: World, n: SimNode): boolean =>
   n.health !== "dead" &&
   !w.kube?.apiserverDown.has(n.entry.name);
 
+const RETIRED = ["/etc/kubernetes/kube-apiserver.yaml.retired", "/etc/kubernetes/kube-scheduler.yaml.retired"];
+
 /** The machine is gone and its Node object with it (a later node may reuse the name). */
 function forgetKube(w: World, name: string): void {
   if (!w.kube) return;
   w.kube.cordoned.delete(name);
   w.kube.apiserverDown.delete(name);
+  w.kube.retired?.delete(name);
   delete w.kube.evictable[name];
 }
 
@@ -119,6 +124,7 @@ function kubeOf(w: World): KubeObservation | undefined {
       apiserver: ok ? { ok, version: n.entry.kubernetesVersion } : { ok, error: "connection refused" },
       controllerManager: { ok: true },
       scheduler: { ok: true },
+      ...(k.retired?.has(n.entry.name) ? { retiredManifests: RETIRED } : {}),
     };
   }
   return {
@@ -1090,6 +1096,49 @@ describe("planner (orchestrator/core/plan/)", () => {
         "refuse",
         { condition: "KubernetesControlPlaneHealthy" },
       );
+    });
+
+    describe("a node that stays with manifests a retirement moved aside (the victim changed)", () => {
+      const nodes = () => [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3"), K(4, "1.37.2")];
+      const stopped = (name: string) => ({
+        clusterConfigVersion: "1.37.2",
+        cordoned: new Set([name]),
+        evictable: {},
+        apiserverDown: new Set([name]),
+        retired: new Set([name]),
+      });
+
+      it("puts them back and lifts the retirement's cordon, naming the node and the files", () => {
+        const op = plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: stopped("lab-cp-2") });
+        expectOp(op, "restore-control-plane", { node: "lab-cp-2", manifests: RETIRED, uncordon: true });
+        assert.match(op.reason, /lab-cp-2 stays.*kube-apiserver\.yaml\.retired, .*kube-scheduler\.yaml\.retired/);
+        // Even once its health wait expired: the files are why, and molt can put them back.
+        expectOp(
+          plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: stopped("lab-cp-2"), expired: ["health:lab-cp-2"] }),
+          "restore-control-plane",
+          { node: "lab-cp-2" },
+        );
+      });
+
+      it("no node to retire any more (the intent changed between runs): the stopped node gets them back", () => {
+        const all = () => [K(1, "1.37.2"), K(2, "1.37.2"), K(3, "1.37.2")];
+        expectOp(plan(all(), { intent: up("1.37.2"), kube: stopped("lab-cp-1") }), "restore-control-plane", {
+          node: "lab-cp-1",
+          uncordon: true,
+        });
+        // Not cordoned (a human lifted it): only the manifests go back.
+        const uncordoned = { ...stopped("lab-cp-1"), cordoned: new Set<string>() };
+        expectOp(plan(all(), { intent: up("1.37.2"), kube: uncordoned }), "restore-control-plane", {
+          node: "lab-cp-1",
+          uncordon: false,
+        });
+      });
+
+      it("the node being retired keeps them aside: its member goes next", () => {
+        expectOp(plan(nodes(), { intent: up("1.37.2"), leader: 2, kube: stopped("lab-cp-1") }), "remove-member", {
+          node: "lab-cp-1",
+        });
+      });
     });
 
     it("waits for a new node's control plane within the join deadline, then rolls it back", () => {
@@ -2148,6 +2197,15 @@ describe("planner (orchestrator/core/plan/)", () => {
               `stops the API server of ${op.node} before it was drained`,
             );
             w.kube.apiserverDown.add(op.node);
+            (w.kube.retired ??= new Set()).add(op.node);
+            break;
+          }
+          case "restore-control-plane": {
+            const retired = w.kube?.retired;
+            assert.ok(w.kube && retired && retired.has(op.node), `restores ${op.node}, whose manifests are in place`);
+            retired.delete(op.node);
+            w.kube.apiserverDown.delete(op.node);
+            if (op.uncordon) w.kube.cordoned.delete(op.node);
             break;
           }
           case "delete-node": {
@@ -2575,6 +2633,7 @@ describe("planner (orchestrator/core/plan/)", () => {
                 case "release-vip":
                 case "retire-adopted":
                 case "stop-apiserver":
+                case "restore-control-plane":
                 case "update-addons":
                 case "update-cluster-config":
                   break;
@@ -2758,6 +2817,33 @@ describe("planner: the API load balancer (plan/endpoint.ts)", () => {
       expectOp(op, "deregister-target", { node: "lab-cp-4", drain: false });
     });
 
+    describe("after a kill: the load balancer's state is the rollback's only record", () => {
+      // The run that deregistered lab-cp-4 (drain: false) died; the rerun has no memory of it.
+      for (const [name, node] of [
+        ["an unstarted learner", N(4, NEW, { learner: true, unstarted: true })],
+        ["an unhealthy voter", N(4, NEW, { health: "down" })],
+        ["a healthy voter (failed in the load balancer)", N(4, NEW)],
+      ] as [string, SimNode][])
+        for (const state of ["draining", "unused"] as const)
+          it(`${name}, its target ${state}: the rollback goes on at once, no new join deadline`, () => {
+            const op = planLb([N(1), N(2), N(3), node], {}, { "lab-cp-4": state });
+            expectOp(op, "rollback", { node: "lab-cp-4" });
+            assert.match(op.reason, /out of target group api .*rollback an earlier run started/);
+          });
+
+      it("this run's own new node is not taken for one: it waits to be called healthy", () => {
+        expectOp(planLb([N(1), N(2), N(3), N(4, NEW)], { joining: "lab-cp-4" }, { "lab-cp-4": "unused" }), "wait", {
+          key: "lb:lab-cp-4",
+        });
+      });
+
+      it("a node that stays (not new) out of the load balancer is registered again, as before", () => {
+        expectOp(planLb([N(1, NEW), N(2, NEW), N(3, NEW)], {}, { "lab-cp-3": "draining" }), "register-target", {
+          node: "lab-cp-3",
+        });
+      });
+    });
+
     it("--on-failure pause leaves the new node where it is, registered", () => {
       const op = planLb(nodes(), { ...failedJoin, intent: { onFailure: "pause" } }, { "lab-cp-4": "unhealthy" });
       expectOp(op, "pause", { node: "lab-cp-4" });
@@ -2819,6 +2905,19 @@ describe("planner: the API load balancer (plan/endpoint.ts)", () => {
     const op = planLb(nodes(), { expired: ["lb:lab-cp-2"] }, { "lab-cp-2": "unhealthy" });
     expectOp(op, "refuse", { condition: "APIEndpointHealthy" });
     assert.match(op.reason, /no node was changed/);
+    // etcd alone (the lab's etcd-serving load balancer): its check is of etcd's client port, not 6443.
+    assert.match(op.reason, /although its etcd member is;.*health check \(etcd's client port 2379\)/);
+    assert.doesNotMatch(op.reason, /6443|readyz/);
+    const kube = [K(1, "1.36.3"), K(2, "1.36.3"), K(3, "1.36.3")];
+    const k = planLb(kube, { intent: up("1.36.3"), expired: ["lb:lab-cp-2"] }, { "lab-cp-2": "unhealthy" });
+    assert.match(k.reason, /although its control plane is;.*health check \(the API server's port 6443\)/);
+    // The check the load balancer's edge reports, where it knows it.
+    const told = withLb(world(nodes(), { expired: ["lb:lab-cp-2"] }), { "lab-cp-2": "unhealthy" });
+    const named = decide(
+      { ...told, lb: { ...told.lb!, healthCheck: "a TCP check of etcd's client port 2379" } },
+      STACK,
+    );
+    assert.match(named.reason, /health check \(a TCP check of etcd's client port 2379\)/);
   });
 
   it("a load balancer that cannot be asked is waited for, then refused; nothing is deregistered blind", () => {

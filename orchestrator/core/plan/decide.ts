@@ -12,7 +12,7 @@ import { scopeOf, type Scope } from "./scope";
 import { kubernetesVersionProblem } from "./versions";
 import { vipCondition } from "./vip";
 import { chainOf, chainPath, settledWorld, type Chain, type ChainStep } from "./chain";
-import { endpointHealth } from "./endpoint";
+import { endpointHealth, unfinishedRollback } from "./endpoint";
 import { clusterVersionSettled } from "./cluster-version";
 
 type Step = (c: Scope) => Operation | undefined;
@@ -86,6 +86,8 @@ function decideStep(s: World, stack: string): Operation {
     strayMember,
     postRetireHook,
     memberlessNode,
+    // A rollback a kill interrupted after its new node left the load balancer goes on.
+    unfinishedRollback,
     learners,
     unhealthyVoters,
     leader,

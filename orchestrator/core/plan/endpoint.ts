@@ -54,17 +54,48 @@ export function endpointHealth(c: Scope): Operation | undefined {
         );
       return { kind: "wait", key, node: n.name, reason: `waiting for ${lb.name} to call ${n.name} healthy (${seen})` };
     }
-    if (s.expired.includes(key))
+    if (s.expired.includes(key)) {
+      // Without Kubernetes the load balancer serves etcd's client port (the lab's etcd-only clusters).
+      const etcd = s.intent.kubernetesVersion === undefined;
+      const check = lb.healthCheck ?? (etcd ? "etcd's client port 2379" : "the API server's port 6443");
       return {
         kind: "refuse",
         condition: "APIEndpointHealthy",
         reason:
-          `${n.name} is not healthy in ${lb.name} (${seen}) although its control plane is; no node was changed. ` +
-          "Check the load balancer's health check (port 6443, /readyz) and the security rules between them",
+          `${n.name} is not healthy in ${lb.name} (${seen}) although its ${etcd ? "etcd member" : "control plane"} ` +
+          `is; no node was changed. Check the load balancer's health check (${check}) and the security rules ` +
+          "between them",
       };
+    }
     return { kind: "wait", key, node: n.name, reason: `${n.name} is not healthy in ${lb.name} yet (${seen})` };
   }
   return undefined;
+}
+
+/**
+ * A new node an earlier run surged that is out of the load balancer (draining, unused) was
+ * taken out by that run's rollback (`deregister-target` with `drain: false`), which a kill
+ * interrupted: the load balancer's state is its only record (the run's memory died with it).
+ * Nothing puts a new node back, so it could only wait out a fresh join deadline, unhealthy
+ * (its etcd, control plane or target), and fail again: the rollback goes on at once, as in
+ * the run that started it. Not for this run's own new node: its `up` registered it just now
+ * (a cloud API may not say so at once).
+ */
+export function unfinishedRollback(c: Scope): Operation | undefined {
+  const { s } = c;
+  if (!s.lb || s.nodes.length < 2) return undefined;
+  const n = c.newest;
+  const t = s.lb.targets[n.name];
+  if (n.name === s.joining || !t || !("state" in t) || (t.state !== "draining" && t.state !== "unused"))
+    return undefined;
+  if (!isJoining(c, n.name)) return undefined;
+  return failNewNode(
+    c,
+    n.name,
+    c.memberOf(n)?.id,
+    `new node ${n.name} is out of ${s.lb.name} (${describe(t)}): the rollback an earlier run started ` +
+      "(deregistered without a drain) did not finish",
+  );
 }
 
 /**

@@ -26,7 +26,20 @@ export function kubernetesHealth(c: Scope): Operation | undefined {
   for (const n of c.byAge) {
     const problem = kubeProblem(s, n.name);
     if (!problem) continue;
-    if (n.name === c.victim?.name && kube.nodes.find((k) => k.name === n.name)?.unschedulable) continue;
+    const k = kube.nodes.find((x) => x.name === n.name);
+    if (n.name === c.victim?.name && k?.unschedulable) continue;
+    const retired = kube.components[n.name]?.retiredManifests ?? [];
+    if (retired.length > 0)
+      return {
+        kind: "restore-control-plane",
+        node: n.name,
+        manifests: retired,
+        via: kube.via,
+        uncordon: !!k?.unschedulable,
+        reason:
+          `${n.name} stays, but a retirement that did not finish stopped its control plane (${problem}; ` +
+          `moved aside: ${retired.join(", ")}): put the manifests back${k?.unschedulable ? " and uncordon it" : ""}`,
+      };
     if (isJoining(c, n.name)) {
       const key = `join:${n.name}` as const;
       if (s.expired.includes(key))

@@ -5,8 +5,7 @@
 // API is reachable from here; what these tests hold is what molt sends and how it reads AWS's
 // answers, including the deregistration's wait (orchestrator/act/endpoint.ts) end to end.
 import * as assert from "node:assert/strict";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { AwsQueryServer, type QueryRequest } from "../../support/aws-query-server";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,6 +21,20 @@ import { loadStackConfig, stackConfigPath } from "../../../orchestrator/config";
 
 const V2 = "2015-12-01";
 const CLASSIC = "2012-06-01";
+const V2_ACTIONS = [
+  "DescribeTargetGroups",
+  "DescribeTargetGroupAttributes",
+  "DescribeTargetHealth",
+  "DeregisterTargets",
+  "RegisterTargets",
+];
+const CLASSIC_ACTIONS = [
+  "DescribeLoadBalancers",
+  "DescribeLoadBalancerAttributes",
+  "DescribeInstanceHealth",
+  "DeregisterInstancesFromLoadBalancer",
+  "RegisterInstancesWithLoadBalancer",
+];
 const ARN = "arn:aws:elasticloadbalancing:eu-central-1:123456789012:targetgroup/prod-api/0123456789abcdef";
 const ELB = "prod-api-lb";
 const SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
@@ -44,9 +57,6 @@ interface Target {
  * (classic ELB); an instance id EC2 does not know is InvalidInstance to the classic API.
  */
 class FakeElb {
-  readonly requests: Record<string, string>[] = [];
-  /** The region each request was signed for (SigV4's credential scope). */
-  readonly regions: string[] = [];
   /** Actions answered AccessDenied. */
   readonly denied = new Set<string>();
   readonly targets = new Map<string, Target>();
@@ -56,48 +66,31 @@ class FakeElb {
   deregistrationDelay = "120";
   drainReads = 2;
   draining: { enabled: boolean; timeout: number } = { enabled: true, timeout: 60 };
-  server!: Server;
-
-  async start(): Promise<string> {
-    this.server = createServer((req, res) => {
-      let body = "";
-      req.on("data", (d: Buffer) => (body += d.toString()));
-      req.on("end", () => {
-        const p = Object.fromEntries(new URLSearchParams(body));
-        this.requests.push(p);
-        this.regions.push(
-          /Credential=[^/]+\/\d+\/([^/]+)\/elasticloadbalancing\//.exec(req.headers.authorization ?? "")?.[1] ?? "",
-        );
-        res.setHeader("content-type", "text/xml");
-        const answer = (status: number, xml: string) => ((res.statusCode = status), res.end(xml));
-        if (!req.headers.authorization?.startsWith("AWS4-HMAC-SHA256"))
-          return answer(403, error("MissingAuthenticationToken", "unsigned request"));
-        if (this.denied.has(p.Action))
-          return answer(
-            403,
-            error(
-              "AccessDenied",
+  readonly http = new AwsQueryServer({
+    handlers: Object.fromEntries([
+      ...V2_ACTIONS.map((a) => [`${V2} ${a}`, (r: QueryRequest) => response(a, V2, this.v2(r.params)!)]),
+      ...CLASSIC_ACTIONS.map((a) => [
+        `${CLASSIC} ${a}`,
+        (r: QueryRequest) => response(a, CLASSIC, this.classic(r.params)!),
+      ]),
+    ]),
+    error,
+    unsigned: { status: 403, code: "MissingAuthenticationToken" },
+    refuse: ({ params: p }) =>
+      this.denied.has(p.Action)
+        ? {
+            status: 403,
+            code: "AccessDenied",
+            message:
               `User: arn:aws:iam::123456789012:user/molt is not authorized to perform: ` +
-                `elasticloadbalancing:${p.Action} on resource: ${p.TargetGroupArn ?? p.LoadBalancerName} ` +
-                "because no identity-based policy allows the action",
-            ),
-          );
-        try {
-          const out = p.Version === V2 ? this.v2(p) : p.Version === CLASSIC ? this.classic(p) : undefined;
-          if (out === undefined) return answer(400, error("InvalidAction", `${p.Action} (${p.Version})`));
-          answer(200, response(p.Action, p.Version, out));
-        } catch (e) {
-          const x = e as { code: string; message: string };
-          answer(400, error(x.code, x.message));
-        }
-      });
-    });
-    await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", r));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
+              `elasticloadbalancing:${p.Action} on resource: ${p.TargetGroupArn ?? p.LoadBalancerName} ` +
+              "because no identity-based policy allows the action",
+          }
+        : undefined,
+  });
 
   actions(): string[] {
-    return this.requests.map((r) => r.Action);
+    return this.http.requests.map((r) => r.Action);
   }
 
   private v2(p: Record<string, string>): string | undefined {
@@ -285,9 +278,9 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
   let endpoint: string;
   beforeEach(async () => {
     elb = new FakeElb();
-    endpoint = await elb.start();
+    endpoint = await elb.http.start();
   });
-  afterEach(() => elb.server.close());
+  afterEach(() => elb.http.close());
   const api = () => awsElbApi({ region: "eu-central-1", endpoint, env });
 
   describe("NLB target group (ELBv2)", () => {
@@ -313,7 +306,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
         "prod-cp-5": { state: "unused", detail: "Target.NotRegistered" },
       });
       assert.equal(o.name, `target group ${ARN}`);
-      const health = elb.requests.find((r) => r.Action === "DescribeTargetHealth")!;
+      const health = elb.http.requests.find((r) => r.Action === "DescribeTargetHealth")!;
       assert.equal(health.TargetGroupArn, ARN);
       assert.deepEqual(listOf(health, "Targets", "Id"), [I.old, I.stays, I.sick, I.fresh, I.gone]);
       assert.equal(health.Version, V2);
@@ -323,7 +316,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
       elb.deregistrationDelay = "45";
       const o = await lb().observe([OLD]);
       assert.equal(o.drainSeconds, 45 + 10 * 3);
-      const groups = elb.requests.filter((r) => r.Action === "DescribeTargetGroups");
+      const groups = elb.http.requests.filter((r) => r.Action === "DescribeTargetGroups");
       assert.deepEqual(
         groups.map((r) => [r["TargetGroupArns.member.1"], r.Marker]),
         [
@@ -332,7 +325,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
         ],
         "the second page is asked for with the first's NextMarker",
       );
-      assert.equal(elb.requests.find((r) => r.Action === "DescribeTargetGroupAttributes")?.TargetGroupArn, ARN);
+      assert.equal(elb.http.requests.find((r) => r.Action === "DescribeTargetGroupAttributes")?.TargetGroupArn, ARN);
     });
 
     it("timing is read once for many observations (a drain's wait asks health, not timing)", async () => {
@@ -345,7 +338,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
     it("deregister-target: DeregisterTargets on 6443, then waits until AWS calls the target unused", async () => {
       const r = await deregister(lb(), [OLD, STAYS]);
       assert.deepEqual(r, { kind: "done" });
-      const dereg = elb.requests.filter((x) => x.Action === "DeregisterTargets");
+      const dereg = elb.http.requests.filter((x) => x.Action === "DeregisterTargets");
       assert.equal(dereg.length, 1);
       assert.equal(dereg[0].TargetGroupArn, ARN);
       assert.deepEqual(listOf(dereg[0], "Targets", "Id"), [I.old]);
@@ -359,7 +352,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
 
     it("register: RegisterTargets on 6443 (a retirement that did not finish)", async () => {
       await lb().register(GONE);
-      const reg = elb.requests.find((x) => x.Action === "RegisterTargets")!;
+      const reg = elb.http.requests.find((x) => x.Action === "RegisterTargets")!;
       assert.deepEqual(
         [reg.TargetGroupArn, reg["Targets.member.1.Id"], reg["Targets.member.1.Port"]],
         [ARN, I.gone, "6443"],
@@ -423,7 +416,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
         "prod-cp-4": { state: "unused", detail: NOT_REGISTERED },
         "prod-cp-5": { state: "unused", detail: "not registered" },
       });
-      const health = elb.requests.filter((r) => r.Action === "DescribeInstanceHealth");
+      const health = elb.http.requests.filter((r) => r.Action === "DescribeInstanceHealth");
       assert.equal(health[0].LoadBalancerName, ELB);
       assert.equal(health[0].Version, CLASSIC);
       assert.deepEqual(listOf(health[0], "Instances", "InstanceId"), [I.old, I.stays, I.sick, I.fresh, I.gone]);
@@ -436,7 +429,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
 
     it("drain time: connection draining's timeout plus the health check's, paged; 0 when draining is off", async () => {
       assert.equal((await lb().observe([OLD])).drainSeconds, 60 + 10 * 2);
-      const pages = elb.requests.filter((r) => r.Action === "DescribeLoadBalancers");
+      const pages = elb.http.requests.filter((r) => r.Action === "DescribeLoadBalancers");
       assert.deepEqual(
         pages.map((r) => [r["LoadBalancerNames.member.1"], r.Marker]),
         [
@@ -444,7 +437,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
           [ELB, "page-2"],
         ],
       );
-      assert.equal(elb.requests.find((r) => r.Action === "DescribeLoadBalancerAttributes")?.LoadBalancerName, ELB);
+      assert.equal(elb.http.requests.find((r) => r.Action === "DescribeLoadBalancerAttributes")?.LoadBalancerName, ELB);
       elb.draining = { enabled: false, timeout: 300 };
       assert.equal((await lb().observe([OLD])).drainSeconds, 10 * 2);
     });
@@ -452,7 +445,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
     it("deregister-target: DeregisterInstancesFromLoadBalancer, then waits until the ELB lets it go", async () => {
       const r = await deregister(lb(), [OLD, STAYS]);
       assert.deepEqual(r, { kind: "done" });
-      const dereg = elb.requests.filter((x) => x.Action === "DeregisterInstancesFromLoadBalancer");
+      const dereg = elb.http.requests.filter((x) => x.Action === "DeregisterInstancesFromLoadBalancer");
       assert.deepEqual(
         dereg.map((x) => [x.LoadBalancerName, listOf(x, "Instances", "InstanceId")]),
         [[ELB, [I.old]]],
@@ -464,7 +457,7 @@ describe("AWS load balancer over Elastic Load Balancing's query API (orchestrato
 
     it("register: RegisterInstancesWithLoadBalancer; the new instance is initial until InService", async () => {
       await lb().register(FRESH);
-      const reg = elb.requests.find((x) => x.Action === "RegisterInstancesWithLoadBalancer")!;
+      const reg = elb.http.requests.find((x) => x.Action === "RegisterInstancesWithLoadBalancer")!;
       assert.deepEqual([reg.LoadBalancerName, reg["Instances.member.1.InstanceId"]], [ELB, I.fresh]);
       assert.deepEqual((await lb().observe([FRESH])).targets["prod-cp-4"], {
         state: "initial",
@@ -515,13 +508,13 @@ describe("the AWS load balancer of a stack (orchestrator/edges/open.ts)", () => 
     const elb = new FakeElb();
     const variable = `AWS_ENDPOINT_URL_${service}`;
     const saved = process.env[variable];
-    process.env[variable] = await elb.start();
+    process.env[variable] = await elb.http.start();
     try {
       await fn(elb);
     } finally {
       if (saved === undefined) delete process.env[variable];
       else process.env[variable] = saved;
-      elb.server.close();
+      elb.http.close();
     }
   };
 
@@ -533,8 +526,8 @@ describe("the AWS load balancer of a stack (orchestrator/edges/open.ts)", () => 
       assert.ok(edge instanceof AwsApiTargets);
       elb.targets.set(I.old, { state: "healthy" });
       assert.deepEqual((await edge.observe([OLD])).targets["prod-cp-1"], { state: "healthy" });
-      assert.equal(elb.requests.find((r) => r.Action === "DescribeTargetHealth")?.TargetGroupArn, ARN);
-      assert.deepEqual([...new Set(elb.regions)], ["eu-central-1"]);
+      assert.equal(elb.http.requests.find((r) => r.Action === "DescribeTargetHealth")?.TargetGroupArn, ARN);
+      assert.deepEqual([...new Set(elb.http.signatures.map((x) => x.region))], ["eu-central-1"]);
     }));
 
   it("an AWS stack with a classic ELB: asked by name in the stack's region", () =>
@@ -546,8 +539,56 @@ describe("the AWS load balancer of a stack (orchestrator/edges/open.ts)", () => 
       elb.ec2.add(I.old);
       elb.instances.set(I.old, { state: "InService" });
       assert.deepEqual((await edge.observe([OLD])).targets["prod-cp-1"], { state: "healthy" });
-      assert.equal(elb.requests.find((r) => r.Action === "DescribeInstanceHealth")?.LoadBalancerName, ELB);
-      assert.deepEqual([...new Set(elb.regions)], ["eu-central-1"]);
+      assert.equal(elb.http.requests.find((r) => r.Action === "DescribeInstanceHealth")?.LoadBalancerName, ELB);
+      assert.deepEqual([...new Set(elb.http.signatures.map((x) => x.region))], ["eu-central-1"]);
+    }));
+
+  it("signs with the profile the run's env names (AWS_PROFILE), not the process's default chain", () =>
+    atEndpoint("ELASTIC_LOAD_BALANCING_V2", async (elb) => {
+      const names = [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+      ];
+      const saved = Object.fromEntries(names.map((n) => [n, process.env[n]]));
+      for (const n of names) delete process.env[n];
+      const credentials = join(dir, "credentials");
+      writeFileSync(
+        credentials,
+        "[default]\naws_access_key_id = AKIADEFAULTPROCESS00\naws_secret_access_key = d\n" +
+          `[molt-run]\naws_access_key_id = AKIARUNPROFILE000000\naws_secret_access_key = ${SECRET}\n`,
+      );
+      // Where the shared files are is the process's; which profile is the run's.
+      process.env.AWS_SHARED_CREDENTIALS_FILE = credentials;
+      process.env.AWS_CONFIG_FILE = join(dir, "no-config");
+      try {
+        const edge = loadBalancerEdgeFor(
+          load(() => undefined),
+          { ...process.env, AWS_PROFILE: "molt-run" },
+        );
+        elb.targets.set(I.old, { state: "healthy" });
+        assert.deepEqual((await edge!.observe([OLD])).targets["prod-cp-1"], { state: "healthy" });
+        assert.deepEqual([...new Set(elb.http.signatures.map((x) => x.accessKeyId))], ["AKIARUNPROFILE000000"]);
+        // Keys in the run's env come first, as the engine's AWS provider takes them.
+        const before = elb.http.signatures.map((x) => x.accessKeyId).length;
+        const keyed = loadBalancerEdgeFor(
+          load(() => undefined),
+          { ...env, AWS_PROFILE: "molt-run" },
+        );
+        await keyed!.observe([OLD]);
+        assert.deepEqual(
+          [...new Set(elb.http.signatures.map((x) => x.accessKeyId).slice(before))],
+          [env.AWS_ACCESS_KEY_ID],
+        );
+      } finally {
+        for (const n of names) {
+          if (saved[n] === undefined) delete process.env[n];
+          else process.env[n] = saved[n];
+        }
+      }
     }));
 
   it("a classic ELB without a region: every target unobserved, saying what to set (none retires blind)", async () => {

@@ -2,8 +2,7 @@
 // orchestrator/edges/aws-inventory.ts against a local server that speaks EC2's query
 // protocol (no AWS API is reachable from here).
 import { strict as assert } from "node:assert";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { AwsQueryServer } from "../../support/aws-query-server";
 import { awsInventory } from "../../../orchestrator/edges/aws-inventory";
 import { leakedMachines, TerminateMachinesError, type CloudMachine } from "../../../orchestrator/core/leaks";
 import type { Member } from "../../../orchestrator/core/observations";
@@ -17,40 +16,18 @@ interface FakeInstance {
 
 /** EC2's query API for DescribeInstances (tag and state filters, paging) and TerminateInstances. */
 class FakeEc2 {
-  readonly requests: Record<string, string>[] = [];
-  server!: Server;
+  readonly http = new AwsQueryServer({
+    handlers: {
+      DescribeInstances: (r) => this.describe(r.params),
+      TerminateInstances: (r) => this.terminate(r.params),
+    },
+    error,
+    unsigned: { status: 401, code: "AuthFailure" },
+  });
   constructor(
     readonly instances: FakeInstance[],
     private readonly pageSize = 2,
   ) {}
-
-  async start(): Promise<string> {
-    this.server = createServer((req, res) => {
-      let body = "";
-      req.on("data", (d: Buffer) => (body += d.toString()));
-      req.on("end", () => {
-        const p = Object.fromEntries(new URLSearchParams(body));
-        this.requests.push(p);
-        res.setHeader("content-type", "text/xml");
-        if (!req.headers.authorization?.startsWith("AWS4-HMAC-SHA256")) {
-          res.statusCode = 401;
-          res.end(error("AuthFailure", "unsigned request"));
-          return;
-        }
-        if (p.Action === "DescribeInstances") res.end(this.describe(p));
-        else if (p.Action === "TerminateInstances") {
-          const out = this.terminate(p);
-          if (out.includes("<Errors>")) res.statusCode = 400;
-          res.end(out);
-        } else {
-          res.statusCode = 400;
-          res.end(error("InvalidAction", String(p.Action)));
-        }
-      });
-    });
-    await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", r));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
 
   private describe(p: Record<string, string>): string {
     const filters: { name: string; values: string[] }[] = [];
@@ -93,7 +70,7 @@ class FakeEc2 {
     const items: string[] = [];
     for (let i = 1; p[`InstanceId.${i}`]; i++) {
       const x = this.instances.find((y) => y.id === p[`InstanceId.${i}`]);
-      if (!x) return error("InvalidInstanceID.NotFound", p[`InstanceId.${i}`]);
+      if (!x) throw { code: "InvalidInstanceID.NotFound", message: p[`InstanceId.${i}`] };
       x.state = "shutting-down";
       items.push(
         `<item><instanceId>${x.id}</instanceId><currentState><code>32</code><name>shutting-down</name></currentState>` +
@@ -136,9 +113,9 @@ describe("leaked instances on AWS (EC2 query API on a local server)", () => {
       { id: "i-000000000000000c1", state: "running", ip: "10.0.1.12", tags: { "molt.io/cluster": "prod" } },
       { id: "i-000000000000000d1", state: "terminated", ip: "10.0.1.13", tags: cp("prod", "prod-0") },
     ]);
-    endpoint = await ec2.start();
+    endpoint = await ec2.http.start();
   });
-  afterEach(() => ec2.server.close());
+  afterEach(() => ec2.http.close());
 
   it("lists this cluster's control-plane instances only, across pages, with node tag and address", async () => {
     const inv = awsInventory({ region: "eu-central-1", clusterName: "prod", endpoint, env });
@@ -151,7 +128,7 @@ describe("leaked instances on AWS (EC2 query API on a local server)", () => {
         ["i-000000000000000a3", "prod-3", "10.0.3.10", "stopped"],
       ],
     );
-    assert.equal(ec2.requests.filter((r) => r.Action === "DescribeInstances").length, 2, "two pages of 2");
+    assert.equal(ec2.http.requests.filter((r) => r.Action === "DescribeInstances").length, 2, "two pages of 2");
     assert.equal(inv.where, "aws eu-central-1");
   });
 
@@ -165,7 +142,7 @@ describe("leaked instances on AWS (EC2 query API on a local server)", () => {
     assert.deepEqual((await inv.list()).map((m) => m.id).sort(), ["i-000000000000000a1", "i-000000000000000a3"]);
     await inv.terminate([]);
     assert.equal(
-      ec2.requests.filter((r) => r.Action === "TerminateInstances").length,
+      ec2.http.requests.filter((r) => r.Action === "TerminateInstances").length,
       1,
       "nothing to terminate: no call",
     );
