@@ -1317,8 +1317,8 @@ describe("planner (orchestrator/core/plan/)", () => {
           clusterVersion: { ok: false, error: "etcd /version: no answer within 5000 ms" },
           expired: ["etcd-cluster-version"],
         });
-        expectOp(unread, "refuse", { condition: "EtcdClusterVersion" });
-        assert.match(unread.reason, /unreadable \(etcd \/version: no answer within 5000 ms\)/);
+        // Unreadable (HTTP served elsewhere, say): nothing to judge by, so it holds nothing up.
+        expectOp(unread, "done");
       });
 
       it("mid-step (members of both minors) the cluster version at the older one holds nothing up", () => {

@@ -40,7 +40,9 @@ export function clusterVersionLag(
   const minors = members.map((m) => minorOf(m.version)).filter((m): m is Minor => m !== undefined);
   if (minors.length === 0) return undefined;
   const lowest = minors.reduce((a, b) => (below(b, a) ? b : a));
-  if (!cluster.ok) return { members: name(lowest), seen: `unreadable (${cluster.error})` };
+  // Unreadable (e.g. etcd serves HTTP on --listen-client-http-urls only): nothing to judge by,
+  // so nothing waits on it; the member versions' own rule (versions.ts) still holds.
+  if (!cluster.ok) return undefined;
   const c = minorOf(cluster.version);
   if (!c) return { members: name(lowest), seen: `"${cluster.version}" (not decided yet)` };
   return below(c, lowest) ? { members: name(lowest), seen: cluster.version } : undefined;
@@ -65,7 +67,9 @@ export function joinWaitsForClusterVersion(
   // Unread or undecided: a new member of a newer minor than every member runs is not let in
   // blind; one of the members' own minor joins as it would anyway.
   if (!c) return below(minorOf(lag.members)!, j) ? lag : undefined;
-  return below(c, j) ? lag : undefined;
+  // etcd is upgraded one minor at a time: a member one minor above the cluster version joins
+  // (the normal step), only one further ahead waits for the leader to raise it.
+  return below([c[0], c[1] + 1], j) ? lag : undefined;
 }
 
 /** The members' versions as this pass read them (members whose status answered). */
@@ -80,7 +84,7 @@ function describe(members: { name: string; version: string }[]): string {
 }
 
 /** The wait, or at its deadline the refusal, for a lagging cluster version. */
-function waitOrRefuse(c: Scope, lag: ClusterVersionLag, before: string): Operation {
+function waitOrRefuse(c: Scope, lag: ClusterVersionLag, before: string, done: string): Operation {
   const members = memberVersions(c);
   if (c.s.expired.includes(CLUSTER_VERSION_WAIT))
     return {
@@ -89,7 +93,7 @@ function waitOrRefuse(c: Scope, lag: ClusterVersionLag, before: string): Operati
       reason:
         `etcd's cluster version is ${lag.seen} and did not reach ${lag.members}, the minor every member runs ` +
         `(${describe(members)}), within the settle deadline (${c.s.intent.timeouts.settleSeconds}s); ` +
-        `${before} waits for it, and nothing else was changed. etcd's leader raises it on its own once it has ` +
+        `${before} waits for it; ${done}. etcd's leader raises it on its own once it has ` +
         `read every member's /version: check that every member answers on its peer URL (the leader's log says ` +
         `which it could not ask) and that no downgrade is enabled (\`etcdctl downgrade cancel\`), then run molt ` +
         `again`,
@@ -108,7 +112,7 @@ export function clusterVersionBeforeJoin(c: Scope, joining: string | undefined):
   const cluster = c.s.etcd?.clusterVersion;
   if (!cluster) return undefined;
   const lag = joinWaitsForClusterVersion(memberVersions(c), cluster, joining);
-  return lag ? waitOrRefuse(c, lag, `a node of etcd ${joining} joins`) : undefined;
+  return lag ? waitOrRefuse(c, lag, `a node of etcd ${joining} joins`, "nothing else was changed") : undefined;
 }
 
 /**
@@ -119,5 +123,12 @@ export function clusterVersionSettled(c: Scope): Operation | undefined {
   const cluster = c.s.etcd?.clusterVersion;
   if (!cluster) return undefined;
   const lag = clusterVersionLag(memberVersions(c), cluster);
-  return lag ? waitOrRefuse(c, lag, `the roll to ${c.s.intent.image} is done`) : undefined;
+  return lag
+    ? waitOrRefuse(
+        c,
+        lag,
+        `the roll to ${c.s.intent.image} is done`,
+        "every node already runs it, only this last check is left",
+      )
+    : undefined;
 }
