@@ -139,7 +139,7 @@ export const KUBE_KILL_POINTS: KillPoint[] = [
   { id: "q09", what: "addon update decided (every node upgraded)", match: op("update-addons") },
   // At the addon update's end, not 1.5 s after its decision: since pods bound to a deleted Node
   // go with it, the update and kube-proxy's rollout are over within a second, and a delayed
-  // kill never came (2026-12-04 run).
+  // kill would come after the run.
   {
     id: "q10",
     what: "addon images set, DaemonSet rolling out",

@@ -17,7 +17,7 @@ export function waitDeadlineSeconds(key: WaitKey, t: Intent["timeouts"]): number
   // A Node whose machine molt destroyed: its kubelet renewed the Lease until the machine went
   // (a join killed after the Node registered), and only STALE_LEASE_SECONDS later does the
   // Lease say no kubelet is left. The settle deadline counts from then, or a settle deadline
-  // below 40 s (the chaos harness's 30 s) refused a Node that was about to go.
+  // shorter than STALE_LEASE_SECONDS refused a Node that was about to go.
   if (key.startsWith("stale-node:")) return STALE_LEASE_SECONDS + t.settleSeconds;
   return t.settleSeconds;
 }
