@@ -191,8 +191,10 @@ export class FakeWorld {
   }
 
   /**
-   * etcd's own check when a member of `image` starts to join (its MinClusterVersion): the
-   * cluster version must be at most one minor below its own; the error it stops with, if not.
+   * The one-minor-at-a-time policy as a failure the fake can show: a member of `image` more
+   * than one minor above the cluster version fails its join. Real etcd checks only its
+   * MinClusterVersion (3.0.0) and would let it in, unsupported; the fake fails so that a
+   * planner that ignores the policy is seen to.
    */
   joinRefusal(image: string): string | undefined {
     const own = /^(\d+)\.(\d+)/.exec(this.etcdVersionOf?.(image) ?? this.etcdVersion);
@@ -200,7 +202,7 @@ export class FakeWorld {
     if (!own || !cluster) return undefined;
     const [j, c] = [Number(own[1]) * 1000 + Number(own[2]), Number(cluster[1]) * 1000 + Number(cluster[2])];
     return j > c + 1
-      ? `etcd: cluster version ${this.clusterVersion} of remote member is not compatible; too low`
+      ? `fake etcd (policy, not etcd's own check): cluster version ${this.clusterVersion} is more than one minor below this member's`
       : undefined;
   }
 

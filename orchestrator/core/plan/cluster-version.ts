@@ -1,10 +1,11 @@
 // etcd's cluster version: the version the cluster as a whole speaks, which etcd's leader
 // raises on its own (every few seconds it asks each member's /version and sets the lowest
 // server minor it finds) once every member runs a newer minor. It lags the members: right
-// after the last member of the older minor is gone it still reads the older one. A member
-// of the next minor refuses to join while it reads a minor below its own minus one (etcd's
-// MinClusterVersion), so a chained upgrade's next etcd minor waits for it, and a rollout
-// that changed the etcd minor is converged only once it has moved.
+// after the last member of the older minor is gone it still reads the older one. etcd is
+// upgraded one minor at a time (its upgrade guides; etcd itself checks only MinClusterVersion,
+// 3.0.0): molt's policy is that a member more than one minor above it waits, so a chained
+// upgrade's next etcd minor joins a cluster that speaks the previous one, and a rollout that
+// changed the etcd minor is converged only once it has moved.
 import type { ClusterVersionResult, Operation, WaitKey } from "../model";
 import type { Scope } from "./scope";
 
