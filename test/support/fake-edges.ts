@@ -202,7 +202,8 @@ export class FakeWorld {
     if (!own || !cluster) return undefined;
     const [j, c] = [Number(own[1]) * 1000 + Number(own[2]), Number(cluster[1]) * 1000 + Number(cluster[2])];
     return j > c + 1
-      ? `fake etcd (policy, not etcd's own check): cluster version ${this.clusterVersion} is more than one minor below this member's`
+      ? `fake etcd (policy, not etcd's own check): cluster version ${this.clusterVersion} ` +
+          "is more than one minor below this member's"
       : undefined;
   }
 
