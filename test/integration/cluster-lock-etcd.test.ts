@@ -4,6 +4,7 @@
 // keeps its lease alive past its time to live, and once it is SIGKILLed the stack is taken
 // (reported) only after etcd itself let its lease go. Every call goes to the first member that
 // answers: a dead endpoint listed first changes nothing.
+import { spawnEtcd } from "../support/etcd-process";
 import * as assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -34,18 +35,7 @@ describe("the rollout lock in a real etcd", function () {
     const [client, peer, nobody] = [await freePort(), await freePort(), await freePort()];
     url = `http://127.0.0.1:${client}`;
     dead = `http://127.0.0.1:${nobody}`;
-    etcd = spawn(
-      "etcd",
-      [
-        `--data-dir=${dir}/data`,
-        `--listen-client-urls=${url}`,
-        `--advertise-client-urls=${url}`,
-        `--listen-peer-urls=http://127.0.0.1:${peer}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${peer}`,
-        `--initial-cluster=default=http://127.0.0.1:${peer}`,
-      ],
-      { stdio: "ignore" },
-    );
+    etcd = spawnEtcd(dir, url, peer);
     const probe = new Etcd3({ hosts: url });
     for (let i = 0; ; i++) {
       try {

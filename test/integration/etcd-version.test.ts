@@ -4,12 +4,13 @@
 // certificate presented. The lab's rollouts read it through SSH tunnels to etcd 3.6 and 3.7
 // (test/long/chain.test.ts).
 import * as assert from "node:assert/strict";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pollUntil } from "../../lib/poll";
 import { readEtcdVersion } from "../../orchestrator/edges/etcd-version";
+import { spawnEtcd } from "../support/etcd-process";
 import { freePort } from "../support/s3";
 
 describe("etcd's /version through mutual TLS (a real etcd)", function () {
@@ -58,22 +59,12 @@ describe("etcd's /version through mutual TLS (a real etcd)", function () {
     pki();
     const [client, peer] = [await freePort(), await freePort()];
     url = `https://127.0.0.1:${client}`;
-    etcd = spawn(
-      "etcd",
-      [
-        `--data-dir=${dir}/data`,
-        `--listen-client-urls=${url}`,
-        `--advertise-client-urls=${url}`,
-        `--listen-peer-urls=http://127.0.0.1:${peer}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${peer}`,
-        `--initial-cluster=default=http://127.0.0.1:${peer}`,
-        "--client-cert-auth",
-        `--trusted-ca-file=${dir}/ca.crt`,
-        `--cert-file=${dir}/server.crt`,
-        `--key-file=${dir}/server.key`,
-      ],
-      { stdio: "ignore" },
-    );
+    etcd = spawnEtcd(dir, url, peer, [
+      "--client-cert-auth",
+      `--trusted-ca-file=${dir}/ca.crt`,
+      `--cert-file=${dir}/server.crt`,
+      `--key-file=${dir}/server.key`,
+    ]);
     const read = (f: string) => readFileSync(join(dir, f), "utf8");
     tls = { ca: read("ca.crt"), cert: read("client.crt"), key: read("client.key"), servername: "localhost" };
   });
