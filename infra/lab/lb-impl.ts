@@ -2,7 +2,7 @@
 // servers, on the bridge address; attachments are its backend servers, like a cloud
 // target group. Changes are applied with a graceful master-worker reload, and an
 // attachment is done only when the running HAProxy reports the server.
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { assertRoot, ensureBridge, LabHostError, parseSubnet, sh, waitFor } from "./host";
@@ -123,6 +123,9 @@ async function serversRunningAt(dir: string): Promise<RunningServer[]> {
       return { name: f[3], address: f[4], opState: Number(f[5]), adminState: Number(f[6]), weight: Number(f[7]) };
     });
 }
+
+/** srv_admin_state bits that keep a server in maintenance: forced, inherited, resolution (not 0x04). */
+const MAINTENANCE = 0x23;
 
 /** Serializes config changes of one LB across provider processes. */
 async function withLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
@@ -287,7 +290,13 @@ export async function detach(a: LabLbAttachmentInputs): Promise<void> {
 /**
  * Applies the configuration and waits, still holding the lock, until the running HAProxy
  * shows it: reloads never overlap (a SIGUSR2 that arrives while the master is still
- * reloading can be lost), and a reload that did not take is signalled again.
+ * starting is lost: seen with Debian's 2.6), and a reload that did not take is signalled
+ * again, but only if the master forked no worker since the last signal (a slow reload that
+ * is still coming is not doubled: a second reload would read the configuration of the
+ * moment and drop what the CLI changed on the first one).
+ * Then it waits until only the new worker accepts on the admin socket: a reload hands the
+ * listening socket over, and until the old worker lets go, a CLI command can reach either
+ * (seen: "No such server." for the server just added, and the change lost with the old worker).
  */
 async function applyAndConfirm(
   dir: string,
@@ -295,13 +304,16 @@ async function applyAndConfirm(
   what: string,
   done: (running: RunningServer[]) => boolean,
 ): Promise<void> {
+  let workers = workersOf(masterPid(dir));
   await apply(dir, i);
   let signalled = Date.now();
   await waitFor(
     what,
     async () => {
       if (done(await serversRunningAt(dir))) return true;
-      if (Date.now() - signalled > 5_000) {
+      const now = workersOf(masterPid(dir));
+      if (Date.now() - signalled > 5_000 && now.every((w) => workers.includes(w))) {
+        workers = now;
         await apply(dir, i);
         signalled = Date.now();
       }
@@ -309,18 +321,87 @@ async function applyAndConfirm(
     },
     DEADLINE_MS,
   );
+  await waitFor(
+    `the old HAProxy worker to let go of the admin socket (${what})`,
+    async () => adminSocketHolders(dir).length === 1,
+    DEADLINE_MS,
+  );
+}
+
+/** The worker processes of an HAProxy master (its children), oldest first; none without a master. */
+function workersOf(master: number | undefined): number[] {
+  if (!master) return [];
+  const out: number[] = [];
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      // The fields after the command's closing parenthesis: state, ppid, ...
+      const stat = readFileSync(`/proc/${e}/stat`, "utf8");
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === master) out.push(Number(e));
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return out.sort((a, b) => a - b);
+}
+
+/**
+ * The workers that hold a listening socket of the admin socket's path (bound under a
+ * temporary name and renamed, so matched by prefix), read in the master's network namespace.
+ */
+export function adminSocketHolders(dir: string): number[] {
+  const master = masterPid(dir);
+  if (!master) return [];
+  const path = join(dir, "admin.sock");
+  let unix: string;
+  try {
+    unix = readFileSync(`/proc/${master}/net/unix`, "utf8");
+  } catch {
+    return [];
+  }
+  // Num RefCount Protocol Flags Type St Inode Path; flags 00010000: listening.
+  const listening = new Set(
+    unix
+      .split("\n")
+      .map((l) => l.trim().split(/\s+/))
+      .filter((f) => f[3] === "00010000" && f[7] !== undefined && f[7].startsWith(path))
+      .map((f) => `socket:[${f[6]}]`),
+  );
+  return workersOf(master).filter((pid) => {
+    try {
+      return readdirSync(`/proc/${pid}/fd`).some((fd) => {
+        try {
+          return listening.has(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        } catch {
+          return false;
+        }
+      });
+    } catch {
+      return false;
+    }
+  });
 }
 
 /**
  * New servers of a cloud-like LB (pending, disabled in the configuration) are enabled as down:
  * the checks bring them up. One CLI line, so no request is routed between the two commands.
+ * Done when the running HAProxy shows each out of maintenance; only then is it no longer pending.
  */
 async function enablePending(dir: string): Promise<void> {
   const pending = existsSync(join(dir, "pending")) ? readdirSync(join(dir, "pending")) : [];
   if (pending.length === 0) return;
   const running = await serversRunningAt(dir);
   for (const n of pending.filter((p) => running.some((s) => s.name === p))) {
-    await adminQuery(dir, `set server apiservers/${n} state ready; set server apiservers/${n} health down`);
+    await waitFor(
+      `HAProxy to take ${n} out of maintenance`,
+      async () => {
+        const r = (await serversRunningAt(dir)).find((s) => s.name === n);
+        if (r && (r.adminState & MAINTENANCE) === 0) return true;
+        await adminQuery(dir, `set server apiservers/${n} state ready; set server apiservers/${n} health down`);
+        return false;
+      },
+      DEADLINE_MS,
+    );
     rmSync(join(dir, "pending", n), { force: true });
   }
 }
@@ -370,7 +451,7 @@ export async function labTargets(
             ? { state: "draining", detail: `${Math.ceil(left / 1000)}s of the deregistration delay left` }
             : { state: "unused", detail: "deregistered and drained" };
     } else if (!r) out[node.name] = { state: "initial", detail: "not yet loaded" };
-    else if (r.adminState & 0x23) out[node.name] = { state: "initial", detail: "not yet enabled" };
+    else if (r.adminState & MAINTENANCE) out[node.name] = { state: "initial", detail: "not yet enabled" };
     else if (r.weight === 0) out[node.name] = { state: "draining", detail: "weight 0 without a deregistration record" };
     else if (r.opState === 2) out[node.name] = { state: "healthy" };
     else out[node.name] = { state: "unhealthy", detail: "failing its health check" };

@@ -9,7 +9,7 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pollUntil } from "../../lib/poll";
-import { attach, detach, labTargets, render, setDeregistered } from "../../infra/lab/lb-impl";
+import { adminSocketHolders, attach, detach, labTargets, render, setDeregistered } from "../../infra/lab/lb-impl";
 import { labLbInputs, type LabLbInputs } from "../../infra/lab/lb";
 
 describe("the lab's cloud-like load balancer on a real HAProxy (infra/lab/lb-impl.ts)", function () {
@@ -41,7 +41,7 @@ describe("the lab's cloud-like load balancer on a real HAProxy (infra/lab/lb-imp
       maxIntervalMs: 200,
     });
 
-  before(function () {
+  before(async function () {
     if (process.getuid?.() !== 0) throw new Error("run as root (the lab's load balancer asserts it)");
     root = mkdtempSync(join(tmpdir(), "molt-lab-lb-"));
     lb = {
@@ -68,6 +68,11 @@ describe("the lab's cloud-like load balancer on a real HAProxy (infra/lab/lb-imp
     writeFileSync(join(dir(), "haproxy.cfg"), render(dir(), lb));
     execFileSync("haproxy", ["-W", "-D", "-f", join(dir(), "haproxy.cfg"), "-p", join(dir(), "haproxy.pid")], {
       stdio: "ignore",
+    });
+    // A reload signalled before the master is up is lost (lb-impl's createLb waits likewise).
+    await pollUntil(async () => (adminSocketHolders(dir()).length === 1 ? true : undefined), {
+      what: "HAProxy's worker to listen on its admin socket",
+      deadlineMs: 15_000,
     });
   });
   after(() => {
