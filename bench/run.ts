@@ -296,6 +296,24 @@ interface KubeGate {
   action?: string;
   upEndToApiReadyMs?: number;
   seenRelativeToUpEndMs?: Record<string, number>;
+  /** molt's passes from its surge `up` returning to its action: each pass's start, observe time, decision. */
+  trail?: string;
+}
+
+/** molt's passes between two instants: "+<start> obs <ms> -> <decision> @+<at>" each (start = event's end - ms). */
+function passTrail(r: Run, from: number, to: number): string {
+  const out: string[] = [];
+  let pending: string | undefined;
+  for (const e of r.events) {
+    if (e.at < from || e.at > to) continue;
+    if (e.type === "observed") pending = `+${e.at - e.ms - from} obs ${e.ms}`;
+    else if (e.type === "decision" && pending) {
+      const op = e.operation;
+      out.push(`${pending} -> ${op.kind}${op.kind === "wait" ? `(${op.key})` : ""} @+${e.at - from}`);
+      pending = undefined;
+    }
+  }
+  return out.join(" | ");
 }
 
 function kubeGates(r: Run, seen: Record<string, Seen>): KubeGate[] {
@@ -337,6 +355,7 @@ function kubeGates(r: Run, seen: Record<string, Seen>): KubeGate[] {
       last,
       action: act.operation.kind,
       upEndToApiReadyMs: s.apiReady - upEnd.at,
+      trail: passTrail(r, upEnd.at, act.at),
       seenRelativeToUpEndMs: {
         apiReady: s.apiReady - upEnd.at,
         cm: s.cm - upEnd.at,
@@ -695,6 +714,13 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
         .filter((g) => g.upEndToApiReadyMs !== undefined)
         .map((g) => `${g.upEndToApiReadyMs} ms`)
         .join(", ") || "n/a",
+    );
+    say(
+      "  new node: surge up returned -> molt acts, pass by pass (ms after the up; each)",
+      [...gates, ...rollGates]
+        .filter((g) => g.trail !== undefined)
+        .map((g) => `${g.node}: ${g.trail}`)
+        .join("; ") || "n/a",
     );
     say(`  surge phases (s): ${SURGE_PHASES.map(([, n]) => n).join(" / ")} = up`, "");
     for (const x of surgePhasesRun) sayPhases(say, x);

@@ -4,15 +4,8 @@
 // role). Conditional writes are S3's own: PutObject with If-None-Match: * or If-Match: <ETag>,
 // DeleteObject with If-Match (a 412 means another writer won). Every call ends by its deadline
 // (store.ts STORE_CALL_MS, or the caller's signal); each HTTP attempt within it by its own.
-import {
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadBucketCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-  type S3ClientConfig,
-} from "@aws-sdk/client-s3";
+import type { S3Client, S3ClientConfig } from "@aws-sdk/client-s3";
+import { s3Sdk } from "../edges/aws-sdks";
 import { BackendError } from "../stack/driver";
 import { withinDeadline, type CallOptions, type ObjectStore, type StoreClock, type StoredObject } from "./object-store";
 
@@ -106,6 +99,7 @@ export const ATTEMPT_MS = 5000;
 export class S3Store implements ObjectStore {
   readonly clockResolutionMs = 1000;
   readonly loc: S3Location;
+  private readonly sdk = s3Sdk();
   private readonly client: S3Client;
   /** The server's clock, from the Date header of the last response. */
   private clock?: StoreClock;
@@ -146,7 +140,7 @@ export class S3Store implements ObjectStore {
           }
         : {}),
     };
-    this.client = new S3Client(config);
+    this.client = new this.sdk.S3Client(config);
     // Each attempt's Date header, with how long the attempt took (errors carry one too).
     this.client.middlewareStack.add(
       (next) => async (args) => {
@@ -179,18 +173,23 @@ export class S3Store implements ObjectStore {
 
   async check(o?: CallOptions): Promise<void> {
     await this.call(o, (abortSignal) =>
-      this.client.send(new HeadBucketCommand({ Bucket: this.loc.bucket }), { abortSignal }).catch((e: unknown) => {
-        throw this.backendError(e);
-      }),
+      this.client
+        .send(new this.sdk.HeadBucketCommand({ Bucket: this.loc.bucket }), { abortSignal })
+        .catch((e: unknown) => {
+          throw this.backendError(e);
+        }),
     );
   }
 
   async get(key: string, o?: CallOptions): Promise<StoredObject | undefined> {
     return this.call(o, async (abortSignal) => {
       try {
-        const r = await this.client.send(new GetObjectCommand({ Bucket: this.loc.bucket, Key: this.key(key) }), {
-          abortSignal,
-        });
+        const r = await this.client.send(
+          new this.sdk.GetObjectCommand({ Bucket: this.loc.bucket, Key: this.key(key) }),
+          {
+            abortSignal,
+          },
+        );
         const body = Buffer.from(await r.Body!.transformToByteArray());
         return { body, etag: r.ETag!, modified: r.LastModified! };
       } catch (e) {
@@ -212,7 +211,7 @@ export class S3Store implements ObjectStore {
     return this.call(o, async (abortSignal) => {
       try {
         await this.client.send(
-          new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: this.key(key), IfMatch: etag }),
+          new this.sdk.DeleteObjectCommand({ Bucket: this.loc.bucket, Key: this.key(key), IfMatch: etag }),
           { abortSignal },
         );
         return true;
@@ -231,7 +230,7 @@ export class S3Store implements ObjectStore {
       const r = await this.call(o, (abortSignal) =>
         this.client
           .send(
-            new ListObjectsV2Command({
+            new this.sdk.ListObjectsV2Command({
               Bucket: this.loc.bucket,
               Prefix: this.key(prefix),
               ...(token ? { ContinuationToken: token } : {}),
@@ -261,7 +260,7 @@ export class S3Store implements ObjectStore {
     return this.call(o, async (abortSignal) => {
       try {
         const r = await this.client.send(
-          new PutObjectCommand({
+          new this.sdk.PutObjectCommand({
             Bucket: this.loc.bucket,
             Key: this.key(key),
             Body: body,

@@ -1,27 +1,15 @@
 // ElbApi (infra/providers/aws/api-targets.ts) on Elastic Load Balancing itself: ELBv2 for an
 // NLB's target group, the classic API for a classic ELB. Both answer at the same regional
 // endpoint; the SDK's clients sign with the environment's or the default chain's credentials.
-import {
-  ElasticLoadBalancingV2Client,
-  DeregisterTargetsCommand,
-  DescribeTargetGroupAttributesCommand,
-  DescribeTargetGroupsCommand,
-  DescribeTargetHealthCommand,
-  RegisterTargetsCommand,
-  type TargetGroup,
-} from "@aws-sdk/client-elastic-load-balancing-v2";
-import {
+import type { ElasticLoadBalancingV2Client, TargetGroup } from "@aws-sdk/client-elastic-load-balancing-v2";
+import type {
   ElasticLoadBalancingClient,
-  DeregisterInstancesFromLoadBalancerCommand,
-  DescribeInstanceHealthCommand,
-  DescribeLoadBalancerAttributesCommand,
-  DescribeLoadBalancersCommand,
-  RegisterInstancesWithLoadBalancerCommand,
-  type InstanceState,
-  type LoadBalancerDescription,
+  InstanceState,
+  LoadBalancerDescription,
 } from "@aws-sdk/client-elastic-load-balancing";
 import type { ElbApi, LbTiming } from "../../infra/providers/aws/api-targets";
 import { awsCall, awsClientConfig, CALL_MS, type AwsClientSettings } from "./aws-client";
+import { elbClassicSdk, elbV2Sdk } from "./aws-sdks";
 
 /** The API server's port: the target group's targets are registered (and deregistered) on it. */
 export const API_PORT = 6443;
@@ -33,6 +21,11 @@ const TARGET_GROUP_DEREGISTRATION_DELAY = 300;
 const TIMING_TTL_MS = 60_000;
 
 export function awsElbApi(s: AwsClientSettings): ElbApi {
+  const { ElasticLoadBalancingV2Client, DeregisterTargetsCommand, DescribeTargetGroupAttributesCommand } = elbV2Sdk();
+  const { DescribeTargetHealthCommand, RegisterTargetsCommand } = elbV2Sdk();
+  const { ElasticLoadBalancingClient, DeregisterInstancesFromLoadBalancerCommand } = elbClassicSdk();
+  const { DescribeInstanceHealthCommand, DescribeLoadBalancerAttributesCommand } = elbClassicSdk();
+  const { RegisterInstancesWithLoadBalancerCommand } = elbClassicSdk();
   const v2 = new ElasticLoadBalancingV2Client(awsClientConfig(s));
   const classic = new ElasticLoadBalancingClient(awsClientConfig(s));
   const deadline = () => ({ abortSignal: AbortSignal.timeout(CALL_MS) });
@@ -182,6 +175,7 @@ function targetGroup(
   arn: string,
   deadline: () => { abortSignal: AbortSignal },
 ): Promise<TargetGroup> {
+  const { DescribeTargetGroupsCommand } = elbV2Sdk();
   return findPaged(
     (marker) =>
       client.send(
@@ -199,6 +193,7 @@ function classicLoadBalancer(
   name: string,
   deadline: () => { abortSignal: AbortSignal },
 ): Promise<LoadBalancerDescription> {
+  const { DescribeLoadBalancersCommand } = elbClassicSdk();
   return findPaged(
     (marker) =>
       client.send(

@@ -1,14 +1,16 @@
 // The AWS side of leaked-machine detection (core/leaks.ts): the cluster's control-plane
 // instances as EC2 lists them under the tags every molt node carries
 // (infra/providers/cloud-common.ts nodeTags), and their termination.
-import { EC2Client, DescribeInstancesCommand, TerminateInstancesCommand, type Instance } from "@aws-sdk/client-ec2";
+import type { Instance } from "@aws-sdk/client-ec2";
 import type { MachineInventory } from "../core/edges";
 import { terminateEach, type CloudMachine } from "../core/leaks";
 import { awsCall, awsClientConfig, CALL_MS, type AwsClientSettings } from "./aws-client";
+import { ec2Sdk } from "./aws-sdks";
 
 export type AwsInventorySettings = AwsClientSettings & { clusterName: string };
 
 export function awsInventory(s: AwsInventorySettings): MachineInventory {
+  const { EC2Client, DescribeInstancesCommand, TerminateInstancesCommand } = ec2Sdk();
   const client = new EC2Client(awsClientConfig(s));
   const call = <T>(action: string, send: () => Promise<T>) => awsCall(action, `aws ${s.region}`, send);
   return {
