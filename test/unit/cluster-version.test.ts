@@ -4,6 +4,7 @@
 import * as assert from "node:assert/strict";
 import { clusterVersionLag, joinWaitsForClusterVersion } from "../../orchestrator/core/plan/cluster-version";
 import type { ClusterVersionResult } from "../../orchestrator/core/model";
+import { etcdClusterVersionFields } from "../../orchestrator/inspect";
 
 const members = (...versions: string[]) => versions.map((version, i) => ({ name: `n${i + 1}`, version }));
 const reads = (version: string): ClusterVersionResult => ({ ok: true, version, via: "n1" });
@@ -135,5 +136,26 @@ describe("etcd's cluster version (plan/cluster-version.ts)", () => {
         assert.equal(lag ? `${lag.seen} -> ${lag.members}` : undefined, expected);
       });
     }
+  });
+
+  describe("`molt status --json`: etcdClusterVersion holds only a version or not_decided", () => {
+    const table: [string, ClusterVersionResult, Record<string, string>][] = [
+      ["read", reads("3.7.0"), { etcdClusterVersion: "3.7.0" }],
+      ["not decided yet", reads("not_decided"), { etcdClusterVersion: "not_decided" }],
+      ["a bare minor is a version", reads("3.7"), { etcdClusterVersion: "3.7" }],
+      ["unreadable", unread, { etcdClusterVersionError: "etcd /version: no answer within 5000 ms" }],
+      [
+        "an answer that is no version",
+        reads("garbage"),
+        { etcdClusterVersionError: 'etcd /version (via n1) answered cluster version "garbage", not a version' },
+      ],
+      [
+        "empty",
+        reads(""),
+        { etcdClusterVersionError: 'etcd /version (via n1) answered cluster version "", not a version' },
+      ],
+    ];
+    for (const [title, cluster, expected] of table)
+      it(title, () => assert.deepEqual(etcdClusterVersionFields(cluster), expected));
   });
 });
