@@ -9,12 +9,14 @@ import { spawn, spawnSync } from "node:child_process";
 import {
   copyFileSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   readdirSync,
   readFileSync,
   realpathSync,
   renameSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from "node:fs";
@@ -77,6 +79,58 @@ function run(cmd: string, args: string[], o: { cwd?: string; env?: NodeJS.Proces
 }
 
 /**
+ * `commit`'s tree of `repo` written into `dest` (git archive piped into tar). With pipefail: a
+ * git archive that fails after tar read a whole archive (or what looks like one) fails the
+ * checkout, rather than leave a tree nobody can tell from a good one.
+ */
+export function extractCommit(repo: string, commit: string, dest: string, env?: NodeJS.ProcessEnv): void {
+  run(
+    "bash",
+    ["-c", 'set -o pipefail; git -C "$1" archive --format=tar "$2" | tar -x -C "$3"', "_", repo, commit, dest],
+    env ? { env } : {},
+    "git archive",
+  );
+}
+
+/**
+ * Each entry of the shared toolchain linked into `toolchain` (but lab-kubelet-current, which
+ * the earlier build-kube.sh repoints itself). An entry already there is kept, and so is a link
+ * that resolves; a link that dangles (lstat sees it, existsSync follows it and would not, and
+ * symlinkSync then fails with EEXIST) is replaced. Returns the entries linked.
+ */
+export function linkToolchain(shared: string, toolchain: string): string[] {
+  const linked: string[] = [];
+  for (const e of readdirSync(shared)) {
+    if (e === "lab-kubelet-current") continue;
+    const at = join(toolchain, e);
+    const present = lstatOrUndefined(at);
+    if (present && !(present.isSymbolicLink() && !resolves(at))) continue;
+    if (present) rmSync(at);
+    symlinkSync(join(shared, e), at);
+    linked.push(e);
+  }
+  return linked;
+}
+
+function lstatOrUndefined(p: string): ReturnType<typeof lstatSync> | undefined {
+  try {
+    return lstatSync(p);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw e;
+  }
+}
+
+function resolves(p: string): boolean {
+  try {
+    statSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * The earlier commit checked out (git archive, once), built, and its lab images present. A
  * checkout already there is reused; the build (tsc -b) and build-images.sh run each time and
  * do nothing when nothing changed.
@@ -93,12 +147,7 @@ export function prepareThen(repo: string, labRootNow: string): ThenPrepared {
     const tmp = `${dir}.tmp`;
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp, { recursive: true });
-    run(
-      "bash",
-      ["-c", 'git -C "$1" archive --format=tar "$2" | tar -x -C "$3"', "_", repo, commit, tmp],
-      {},
-      "git archive",
-    );
+    extractCommit(repo, commit, tmp);
     const bench = join(tmp, "bench", "run.ts");
     const src = readFileSync(bench, "utf8");
     if (src.split(LAB_LINE).length !== 2)
@@ -128,10 +177,7 @@ export function prepareThen(repo: string, labRootNow: string): ThenPrepared {
   // entries are today's (the same Kubernetes and etcd builds, and its lab-kubelet if built).
   const toolchain = join(base, `cache-${imagesKey.slice(0, 12)}`, "toolchain");
   mkdirSync(toolchain, { recursive: true });
-  const shared = join(cacheRoot(), "toolchain");
-  for (const e of readdirSync(shared))
-    if (e !== "lab-kubelet-current" && !existsSync(join(toolchain, e)))
-      symlinkSync(join(shared, e), join(toolchain, e));
+  linkToolchain(join(cacheRoot(), "toolchain"), toolchain);
   t = Date.now();
   const log = run(
     "bash",

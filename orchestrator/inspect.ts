@@ -2,7 +2,7 @@
 // no lock, no change.
 import type { EdgeFactory } from "./edges/open";
 import type { NodeView } from "./events";
-import type { Operation, World } from "./core/model";
+import type { ClusterVersionResult, Operation, World } from "./core/model";
 import { observe } from "./observe";
 import {
   agreedLeader,
@@ -12,6 +12,7 @@ import {
   kubeProblem,
   plannedReplacements,
   replacementsNow,
+  versionOf,
   type PlannedReplacement,
 } from "./core/plan";
 import type { ChainStep } from "./core/plan";
@@ -52,8 +53,14 @@ export interface Inspection {
   certificates?: World["certificates"];
   /** A chained upgrade under way (molt:images, core/plan/chain.ts): its steps and where the cluster is. */
   chain?: ChainView;
-  /** etcd's cluster version as a voter reports it ("3.7.0"), or why it could not be read. */
+  /**
+   * etcd's cluster version as a voter's /version reports it: a version ("3.7.0"), or
+   * "not_decided" (right after a cluster starts). Only that: a read that failed leaves it out
+   * and says why in etcdClusterVersionError.
+   */
   etcdClusterVersion?: string;
+  /** Why etcd's cluster version could not be read (no voter's /version answered); absent when it was. */
+  etcdClusterVersionError?: string;
 }
 
 export interface ChainView {
@@ -102,6 +109,7 @@ export async function inspect(o: {
     });
   const cv = snapshot.etcd?.clusterVersion;
   const clusterVersion = cv ? (cv.ok ? cv.version : `unreadable (${cv.error})`) : undefined;
+  const clusterVersionFields = cv ? etcdClusterVersionFields(cv) : {};
   const conditions: Condition[] = [
     snapshot.etcd
       ? unhealthy.length === 0 && odd.length === 0 && leader && snapshot.etcd.alarms.length === 0
@@ -182,7 +190,22 @@ export async function inspect(o: {
     ...(snapshot.certificates ? { certificates: snapshot.certificates } : {}),
     progress: rolloutProgress(snapshot, intent),
     ...chainView(snapshot, intent),
-    ...(clusterVersion ? { etcdClusterVersion: clusterVersion } : {}),
+    ...clusterVersionFields,
+  };
+}
+
+/**
+ * etcd's cluster version for the JSON: etcdClusterVersion holds only what etcd decided (a
+ * version, or "not_decided"), a failed read or an answer that is neither goes to
+ * etcdClusterVersionError; the EtcdClusterHealthy line says either in words.
+ */
+export function etcdClusterVersionFields(
+  cv: ClusterVersionResult,
+): Pick<Inspection, "etcdClusterVersion" | "etcdClusterVersionError"> {
+  if (!cv.ok) return { etcdClusterVersionError: cv.error };
+  if (cv.version === "not_decided" || versionOf(cv.version)) return { etcdClusterVersion: cv.version };
+  return {
+    etcdClusterVersionError: `etcd /version (via ${cv.via}) answered cluster version "${cv.version}", not a version`,
   };
 }
 

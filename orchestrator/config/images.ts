@@ -5,6 +5,7 @@
 // Kubernetes it runs, so there a value is { image, kubernetesVersion }; a lab image says it
 // itself (its image.json).
 import type { ChainImage } from "../core/model";
+import { compareMinors, fullVersionOf, minorName, minorOf } from "../core/plan/versions";
 import type { ImagesSection } from "./schema";
 
 /** One entry as written; the lab fills the version in from the image (orchestrator/config/index.ts resolveLabImage). */
@@ -19,10 +20,11 @@ export function imageEntries(section: ImagesSection | undefined): ImageEntry[] {
     .map(([minor, v]) =>
       typeof v === "string" ? { minor, image: v } : { minor, image: v.image, kubernetesVersion: v.kubernetesVersion },
     )
-    .sort((a, b) => minorNumber(a.minor) - minorNumber(b.minor));
+    .sort((a, b) => compareMinors(minorKey(a.minor), minorKey(b.minor)));
 }
 
-const minorNumber = (m: string) => Number(m.split(".")[0]) * 1000 + Number(m.split(".")[1]);
+// Keys are "MAJOR.MINOR" (schema.ts); one that is not (never past the schema) sorts last.
+const minorKey = (m: string) => minorOf(m) ?? { major: Number.MAX_SAFE_INTEGER, minor: 0 };
 
 /**
  * What is wrong with the entries against the target (molt:image and the version it runs):
@@ -34,7 +36,7 @@ export function chainImagesProblems(
   target: { image: string; kubernetesVersion?: string },
 ): string[] {
   const problems: string[] = [];
-  const t = target.kubernetesVersion?.split(".").map(Number);
+  const t = fullVersionOf(target.kubernetesVersion);
   if (!t) {
     problems.push(
       "molt:images: a chained upgrade needs a Kubernetes target: set molt:kubernetesVersion (on the lab, a k8s-* " +
@@ -44,17 +46,17 @@ export function chainImagesProblems(
   }
   for (const e of entries) {
     const key = `molt:images."${e.minor}"`;
-    const v = e.kubernetesVersion.split(".").map(Number);
-    if (`${v[0]}.${v[1]}` !== e.minor) {
+    const v = fullVersionOf(e.kubernetesVersion);
+    if (!v || minorName(v) !== e.minor) {
       problems.push(`${key}: ${e.image} runs Kubernetes ${e.kubernetesVersion}, not a ${e.minor} version`);
       continue;
     }
-    if (v[0] !== t[0] || v[1] > t[1])
+    if (v.major !== t.major || v.minor > t.minor)
       problems.push(
         `${key}: above the target Kubernetes ${target.kubernetesVersion} (molt:kubernetesVersion): a chain only ` +
           `goes up to it; remove the entry`,
       );
-    else if (v[1] === t[1] && (e.image !== target.image || e.kubernetesVersion !== target.kubernetesVersion))
+    else if (v.minor === t.minor && (e.image !== target.image || e.kubernetesVersion !== target.kubernetesVersion))
       problems.push(
         `${key}: the target's minor is molt:image (${target.image}, Kubernetes ${target.kubernetesVersion}), but ` +
           `this names ${e.image} (Kubernetes ${e.kubernetesVersion}); remove the entry or make the two the same`,

@@ -237,6 +237,24 @@ describe("chained upgrades through the loop (fake edges)", function () {
     );
   });
 
+  it("`status --json`: an unreadable cluster version is an error of its own, never in etcdClusterVersion", async () => {
+    stack(CHAIN);
+    const w = cluster135();
+    w.faults.clusterVersionReadFails = true;
+    const i = await inspect({ stack: "lab", workDir: dir, env, edges: fakeEdges(w) });
+    assert.equal(i.etcdClusterVersion, undefined);
+    assert.equal(i.etcdClusterVersionError, "etcd /version: no answer within 5000 ms");
+    // The condition's line still says it in words.
+    assert.match(
+      i.conditions.find((c) => c.type === "EtcdClusterHealthy")!.reason,
+      /, cluster version unreadable \(etcd \/version: no answer within 5000 ms\)$/,
+    );
+    w.faults.clusterVersionReadFails = false;
+    const ok = await inspect({ stack: "lab", workDir: dir, env, edges: fakeEdges(w) });
+    assert.equal(ok.etcdClusterVersion, "3.6.0");
+    assert.ok(!("etcdClusterVersionError" in ok), "no error field when it was read");
+  });
+
   describe("molt:images: bad input (nothing runs)", () => {
     const rows: [string, Record<string, unknown> | unknown, RegExp][] = [
       ["not a map", "k8s-v1.36.3", /molt:images: a map of Kubernetes minors to images/],

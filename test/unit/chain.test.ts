@@ -243,6 +243,36 @@ describe("chained upgrades (orchestrator/core/plan/chain.ts)", () => {
     });
   });
 
+  describe("chainOf: versions as the one parser reads them (plan/versions.ts)", () => {
+    it("a node's version with a leading space counts (was: left out, and the chain settled 1.36 first)", () => {
+      const r = chainOf(world(intent(), [" 1.35.4", "1.36.3", "1.36.3"]).nodes, intent());
+      assert.equal(r.kind, "chain");
+      if (r.kind !== "chain") return;
+      assert.deepEqual(
+        r.chain.steps.map((s) => [s.kubernetesVersion, s.state, s.nodes]),
+        [
+          ["1.35.4", "left", ["lab-cp-1"]],
+          ["1.36.3", "rolling", ["lab-cp-2", "lab-cp-3"]],
+          ["1.37.2", "pending", []],
+        ],
+      );
+      assert.equal(r.chain.settle, undefined);
+    });
+
+    it("a step's etcd version without a patch is read by its minor (was: not a version, not checked)", () => {
+      const i = intentOf(TARGET, [step("1.35.4", "3.5"), step("1.36.3", "3.5")], { etcd: "3.7.3" });
+      const r = chainOf(world(i, ["1.35.4", "1.35.4", "1.35.4"]).nodes, i);
+      assert.equal(r.kind, "refuse");
+      if (r.kind === "refuse") assert.match(r.reason, /step 1\.36 -> 1\.37 breaks etcd's rules.*one minor at a time/);
+    });
+
+    it("a node's version without a patch is not a Kubernetes version: left out (as before)", () => {
+      const r = chainOf(world(intent(), ["1.35", "1.36.3", "1.36.3"]).nodes, intent());
+      assert.equal(r.kind, "chain");
+      if (r.kind === "chain") assert.equal(r.chain.settle?.step.kubernetesVersion, "1.36.3");
+    });
+  });
+
   describe("decide: walking the chain", () => {
     it("the first step's first change: kubeadm-config to 1.36.3 (not to the target), reason names the step", () => {
       const op = decide(world(intent(), ["1.35.4", "1.35.4", "1.35.4"]), STACK);

@@ -26,6 +26,11 @@ describe("etcd's patch floor before the next minor joins", () => {
     ["no joining version (a cloud: kubeadm decides)", ["3.5.11"], undefined, undefined],
     ["a version with a v and a suffix", ["v3.5.11+k3s1"], "v3.6.0-rc.1", /n1 \(v3\.5\.11\+k3s1\)/],
     ["an unreadable member version", ["unknown", "3.5.35"], "3.6.16", undefined],
+    // The one parser (plan/versions.ts); this rule compares patches, so it needs them.
+    ["whitespace around the versions", [" 3.5.11", "3.5.35\n"], " 3.6.16", /Below it: n1 \( 3\.5\.11\)\./],
+    ["a member's version without a patch: not judged here (as before)", ["3.5", "3.5.35"], "3.6.16", undefined],
+    ["a joining version without a patch: not judged here (as before)", ["3.5.11"], "3.6", undefined],
+    ["a fourth number is ignored (as before)", ["3.5.31.9"], "3.6.16", /Below it: n1 \(3\.5\.31\.9\)\./],
   ];
   for (const [title, versions, joining, expected] of table) {
     it(title, () => {

@@ -3,17 +3,8 @@
 // The chain is derived on every pass from what the nodes run and the intent, never from the
 // loop's memory, so a run killed anywhere resumes at the step the world is in.
 import type { ChainImage, Intent, NodeEntry, World } from "../model";
-import { etcdVersionProblem } from "./versions";
+import { compareVersions, etcdVersionProblem, fullVersionOf } from "./versions";
 import { etcdUpgradePatchProblem } from "./etcd-upgrade";
-
-type Version = [number, number, number];
-
-function parse(v: string | undefined): Version | undefined {
-  const m = v ? /^v?(\d+)\.(\d+)\.(\d+)/.exec(v) : null;
-  return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : undefined;
-}
-
-const cmp = (a: Version, b: Version) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
 
 export interface ChainStep extends ChainImage {
   /**
@@ -52,33 +43,33 @@ export type ChainResult = { kind: "none" } | { kind: "chain"; chain: Chain } | {
  * etcd's own rules forbid (one minor a step, the patch floors).
  */
 export function chainOf(nodes: NodeEntry[], intent: Intent): ChainResult {
-  const target = parse(intent.kubernetesVersion);
+  const target = fullVersionOf(intent.kubernetesVersion);
   if (!intent.chain?.length || !target || !intent.kubernetesVersion) return { kind: "none" };
   const running = nodes.flatMap((n) => {
-    const v = parse(n.kubernetesVersion);
+    const v = fullVersionOf(n.kubernetesVersion);
     return v ? [{ name: n.name, version: n.kubernetesVersion!, v }] : [];
   });
-  if (running.length === 0 || running.some((r) => r.v[0] !== target[0] || cmp(r.v, target) > 0))
+  if (running.length === 0 || running.some((r) => r.v.major !== target.major || compareVersions(r.v, target) > 0))
     return { kind: "none" };
-  const lo = Math.min(...running.map((r) => r.v[1]));
-  const hi = Math.max(...running.map((r) => r.v[1]));
-  const major = target[0];
+  const lo = Math.min(...running.map((r) => r.v.minor));
+  const hi = Math.max(...running.map((r) => r.v.minor));
+  const major = target.major;
   const minorName = (m: number) => `${major}.${m}`;
   const byMinor = new Map<number, ChainImage>();
   for (const c of intent.chain) {
-    const v = parse(c.kubernetesVersion);
-    if (v && v[0] === major && v[1] < target[1]) byMinor.set(v[1], c);
+    const v = fullVersionOf(c.kubernetesVersion);
+    if (v && v.major === major && v.minor < target.minor) byMinor.set(v.minor, c);
   }
   const targetStep: ChainImage = {
-    minor: minorName(target[1]),
+    minor: minorName(target.minor),
     image: intent.image,
     kubernetesVersion: intent.kubernetesVersion,
     ...(intent.etcdVersion ? { etcdVersion: intent.etcdVersion } : {}),
   };
-  const imageOf = (m: number) => (m === target[1] ? targetStep : byMinor.get(m));
-  const settleFirst = hi === lo && lo < target[1] && byMinor.has(lo);
-  if (target[1] - lo <= 1 && !settleFirst) return { kind: "none" };
-  const on = (m: number) => running.filter((r) => r.v[1] === m);
+  const imageOf = (m: number) => (m === target.minor ? targetStep : byMinor.get(m));
+  const settleFirst = hi === lo && lo < target.minor && byMinor.has(lo);
+  if (target.minor - lo <= 1 && !settleFirst) return { kind: "none" };
+  const on = (m: number) => running.filter((r) => r.v.minor === m);
   const list = (m: number) =>
     on(m)
       .map((r) => `${r.name} (${r.version})`)
@@ -91,12 +82,12 @@ export function chainOf(nodes: NodeEntry[], intent: Intent): ChainResult {
         `than one apart: no step of a chain can join them (one minor at a time); nothing was changed`,
     };
   const missing: string[] = [];
-  for (let m = lo + 1; m < target[1]; m++) if (!byMinor.has(m)) missing.push(minorName(m));
+  for (let m = lo + 1; m < target.minor; m++) if (!byMinor.has(m)) missing.push(minorName(m));
   if (missing.length)
     return {
       kind: "refuse",
       reason:
-        `molt:kubernetesVersion ${intent.kubernetesVersion} is ${target[1] - lo} minors ahead of the cluster ` +
+        `molt:kubernetesVersion ${intent.kubernetesVersion} is ${target.minor - lo} minors ahead of the cluster ` +
         `(${list(lo)}): Kubernetes upgrades go one minor at a time, and molt:images names no image for ` +
         `${missing.join(", ")}. Add ${missing.map((m) => `"${m}": <its image>`).join(", ")} to molt:images, or ` +
         `set molt:kubernetesVersion to a ${minorName(lo + 1)} version first; nothing was changed`,
@@ -106,11 +97,11 @@ export function chainOf(nodes: NodeEntry[], intent: Intent): ChainResult {
   const first = byMinor.has(lo) ? lo : lo + 1;
   const walk = settleFirst ? lo : lo + 1;
   const images: ChainImage[] = [];
-  for (let m = first; m <= target[1]; m++) images.push(imageOf(m)!);
+  for (let m = first; m <= target.minor; m++) images.push(imageOf(m)!);
   // A node newer than its minor's step would be replaced by an older node: a downgrade.
   for (const r of running) {
-    const step = imageOf(r.v[1]);
-    if (step && r.v[1] >= walk && cmp(r.v, parse(step.kubernetesVersion)!) > 0)
+    const step = imageOf(r.v.minor);
+    if (step && r.v.minor >= walk && compareVersions(r.v, fullVersionOf(step.kubernetesVersion)!) > 0)
       return {
         kind: "refuse",
         reason:
@@ -172,9 +163,9 @@ export function stepIntent(intent: Intent, step: ChainImage): Intent {
  */
 export function settledWorld(s: World, intent: Intent): World {
   const cc = s.kube?.clusterConfigVersion;
-  const v = parse(intent.kubernetesVersion);
-  const p = parse(cc);
-  if (!s.kube || !v || !p || cmp(p, v) <= 0) return { ...s, intent };
+  const v = fullVersionOf(intent.kubernetesVersion);
+  const p = fullVersionOf(cc);
+  if (!s.kube || !v || !p || compareVersions(p, v) <= 0) return { ...s, intent };
   return { ...s, intent, kube: { ...s.kube, clusterConfigVersion: intent.kubernetesVersion } };
 }
 

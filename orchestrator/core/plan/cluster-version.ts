@@ -8,16 +8,9 @@
 // changed the etcd minor is converged only once it has moved.
 import type { ClusterVersionResult, Operation, WaitKey } from "../model";
 import type { Scope } from "./scope";
+import { compareMinors, minorName as name, minorOf, type Version } from "./versions";
 
-type Minor = [number, number];
-
-function minorOf(v: string | undefined): Minor | undefined {
-  const m = v ? /^v?(\d+)\.(\d+)(?:\.\d+)?/.exec(v.trim()) : null;
-  return m ? [Number(m[1]), Number(m[2])] : undefined;
-}
-
-const below = (a: Minor, b: Minor) => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
-const name = (m: Minor) => `${m[0]}.${m[1]}`;
+const below = (a: Version, b: Version) => compareMinors(a, b) < 0;
 
 export const CLUSTER_VERSION_WAIT: WaitKey = "etcd-cluster-version";
 
@@ -38,7 +31,7 @@ export function clusterVersionLag(
   members: { name: string; version: string }[],
   cluster: ClusterVersionResult,
 ): ClusterVersionLag | undefined {
-  const minors = members.map((m) => minorOf(m.version)).filter((m): m is Minor => m !== undefined);
+  const minors = members.map((m) => minorOf(m.version)).filter((m): m is Version => m !== undefined);
   if (minors.length === 0) return undefined;
   const lowest = minors.reduce((a, b) => (below(b, a) ? b : a));
   // Unreadable (e.g. etcd serves HTTP on --listen-client-http-urls only): nothing to judge by,
@@ -70,7 +63,7 @@ export function joinWaitsForClusterVersion(
   if (!c) return below(minorOf(lag.members)!, j) ? lag : undefined;
   // etcd is upgraded one minor at a time: a member one minor above the cluster version joins
   // (the normal step), only one further ahead waits for the leader to raise it.
-  return below([c[0], c[1] + 1], j) ? lag : undefined;
+  return below({ major: c.major, minor: c.minor + 1 }, j) ? lag : undefined;
 }
 
 /** The members' versions as this pass read them (members whose status answered). */

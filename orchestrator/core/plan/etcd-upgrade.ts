@@ -17,6 +17,8 @@
 //   records and --v2-deprecation=write-only-skip-check.
 // - etcd.io/docs/v3.7/upgrades/upgrade_3_7 "Update 3.6": all 3.6 members on 3.6.11 or later.
 
+import { compareVersions, fullVersionOf, minorName } from "./versions";
+
 export interface UpgradeFloor {
   /** The lowest patch release of the current minor from which the next minor may join. */
   floor: string;
@@ -40,38 +42,29 @@ export const ETCD_UPGRADE_FLOORS: Readonly<Record<string, UpgradeFloor>> = {
   },
 };
 
-type Version = [number, number, number];
-
-function parse(v: string): Version | undefined {
-  const m = /^v?(\d+)\.(\d+)\.(\d+)/.exec(v.trim());
-  return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : undefined;
-}
-
-const cmp = (a: Version, b: Version) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
-
 /**
  * Why a member of etcd `joining` may not join a cluster whose members run `members`, by
  * etcd's patch floors; undefined when it may (or when the rule does not apply: the same
- * minor, no floor known for the members' minor, or unreadable versions - the minor rules of
- * etcdVersionProblem cover those).
+ * minor, no floor known for the members' minor, or versions without a patch or unreadable -
+ * the minor rules of etcdVersionProblem cover those).
  */
 export function etcdUpgradePatchProblem(
   members: { name: string; version: string }[],
   joining: string | undefined,
 ): string | undefined {
-  const j = joining ? parse(joining) : undefined;
+  const j = fullVersionOf(joining);
   if (!j) return undefined;
   const below: { name: string; version: string; minor: string; floor: UpgradeFloor }[] = [];
   for (const m of members) {
-    const v = parse(m.version);
-    if (!v || v[0] !== j[0] || v[1] + 1 !== j[1]) continue;
-    const minor = `${v[0]}.${v[1]}`;
+    const v = fullVersionOf(m.version);
+    if (!v || v.major !== j.major || v.minor + 1 !== j.minor) continue;
+    const minor = minorName(v);
     const floor = ETCD_UPGRADE_FLOORS[minor];
-    if (floor && cmp(v, parse(floor.floor)!) < 0) below.push({ ...m, minor, floor });
+    if (floor && compareVersions(v, fullVersionOf(floor.floor)!) < 0) below.push({ ...m, minor, floor });
   }
   if (below.length === 0) return undefined;
   const { minor, floor } = below[0];
-  const next = `${j[0]}.${j[1]}`;
+  const next = minorName(j);
   return (
     `etcd ${joining} may not join yet: etcd's upgrade guide (${floor.guide}) requires every ${minor} member to run ` +
     `${floor.floor} or later before a ${next} member joins (${floor.why}). ` +

@@ -16,7 +16,17 @@ export {
   selectNodeForRetirement,
   STALE_LEASE_SECONDS,
 } from "./rules";
-export { etcdVersionProblem, kubernetesVersionProblem } from "./versions";
+export {
+  compareMinors,
+  compareVersions,
+  etcdVersionProblem,
+  fullVersionOf,
+  kubernetesVersionProblem,
+  minorName,
+  minorOf,
+  versionOf,
+  type Version,
+} from "./versions";
 export { isTransientEtcdRefusal, waitDeadlineSeconds } from "./waits";
 export { plannedReplacements, replacementsNow, type PlannedReplacement } from "./replacements";
 export { chainOf, chainPath, stepIntent, type Chain, type ChainResult, type ChainStep } from "./chain";
