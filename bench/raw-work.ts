@@ -13,7 +13,7 @@
 import { parseSubnet } from "../infra/lab/host";
 import { labLbInputs } from "../infra/lab/lb";
 import { attach, detach } from "../infra/lab/lb-impl";
-import { create as createMachine, remove as removeMachine } from "../infra/lab/machine-impl";
+import { create as createMachine, machineDir, remove as removeMachine } from "../infra/lab/machine-impl";
 import type { LabMachineInputs } from "../infra/lab/machine";
 import { JOIN_BUNDLE } from "../infra/lab/join-material";
 import { labScript } from "../infra/lab/node";
@@ -22,6 +22,7 @@ import { commandLine } from "../infra/remote/command-impl";
 import { generateSshKeyPair, SshSession } from "../infra/remote/ssh";
 import { pollUntil } from "../lib/poll";
 import type { RawKube } from "./raw-kube";
+import { readJoinMarks } from "./surge-phases";
 
 export interface RawNode {
   name: string;
@@ -55,6 +56,12 @@ export interface RawStepTimes {
   retireMs: number;
   /** Destroy through its Node deleted (the prune; it overlaps the next node's boot). */
   pruneMs: number;
+  /**
+   * The new etcd member's publishes that timed out before the one that worked (read from its
+   * log, bench/surge-phases.ts): each is etcd's request timeout, 7 s with the defaults
+   * (docs/benchmarks.md, "The new etcd member's 7 s"). Absent when its log shows no publish.
+   */
+  publishFailures?: number;
 }
 
 const PKI = "/etc/kubernetes/pki/etcd";
@@ -152,6 +159,7 @@ export async function rawRoll(o: {
       if (joined.code !== 0) throw new Error(`raw join of ${name} failed: ${joined.stderr.slice(-800)}`);
       current.push(fresh);
       const tJoined = Date.now();
+      const etcdMarks = readJoinMarks(machineDir({ labRoot: o.lab.labRoot, lab: o.lab.lab, name })).etcd;
       await o.kube?.afterJoin(name, await connect(fresh));
       const tReady = Date.now();
       // The previous node's prune has had the whole surge to finish.
@@ -205,6 +213,7 @@ export async function rawRoll(o: {
         surgeMs: tReady - ts,
         retireMs: tMember - tr,
         pruneMs: 0,
+        ...(etcdMarks?.published !== undefined ? { publishFailures: etcdMarks.publishFailures ?? 0 } : {}),
       };
       steps.push(step);
       pruning = (async () => {
