@@ -440,8 +440,13 @@ export class KubeAccess {
    *      without controllers (CSR approval, DaemonSets) for the lease's 15 s plus a retry,
    *      after every retirement.
    *   2. kube-apiserver: /readyz fails at once while requests are still served for
-   *      --shutdown-delay-duration, the load balancer's check drops it, and it exits. Done
-   *      when it is gone the same way.
+   *      --shutdown-delay-duration, the load balancer's check drops it, and it stops
+   *      listening. Done then: its process lingers while long-running requests (watches) stay
+   *      open on it, until the kubelet kills it at the pod's grace period (30 s for kubeadm's
+   *      manifests; on the lab, 1.37 logged "Stopped listening" 4 s after SIGTERM and was
+   *      SIGKILLed 26 s later, each retirement). It takes no request then and its controllers
+   *      have stopped; its open watches end with it or its machine, as when Cluster API
+   *      deletes a machine. Its port is read from its manifest; with none, its process decides.
    */
   async stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<string[]> {
     const ssh = this.session(node);
@@ -452,8 +457,13 @@ export class KubeAccess {
         `reading ${node}'s control-plane manifests`,
       ),
     );
+    // The API server is gone for the cluster once its port is closed: its process lingers while
+    // watches are open on it (below). With no port to watch (--secure-port=0), its process decides.
     const watched = (pods: readonly StaticPod[]) =>
-      pods.map((p) => ({ binary: p.name, port: securePortOf(manifests[p.name], p.defaultPort) }));
+      pods.map((p) => {
+        const port = securePortOf(manifests[p.name], p.defaultPort);
+        return { binary: p.name, port, process: p !== APISERVER || port === undefined };
+      });
     const aside = (pods: readonly StaticPod[]) =>
       pods
         .map((p) => `if [ -f ${manifestPath(p.name)} ]; then mv ${manifestPath(p.name)} ${retiredPath(p.name)}; fi`)

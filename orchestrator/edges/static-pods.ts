@@ -94,6 +94,8 @@ export function securePortOf(manifest: string | undefined, defaultPort: number):
 export interface Watched {
   binary: string;
   port?: number;
+  /** Whether its process must be gone too (default); false: its port closed is enough (a port is then required). */
+  process?: boolean;
 }
 
 /**
@@ -107,16 +109,14 @@ export interface Watched {
  */
 export function stillRunningScript(watched: readonly Watched[]): string {
   const ports = watched.flatMap((w) => (w.port === undefined ? [] : [`sport = :${w.port}`]));
-  const names = watched.map((w) => w.binary);
+  if (watched.some((w) => w.process === false && w.port === undefined))
+    throw new Error(`internal: ${watched.map((w) => w.binary).join(", ")}: neither a port nor a process to watch`);
+  const names = watched.filter((w) => w.process !== false).map((w) => w.binary);
   if (names.some((n) => !/^[a-z0-9-]+$/.test(n))) throw new Error(`not a binary name: ${names.join(", ")}`);
   const alt = names.join("|");
+  if (names.length === 0) return [...listening(ports), "exit 0"].join("\n");
   return [
-    ...(ports.length
-      ? [
-          `out=$(ss -ltnH "( ${ports.join(" or ")} )") || exit 1`,
-          `if [ -n "$out" ]; then printf "%s\\n" "$out" | sed "s/^/listening: /"; fi`,
-        ]
-      : []),
+    ...listening(ports),
     "self=$(readlink /proc/self/ns/net)",
     // One grep finds the candidates (an argument equal to a binary's name or path); argv[0] decides.
     `for f in $(grep -l -a -z -x -E "(.*/)?(${alt})" /proc/[0-9]*/cmdline 2>/dev/null); do`,
@@ -127,6 +127,16 @@ export function stillRunningScript(watched: readonly Watched[]): string {
     "done",
     "exit 0",
   ].join("\n");
+}
+
+/** The lines of stillRunningScript that print what still listens on the watched ports. */
+function listening(ports: string[]): string[] {
+  return ports.length
+    ? [
+        `out=$(ss -ltnH "( ${ports.join(" or ")} )") || exit 1`,
+        `if [ -n "$out" ]; then printf "%s\\n" "$out" | sed "s/^/listening: /"; fi`,
+      ]
+    : [];
 }
 
 /** What stillRunningScript printed: the things still running, one each (none: all gone). */

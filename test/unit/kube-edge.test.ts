@@ -67,12 +67,13 @@ describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", (
   // port listening, or their process alive; `manifests`: extra flags of each static pod.
   function fakeEdge(
     holders: Record<string, string>,
-    running: { port?: number; process?: number },
+    running: { port?: number; process?: number; apiPort?: number; apiProcess?: number },
     leaseApi: "answers" | "fails" = "answers",
     flags: Record<string, string[]> = {},
   ) {
     const log: string[] = [];
     const checked: string[] = [];
+    const apiAsked: { port: boolean; process: boolean }[] = [];
     const manifest = (name: string) =>
       `apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: ${name}\n    command:\n` +
       [name, "--bind-address=127.0.0.1", ...(flags[name] ?? [])].map((a) => `    - ${a}\n`).join("");
@@ -101,6 +102,17 @@ describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", (
           running.process!--;
           out.push("process: kube-controller-manager (pid 4242)");
         }
+        // The API server: what the script asks for is what it can see (a port, its process).
+        const asks = { port: /sport = :/.test(cmd), process: /proc\/\[0-9\]\*\/cmdline/.test(cmd) };
+        if (!controllers) apiAsked.push(asks);
+        if (!controllers && asks.port && (running.apiPort ?? 0) > 0) {
+          running.apiPort!--;
+          out.push(`listening: LISTEN 0 4096 *:${cmd.match(/sport = :(\d+)/)![1]} *:*`);
+        }
+        if (!controllers && asks.process && (running.apiProcess ?? 0) > 0) {
+          running.apiProcess!--;
+          out.push("process: kube-apiserver (pid 4343)");
+        }
         return { code: 0, stdout: out.join("\n"), stderr: "" };
       },
     };
@@ -128,7 +140,7 @@ describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", (
       ports: new Map(),
       api: async () => ({ coord, m: { V1MicroTime: Date } }),
     });
-    return { kube, log, written, checked };
+    return { kube, log, written, checked, apiAsked };
   }
   const shortly = (log: string[]) =>
     log.map((l) =>
@@ -170,6 +182,31 @@ describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", (
       "exec check controllers",
       "lease kube-controller-manager",
     ]);
+  });
+
+  it("the API server is stopped once its port is closed: its process may linger (watches) until SIGKILL", async () => {
+    // kube-apiserver stops listening a few seconds after SIGTERM and exits only when its
+    // watches end or the kubelet kills it (30 s): molt goes on once the port is closed.
+    const { kube, log, apiAsked } = fakeEdge({}, { apiPort: 2, apiProcess: 1_000 });
+    await kube.stopApiServer("cp-1", 1);
+    assert.deepEqual(shortly(log).slice(-4), [
+      "run apiserver aside",
+      "exec check apiserver",
+      "exec check apiserver",
+      "exec check apiserver",
+    ]);
+    assert.ok(
+      apiAsked.every((a) => a.port && !a.process),
+      "its port is watched, not its process",
+    );
+  });
+
+  it("with --secure-port=0 the API server's process decides: one that never exits fails at the deadline", async () => {
+    const { kube, apiAsked } = fakeEdge({}, { apiProcess: 1_000 }, "answers", {
+      "kube-apiserver": ["--secure-port=0"],
+    });
+    await assert.rejects(kube.stopApiServer("cp-1", 1), /kube-apiserver on cp-1 to stop .*process: kube-apiserver/);
+    assert.ok(apiAsked.length > 0 && apiAsked.every((a) => !a.port && a.process), "its process is watched");
   });
 
   it("watches the port a manifest's --secure-port names, in either form", async () => {
