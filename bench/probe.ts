@@ -6,14 +6,17 @@
 //    surge), polled every 100 ms from outside molt: its kube-apiserver /readyz,
 //    kube-controller-manager /healthz and kube-scheduler /livez (inside the machine's
 //    network namespace), its Node's Ready condition (through the load balancer), and its
-//    etcd member a voter (`etcdctl member list` from inside a machine, bench/etcd-probe.ts).
-// Protocol (IPC): argv = [admin.conf, lab name, lab root]; child sends "ready"; parent sends
-// { watch: node } and finally "stop"; child answers { api, seen } and exits.
+//    etcd member a voter (`etcdctl member list` from inside a machine, bench/etcd-probe.ts),
+//    and its target healthy in the lab's load balancer (its HAProxy, as molt's edge reads it).
+// Protocol (IPC): argv = [admin.conf, lab name, lab root, the lab LB's inputs as JSON]; child
+// sends "ready"; parent sends { watch: node } and finally "stop"; child answers { api, seen } and exits.
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { labKubeConfig, startApiProbe, type ApiProbeStats } from "../test/support/kube-workload";
 import { labMemberList } from "./etcd-probe";
+import type { LabLbInputs } from "../infra/lab/lb";
+import { labTargets } from "../infra/lab/lb-impl";
 
 export interface Seen {
   watchedAt: number;
@@ -23,6 +26,8 @@ export interface Seen {
   nodeReady?: number;
   /** Its etcd member first seen a voter (kubeadm join adds it as a learner and promotes it). */
   voter?: number;
+  /** Its target first seen healthy in the lab's load balancer (HAProxy's check, every 1 s). */
+  lbHealthy?: number;
 }
 
 export type ProbeReply = { api: ApiProbeStats; seen: Record<string, Seen> };
@@ -53,7 +58,8 @@ function curlInNetns(ns: string): Promise<string[]> {
 }
 
 async function main(): Promise<void> {
-  const [adminConf, labName, labRoot] = process.argv.slice(2);
+  const [adminConf, labName, labRoot, lbJson] = process.argv.slice(2);
+  const lb = JSON.parse(lbJson) as LabLbInputs;
   const members = labMemberList({ lab: labName, labRoot });
   const kc = await labKubeConfig(adminConf);
   const m = await import("@kubernetes/client-node");
@@ -81,6 +87,11 @@ async function main(): Promise<void> {
     await Promise.all([
       voters,
       ...[...watched].map(async ([node, seen]) => {
+        if (!seen.lbHealthy) {
+          const t = await labTargets(lb, [{ name: node, address: "" }]).catch(() => undefined);
+          const o = t?.[node];
+          if (o && "state" in o && o.state === "healthy") seen.lbHealthy = Date.now();
+        }
         if (seen.apiReady && seen.cm && seen.sched && seen.nodeReady) return;
         const ns = `molt-${labName}-${node}`;
         if (!existsSync(join("/run/netns", ns))) return;

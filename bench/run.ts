@@ -32,6 +32,7 @@ import { BenchArgsError, parseBenchArgs, USAGE, type Section } from "./args";
 import { upSteps } from "./up-steps";
 import { readJoinMarks, surgePhases, type JoinMarks, type SurgePhases } from "./surge-phases";
 import { machineDir } from "../infra/lab/machine-impl";
+import { labLbInputs } from "../infra/lab/lb";
 import { labScript } from "../infra/lab/node";
 import { commandLine } from "../infra/remote/command-impl";
 import { bashrcCostMs, prepareThen, runThen, THEN_COMMIT, THEN_LAB_ID, type ThenKube } from "./then";
@@ -251,7 +252,7 @@ function timelineSvg(r: Run, title: string): string {
  * gate latency.
  */
 async function startProbes(adminConf: string, l: LabSettings) {
-  const child = fork(join(__dirname, "probe.js"), [adminConf, l.lab, l.labRoot], {
+  const child = fork(join(__dirname, "probe.js"), [adminConf, l.lab, l.labRoot, JSON.stringify(labLbInputs(l))], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   const replies: unknown[] = [];
@@ -296,6 +297,8 @@ interface KubeGate {
   action?: string;
   upEndToApiReadyMs?: number;
   seenRelativeToUpEndMs?: Record<string, number>;
+  /** The last of the probe's conditions and the new target healthy in the load balancer -> molt's next action. */
+  allTrueWithLbToActMs?: number;
   /** molt's passes from its surge `up` returning to its action: each pass's start, observe time, decision. */
   trail?: string;
 }
@@ -356,6 +359,9 @@ function kubeGates(r: Run, seen: Record<string, Seen>): KubeGate[] {
       action: act.operation.kind,
       upEndToApiReadyMs: s.apiReady - upEnd.at,
       trail: passTrail(r, upEnd.at, act.at),
+      // molt's gate has one condition more: the new target healthy in the load balancer (its
+      // check every 1 s on the lab), which the issue's probe leaves out.
+      ...(s.lbHealthy !== undefined ? { allTrueWithLbToActMs: act.at - Math.max(allTrue, s.lbHealthy) } : {}),
       seenRelativeToUpEndMs: {
         apiReady: s.apiReady - upEnd.at,
         cm: s.cm - upEnd.at,
@@ -722,6 +728,13 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
       gates
         .filter((g) => g.upEndToApiReadyMs !== undefined)
         .map((g) => `${g.upEndToApiReadyMs} ms`)
+        .join(", ") || "n/a",
+    );
+    say(
+      "  new node: last condition incl. the LB target healthy -> molt acts (each)",
+      [...gates, ...rollGates]
+        .filter((g) => g.allTrueWithLbToActMs !== undefined)
+        .map((g) => `${g.allTrueWithLbToActMs} ms`)
         .join(", ") || "n/a",
     );
     say(
