@@ -159,9 +159,10 @@ export async function rawRoll(o: {
       if (joined.code !== 0) throw new Error(`raw join of ${name} failed: ${joined.stderr.slice(-800)}`);
       current.push(fresh);
       const tJoined = Date.now();
-      const etcdMarks = readJoinMarks(machineDir({ labRoot: o.lab.labRoot, lab: o.lab.lab, name })).etcd;
       await o.kube?.afterJoin(name, await connect(fresh));
       const tReady = Date.now();
+      // Read off the clock (the surge's time is taken): the new member's publishes.
+      const etcdMarks = readJoinMarks(machineDir({ labRoot: o.lab.labRoot, lab: o.lab.lab, name })).etcd;
       // The previous node's prune has had the whole surge to finish.
       await pruning;
       const tr = Date.now();

@@ -21,11 +21,13 @@ const TARGET_GROUP_DEREGISTRATION_DELAY = 300;
 const TIMING_TTL_MS = 60_000;
 
 export function awsElbApi(s: AwsClientSettings): ElbApi {
-  const { ElasticLoadBalancingV2Client, DeregisterTargetsCommand, DescribeTargetGroupAttributesCommand } = elbV2Sdk();
-  const { DescribeTargetHealthCommand, RegisterTargetsCommand } = elbV2Sdk();
-  const { ElasticLoadBalancingClient, DeregisterInstancesFromLoadBalancerCommand } = elbClassicSdk();
-  const { DescribeInstanceHealthCommand, DescribeLoadBalancerAttributesCommand } = elbClassicSdk();
-  const { RegisterInstancesWithLoadBalancerCommand } = elbClassicSdk();
+  const v2sdk = elbV2Sdk();
+  const { ElasticLoadBalancingV2Client, DeregisterTargetsCommand, DescribeTargetGroupAttributesCommand } = v2sdk;
+  const { DescribeTargetHealthCommand, RegisterTargetsCommand } = v2sdk;
+  const classicSdk = elbClassicSdk();
+  const { ElasticLoadBalancingClient, DeregisterInstancesFromLoadBalancerCommand } = classicSdk;
+  const { DescribeInstanceHealthCommand, DescribeLoadBalancerAttributesCommand } = classicSdk;
+  const { RegisterInstancesWithLoadBalancerCommand } = classicSdk;
   const v2 = new ElasticLoadBalancingV2Client(awsClientConfig(s));
   const classic = new ElasticLoadBalancingClient(awsClientConfig(s));
   const deadline = () => ({ abortSignal: AbortSignal.timeout(CALL_MS) });

@@ -444,9 +444,12 @@ export class KubeAccess {
    *      listening. Done then: its process lingers while long-running requests (watches) stay
    *      open on it, until the kubelet kills it at the pod's grace period (30 s for kubeadm's
    *      manifests; on the lab, 1.37 logged "Stopped listening" 4 s after SIGTERM and was
-   *      SIGKILLed 26 s later, each retirement). It takes no request then and its controllers
-   *      have stopped; its open watches end with it or its machine, as when Cluster API
-   *      deletes a machine. Its port is read from its manifest; with none, its process decides.
+   *      SIGKILLed 26 s later, each retirement). It accepts no connection then, its controllers
+   *      have stopped and it is out of the load balancer (deregistered and drained before);
+   *      requests it accepted before (direct clients only) finish or fail against its member's
+   *      removal, and its open watches get no event until it or its machine goes, as when
+   *      Cluster API deletes a machine. Its port is read from its manifest; with none, its
+   *      process decides.
    */
   async stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<string[]> {
     const ssh = this.session(node);
