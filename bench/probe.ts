@@ -84,14 +84,22 @@ async function main(): Promise<void> {
           }
         })
       : Promise.resolve();
+    // One read of the load balancer a tick for every node not yet seen healthy in it.
+    const lbPending = [...watched].filter(([, s]) => !s.lbHealthy).map(([name]) => ({ name, address: "" }));
+    const lbHealth = lbPending.length
+      ? labTargets(lb, lbPending).then(
+          (t) => {
+            const now = Date.now();
+            for (const [node, o] of Object.entries(t))
+              if ("state" in o && o.state === "healthy") watched.get(node)!.lbHealthy ??= now;
+          },
+          () => undefined, // read again next tick
+        )
+      : Promise.resolve();
     await Promise.all([
       voters,
+      lbHealth,
       ...[...watched].map(async ([node, seen]) => {
-        if (!seen.lbHealthy) {
-          const t = await labTargets(lb, [{ name: node, address: "" }]).catch(() => undefined);
-          const o = t?.[node];
-          if (o && "state" in o && o.state === "healthy") seen.lbHealthy = Date.now();
-        }
         if (seen.apiReady && seen.cm && seen.sched && seen.nodeReady) return;
         const ns = `molt-${labName}-${node}`;
         if (!existsSync(join("/run/netns", ns))) return;

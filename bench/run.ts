@@ -303,6 +303,12 @@ interface KubeGate {
   trail?: string;
 }
 
+/** One figure of each gate that has it, in ms ("n/a" when none has). */
+function eachGate(gates: KubeGate[], ms: (g: KubeGate) => number | undefined): string {
+  const xs = gates.map(ms).filter((x): x is number => x !== undefined);
+  return xs.map((x) => `${x} ms`).join(", ") || "n/a";
+}
+
 /** molt's passes between two instants: "+<start> obs <ms> -> <decision> @+<at>" each (start = event's end - ms). */
 function passTrail(r: Run, from: number, to: number): string {
   const out: string[] = [];
@@ -718,24 +724,15 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
     );
     say(
       "  new node: API server ready -> molt acts (each)",
-      [...gates, ...rollGates]
-        .filter((g) => g.apiReadyToActMs !== undefined)
-        .map((g) => `${g.apiReadyToActMs} ms`)
-        .join(", ") || "n/a",
+      eachGate([...gates, ...rollGates], (g) => g.apiReadyToActMs),
     );
     say(
       "  new node: surge up returned -> API server ready (each; negative: ready before)",
-      gates
-        .filter((g) => g.upEndToApiReadyMs !== undefined)
-        .map((g) => `${g.upEndToApiReadyMs} ms`)
-        .join(", ") || "n/a",
+      eachGate(gates, (g) => g.upEndToApiReadyMs),
     );
     say(
       "  new node: last condition incl. the LB target healthy -> molt acts (each)",
-      [...gates, ...rollGates]
-        .filter((g) => g.allTrueWithLbToActMs !== undefined)
-        .map((g) => `${g.allTrueWithLbToActMs} ms`)
-        .join(", ") || "n/a",
+      eachGate([...gates, ...rollGates], (g) => g.allTrueWithLbToActMs),
     );
     say(
       "  new node: surge up returned -> molt acts, pass by pass (ms after the up; each)",
