@@ -132,6 +132,11 @@ function joinMaterial(
     opts,
   );
   return pulumi
-    .all([m.token, m.certificateKey, m.caCertHash])
-    .apply(([token, certificateKey, caCertHash]) => ({ token, certificateKey, caCertHash }));
+    .all([m.token, m.certificateKey, m.caCertHash, m.apiServerGraceSeconds])
+    .apply(([token, certificateKey, caCertHash, apiServerGraceSeconds]) => ({
+      token,
+      certificateKey,
+      caCertHash,
+      ...(apiServerGraceSeconds !== undefined ? { apiServerGraceSeconds } : {}),
+    }));
 }

@@ -46,20 +46,34 @@ function extraArgs(args: Record<string, string>, version: SemVer): unknown {
     : Object.entries(args).map(([name, value]) => ({ name, value }));
 }
 
+/** kubeadm's patch of the kube-apiserver Pod (infra/kubeadm/grace.ts: its termination grace period). */
+export const APISERVER_PATCH_FILE = "kube-apiserver+strategic.yaml";
+export const KUBELET_PATCH_FILE = "kubeletconfiguration+merge.yaml";
+
 /**
  * The node's own patches, as kubeadm reads them from KUBEADM_PATCHES_DIR (file name -> text):
- * its providerID in the kubelet's configuration (kubeadm's "kubeletconfiguration" target, 1.25
- * on), so the Node carries it from registration on and a cloud controller manager can manage it.
+ *   - its providerID in the kubelet's configuration (kubeadm's "kubeletconfiguration" target,
+ *     1.25 on), so the Node carries it from registration on and a cloud controller manager can
+ *     manage it;
+ *   - the kube-apiserver Pod's terminationGracePeriodSeconds (grace.ts), so the kubelet lets
+ *     the API server serve its shutdown delay and finish the requests in flight after it. A
+ *     joining node's comes from the cluster's kubeadm-config at join time (join-material.ts);
+ *     this is the one its settings give.
  */
-export function kubeadmPatchFiles(node: KubeadmNode): Record<string, string> {
-  return node.providerId
-    ? { "kubeletconfiguration+merge.yaml": stringify({ providerID: node.providerId }, { lineWidth: 0 }) }
-    : {};
+export function kubeadmPatchFiles(node: KubeadmNode, apiServerGraceSeconds: number): Record<string, string> {
+  return {
+    ...(node.providerId ? { [KUBELET_PATCH_FILE]: stringify({ providerID: node.providerId }, { lineWidth: 0 }) } : {}),
+    [APISERVER_PATCH_FILE]: apiServerPatch(apiServerGraceSeconds),
+  };
 }
 
-function patches(node: KubeadmNode) {
-  return Object.keys(kubeadmPatchFiles(node)).length ? { patches: { directory: KUBEADM_PATCHES_DIR } } : {};
+/** The strategic-merge patch of the kube-apiserver Pod for a grace period. */
+export function apiServerPatch(graceSeconds: number): string {
+  return stringify({ spec: { terminationGracePeriodSeconds: graceSeconds } }, { lineWidth: 0 });
 }
+
+/** Every control-plane node molt makes has patches (at least the API server's grace period). */
+const PATCHES = { patches: { directory: KUBEADM_PATCHES_DIR } };
 
 /** Where molt's init writes the encryption configuration (the path KubeOne uses too). */
 export const ENCRYPTION_DIR = "/etc/kubernetes/encryption-providers";
@@ -120,7 +134,7 @@ export function renderInitConfiguration(node: KubeadmNode, version: SemVer, s: K
       ],
       nodeRegistration: nodeRegistration(node, version, s),
       localAPIEndpoint: localApiEndpoint(node),
-      ...patches(node),
+      ...PATCHES,
     },
     cluster,
   );
@@ -142,6 +156,6 @@ export function renderJoinConfiguration(node: KubeadmNode, version: SemVer, s: K
       localAPIEndpoint: localApiEndpoint(node),
       certificateKey: CERTIFICATE_KEY_PLACEHOLDER,
     },
-    ...patches(node),
+    ...PATCHES,
   });
 }

@@ -53,7 +53,7 @@ export function renderInitScript(
       ENCRYPTION_CONFIG: settings.encryptionAtRest ? ENCRYPTION_CONFIG : "",
       ...endpointConstants(settings.controlPlaneEndpoint, endpointRouting),
       ...installConstants(settings, version),
-      ...patchConstants(node),
+      ...patchConstants(node, settings),
     },
     functions: [
       WRITE_ENCRYPTION_CONFIG,
@@ -80,7 +80,7 @@ case "$(node_state)" in
     ;&
   clean)
     if [ -n "$ENCRYPTION_CONFIG" ]; then write_encryption_config; fi
-    write_kubeadm_patches "$KUBEADM_PATCHES_DIR"
+    write_kubeadm_patches "$KUBEADM_PATCHES_DIR" "$APISERVER_GRACE_SECONDS"
     new_private_file
     printf '%s\\n' "$KUBEADM_CONFIG" >"$MOLT_TMP"
     log "kubeadm init of $NODE_NAME"

@@ -28,13 +28,15 @@ export class KubeadmJoinMaterial extends pulumi.dynamic.Resource {
   declare readonly token: pulumi.Output<string>;
   declare readonly certificateKey: pulumi.Output<string>;
   declare readonly caCertHash: pulumi.Output<string>;
+  /** Absent in material made before molt read it (join-material.ts). */
+  declare readonly apiServerGraceSeconds: pulumi.Output<number | undefined>;
 
   constructor(name: string, args: KubeadmJoinMaterialArgs, opts?: pulumi.CustomResourceOptions) {
     const secrets = { additionalSecretOutputs: ["token", "certificateKey", "seed"] };
     super(
       provider,
       name,
-      { ...args, token: undefined, certificateKey: undefined, caCertHash: undefined },
+      { ...args, token: undefined, certificateKey: undefined, caCertHash: undefined, apiServerGraceSeconds: undefined },
       pulumi.mergeOptions(opts, secrets),
       "molt",
       "KubeadmJoinMaterial",

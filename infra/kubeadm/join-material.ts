@@ -7,6 +7,7 @@
 // as a Pulumi secret and hands it to the join script on stdin.
 import { SshSession, shellQuote, type SshTarget } from "../remote/ssh";
 import { raiseClusterConfiguration } from "./cluster-config";
+import { apiServerGraceFromClusterConfiguration } from "./grace";
 import { renderScript } from "./script";
 import * as semver from "semver";
 
@@ -17,6 +18,11 @@ export interface JoinMaterial {
   certificateKey: string;
   /** "sha256:<hex>" of the cluster CA's public key (not secret; pins discovery). */
   caCertHash: string;
+  /**
+   * The kube-apiserver Pod's termination grace period for kubeadm-config's API server flags
+   * (grace.ts; not secret). Absent: the join script uses the one molt's settings give.
+   */
+  apiServerGraceSeconds?: number;
 }
 
 export interface JoinMaterialOptions {
@@ -105,7 +111,8 @@ export function parseJoinMaterial(stdout: string): JoinMaterial {
 
 /** The join script's stdin for this material. */
 export function joinMaterialStdin(m: JoinMaterial): string {
-  return `token=${m.token}\ncertificateKey=${m.certificateKey}\ncaCertHash=${m.caCertHash}\n`;
+  const grace = m.apiServerGraceSeconds !== undefined ? `apiServerGraceSeconds=${m.apiServerGraceSeconds}\n` : "";
+  return `token=${m.token}\ncertificateKey=${m.certificateKey}\ncaCertHash=${m.caCertHash}\n${grace}`;
 }
 
 /** The part of an SSH session this module needs (infra/remote/ssh.ts SshSession fits). */
@@ -133,20 +140,13 @@ export const READ_KUBEADM_CONFIG = bashCommand(
 /** Replaces kubeadm-config with the JSON on stdin; a conflict (someone wrote it meanwhile) fails it. */
 export const REPLACE_KUBEADM_CONFIG = bashCommand(`${ADMIN_KUBECTL} replace -f - >&2`);
 
-/**
- * Before a version upgrade's first new node joins, kubeadm-config must name the version
- * (kubeadm join deploys that version's static Pods). The ClusterConfiguration is read over
- * SSH and rewritten here by the rule the lab's update-cluster-config uses
- * (cluster-config.ts clusterConfigurationAt: version, removed gates, etcd 3.7's flags), and
- * written back only if it changed, conditional on the resourceVersion read. Never lowered.
- */
-export async function raiseKubeadmConfig(
-  healthyNode: CommandRunner,
-  version: string,
-  log: (line: string) => void = () => undefined,
-): Promise<void> {
-  const v = semver.parse(version.replace(/^v/, ""));
-  if (!v || v.prerelease.length) throw new Error(`${JSON.stringify(version)} is not a Kubernetes release version`);
+/** kubeadm-config as read, and its ClusterConfiguration text. */
+interface KubeadmConfigMap {
+  cm: { data?: Record<string, string> };
+  clusterConfiguration: string;
+}
+
+async function readKubeadmConfig(healthyNode: CommandRunner): Promise<KubeadmConfigMap> {
   const raw = await healthyNode.run(READ_KUBEADM_CONFIG, "reading kubeadm-config");
   let cm: { data?: Record<string, string> };
   try {
@@ -161,14 +161,34 @@ export async function raiseKubeadmConfig(
     throw new Error(
       "the cluster disables the EtcdLearnerMode feature gate: molt only joins control-plane nodes as etcd learners",
     );
-  const r = raiseClusterConfiguration(cc, v.version);
+  return { cm, clusterConfiguration: cc };
+}
+
+/**
+ * Before a version upgrade's first new node joins, kubeadm-config must name the version
+ * (kubeadm join deploys that version's static Pods). The ClusterConfiguration read over
+ * SSH is rewritten here by the rule the lab's update-cluster-config uses
+ * (cluster-config.ts clusterConfigurationAt: version, removed gates, etcd 3.7's flags), and
+ * written back only if it changed, conditional on the resourceVersion read. Never lowered.
+ * Returns the ClusterConfiguration the join will read.
+ */
+async function raiseKubeadmConfig(
+  healthyNode: CommandRunner,
+  read: KubeadmConfigMap,
+  version: string,
+  log: (line: string) => void = () => undefined,
+): Promise<string> {
+  const v = semver.parse(version.replace(/^v/, ""));
+  if (!v || v.prerelease.length) throw new Error(`${JSON.stringify(version)} is not a Kubernetes release version`);
+  const r = raiseClusterConfiguration(read.clusterConfiguration, v.version);
   if (!r.change) {
     if (/never lowers/.test(r.why)) log(r.why);
-    return;
+    return read.clusterConfiguration;
   }
   log(r.message);
-  const body = { ...cm, data: { ...cm.data, ClusterConfiguration: r.text } };
+  const body = { ...read.cm, data: { ...read.cm.data, ClusterConfiguration: r.text } };
   await healthyNode.run(REPLACE_KUBEADM_CONFIG, "writing kubeadm-config", { stdin: JSON.stringify(body) });
+  return r.text;
 }
 
 /**
@@ -182,9 +202,15 @@ export async function obtainJoinMaterial(
   log?: (line: string) => void,
 ): Promise<JoinMaterial> {
   const script = renderJoinMaterialScript(opts);
-  if (opts.raiseClusterVersionTo !== undefined) await raiseKubeadmConfig(healthyNode, opts.raiseClusterVersionTo, log);
+  const read = await readKubeadmConfig(healthyNode);
+  const cc =
+    opts.raiseClusterVersionTo !== undefined
+      ? await raiseKubeadmConfig(healthyNode, read, opts.raiseClusterVersionTo, log)
+      : read.clusterConfiguration;
+  // kubeadm join renders the API server's manifest from kubeadm-config, not from molt's settings.
+  const grace = apiServerGraceFromClusterConfiguration(cc);
   const stdout = await healthyNode.run(bashCommand(script), `join material for ${opts.joiningNode}`);
-  return parseJoinMaterial(stdout);
+  return { ...parseJoinMaterial(stdout), apiServerGraceSeconds: grace.seconds };
 }
 
 /** Runtime of KubeadmJoinMaterial (loaded by its dynamic provider through MOLT_DIST). */

@@ -25,12 +25,14 @@ import { NODE_STATE_FUNCTION, RESET_KEEPING_FOREIGN_MANIFESTS, TEMP_FILE_FUNCTIO
 
 const READ_JOIN_MATERIAL = `read_join_material() {
   local line
-  JOIN_TOKEN="" JOIN_CERTIFICATE_KEY="" JOIN_CA_CERT_HASH=""
+  JOIN_TOKEN="" JOIN_CERTIFICATE_KEY="" JOIN_CA_CERT_HASH="" JOIN_APISERVER_GRACE_SECONDS=""
   while IFS= read -r line || [ -n "$line" ]; do
     case "$line" in
       token=*) JOIN_TOKEN=\${line#token=} ;;
       certificateKey=*) JOIN_CERTIFICATE_KEY=\${line#certificateKey=} ;;
       caCertHash=*) JOIN_CA_CERT_HASH=\${line#caCertHash=} ;;
+      # The grace period kubeadm-config's API server flags ask for (grace.ts); not secret.
+      apiServerGraceSeconds=*) JOIN_APISERVER_GRACE_SECONDS=\${line#apiServerGraceSeconds=} ;;
     esac
   done
 }
@@ -80,7 +82,7 @@ export function renderJoinScript(
       CA_CERT_HASH_PLACEHOLDER,
       ...endpointConstants(settings.controlPlaneEndpoint, endpointRouting),
       ...installConstants(settings, version),
-      ...patchConstants(node),
+      ...patchConstants(node, settings),
     },
     functions: [
       ...INSTALL_FUNCTIONS,
@@ -115,7 +117,7 @@ case "$(node_state)" in
     require_join_material
     ;;
 esac
-write_kubeadm_patches "$KUBEADM_PATCHES_DIR"
+write_kubeadm_patches "$KUBEADM_PATCHES_DIR" "\${JOIN_APISERVER_GRACE_SECONDS:-$APISERVER_GRACE_SECONDS}"
 write_join_configuration
 log "kubeadm join --control-plane of $NODE_NAME (etcd member joins as a learner, then is promoted)"
 kubeadm join --config "$MOLT_TMP" >&2

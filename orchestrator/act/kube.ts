@@ -1,5 +1,6 @@
 // Kubernetes steps of a retirement and of an upgrade, each through the API server the
 // planner named.
+import { apiServerGracePeriodSeconds } from "../../infra/kubeadm/grace";
 import { DeadlineError, pollUntil } from "../../lib/poll";
 import type { Act } from "./context";
 import { reportPodsLeft } from "./provision";
@@ -45,7 +46,9 @@ export const stopApiServer: Act<"stop-apiserver"> = async (op, ctx) => {
 export const restoreControlPlane: Act<"restore-control-plane"> = async (op, ctx) => {
   const kube = await ctx.edges.nodes.kube();
   await ctx.timed("kube", op.kind, op.node, async () => {
-    await kube.restoreControlPlane(op.node, op.manifests);
+    // Its stopped API server may finish its shutdown first, within its grace period (infra/kubeadm/grace.ts).
+    const grace = apiServerGracePeriodSeconds(ctx.intent.apiServerShutdownDelaySeconds ?? 0);
+    await kube.restoreControlPlane(op.node, op.manifests, ctx.intent.timeouts.settleSeconds + grace, ctx.signal);
     // The next passes wait for its control plane to be healthy again (plan/kube-steps.ts).
     if (op.uncordon) await kube.uncordon(op.via, op.node);
   });

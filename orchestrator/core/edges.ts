@@ -75,8 +75,11 @@ export interface KubeEdge {
   deleteNode(via: string, node: string, o?: { machineGone?: boolean }): Promise<string[]>;
   /** Resolves with what went wrong but did not stop it (a leader Lease not handed on). */
   stopApiServer(node: string, deadlineSeconds: number, signal?: AbortSignal): Promise<string[]>;
-  /** Puts manifests stop-apiserver moved aside back (their kubelet starts the pods again). */
-  restoreControlPlane(node: string, manifests: string[]): Promise<void>;
+  /**
+   * Puts manifests stop-apiserver moved aside back (their kubelet starts the pods again), once
+   * the stopped processes have exited (within `deadlineSeconds`: their grace period).
+   */
+  restoreControlPlane(node: string, manifests: string[], deadlineSeconds: number, signal?: AbortSignal): Promise<void>;
   /** Marks a node schedulable again (idempotent). */
   uncordon(via: string, node: string): Promise<void>;
   updateAddons(via: string, kubeadmNode: string, version: string): Promise<void>;

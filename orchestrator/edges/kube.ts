@@ -30,6 +30,7 @@ import {
   stillRunning,
   stillRunningScript,
   type StaticPod,
+  type Watched,
 } from "./static-pods";
 
 import {
@@ -442,9 +443,10 @@ export class KubeAccess {
    *   2. kube-apiserver: /readyz fails at once while requests are still served for
    *      --shutdown-delay-duration, the load balancer's check drops it, and it stops
    *      listening. Done then: its process lingers while long-running requests (watches) stay
-   *      open on it, until the kubelet kills it at the pod's grace period (30 s for kubeadm's
-   *      manifests; on the lab, 1.37 logged "Stopped listening" 4 s after SIGTERM and was
-   *      SIGKILLed 26 s later, each retirement). It accepts no connection then, its controllers
+   *      open on it, until its shutdown ends or the kubelet kills it at the pod's grace period
+   *      (30 s for kubeadm's own manifests, the delay + its request timeout + 5 s on the nodes
+   *      molt makes: infra/kubeadm/grace.ts; on the lab, 1.37 logged "Stopped listening" 4 s
+   *      after SIGTERM and was SIGKILLed 26 s later, each retirement). It accepts no connection then, its controllers
    *      have stopped and it is out of the load balancer (deregistered and drained before);
    *      requests it accepted before (direct clients only) finish or fail against its member's
    *      removal, and its open watches get no event until it or its machine goes, as when
@@ -471,26 +473,14 @@ export class KubeAccess {
       pods
         .map((p) => `if [ -f ${manifestPath(p.name)} ]; then mv ${manifestPath(p.name)} ${retiredPath(p.name)}; fi`)
         .join("; ");
-    const gone = (pods: readonly StaticPod[], what: string) => {
-      const script = stillRunningScript(watched(pods));
-      return pollUntil(
-        async (miss) => {
-          const r = await ssh.exec(`${sudo}sh -c '${script}'`);
-          if (r.code !== 0) return miss(r.stderr.trim() || `exit ${r.code}`);
-          const left = stillRunning(r.stdout);
-          return left.length === 0 ? true : miss(`still running: ${left.join("; ")}`);
-        },
-        {
-          what:
-            `${what} on ${node} to stop after ${pods.length > 1 ? "their manifests were" : "its manifest was"} ` +
-            "moved aside",
-          deadlineMs: deadlineSeconds * 1000,
-          intervalMs: 250,
-          maxIntervalMs: 250,
-          signal,
-        },
-      );
-    };
+    const gone = (pods: readonly StaticPod[], what: string) =>
+      untilGone(ssh, watched(pods), {
+        what:
+          `${what} on ${node} to stop after ${pods.length > 1 ? "their manifests were" : "its manifest was"} ` +
+          "moved aside",
+        deadlineSeconds,
+        signal,
+      });
     await ssh.run(
       `${sudo}sh -c '${aside(CONTROLLERS)}'`,
       `moving ${node}'s kube-controller-manager and kube-scheduler manifests aside`,
@@ -510,13 +500,30 @@ export class KubeAccess {
    * Puts manifests stop-apiserver moved aside back where the kubelet runs them. A manifest in
    * place already wins (the moved-aside copy stays, for a human to compare).
    */
-  async restoreControlPlane(node: string, manifests: string[]): Promise<void> {
+  async restoreControlPlane(
+    node: string,
+    manifests: string[],
+    deadlineSeconds: number,
+    signal?: AbortSignal,
+  ): Promise<void> {
     const ssh = this.session(node);
     const names = manifests.map((f) => {
       const name = staticPodOfRetired(f);
       if (!name) throw new Error(`${f} is not a manifest stop-apiserver moved aside`);
       return name;
     });
+    // A stopped API server may still be finishing requests (or holding watches) until its
+    // grace period ends; the kubelet starts the restored pod only after that, so the wait for
+    // its health would start late. Its process is waited for here, within its grace period.
+    await untilGone(
+      ssh,
+      names.map((binary) => ({ binary })),
+      {
+        what: `the stopped ${names.join(", ")} on ${node} to exit before its manifests go back`,
+        deadlineSeconds,
+        signal,
+      },
+    );
     await ssh.run(
       `${sudoFor(ssh.target.user)}sh -c '${names
         .map((n) => `if [ ! -e ${manifestPath(n)} ]; then mv ${retiredPath(n)} ${manifestPath(n)}; fi`)
@@ -575,4 +582,23 @@ export class KubeAccess {
 
 function firstLine(e: Error): string {
   return String(e.message ?? e).split("\n")[0];
+}
+
+/** Polls `watched` on a node until nothing of it runs (static-pods.ts stillRunningScript). */
+function untilGone(
+  ssh: SshSession,
+  watched: readonly Watched[],
+  o: { what: string; deadlineSeconds: number; signal?: AbortSignal },
+): Promise<true> {
+  const script = stillRunningScript(watched);
+  const sudo = sudoFor(ssh.target.user);
+  return pollUntil(
+    async (miss) => {
+      const r = await ssh.exec(`${sudo}sh -c '${script}'`);
+      if (r.code !== 0) return miss(r.stderr.trim() || `exit ${r.code}`);
+      const left = stillRunning(r.stdout);
+      return left.length === 0 ? true : miss(`still running: ${left.join("; ")}`);
+    },
+    { what: o.what, deadlineMs: o.deadlineSeconds * 1000, intervalMs: 250, maxIntervalMs: 250, signal: o.signal },
+  );
 }

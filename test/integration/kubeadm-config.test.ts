@@ -70,7 +70,7 @@ describe("molt's kubeadm configuration, read by kubeadm itself", function () {
     it(`kubeadm ${version}: the kubelet gets --cloud-provider=external and the script's providerID patch`, () => {
       const script = renderInitScript(identified, settings);
       const patches = join(dir, "patches");
-      const write = bash(`${definitionsOf(script)}\nwrite_kubeadm_patches '${patches}'`);
+      const write = bash(`${definitionsOf(script)}\nwrite_kubeadm_patches '${patches}' "$APISERVER_GRACE_SECONDS"`);
       assert.equal(write.status, 0, write.stderr);
       const file = join(dir, "init.yaml");
       writeFileSync(file, configOf(script).replace("/etc/kubernetes/molt-patches", patches));
@@ -84,6 +84,32 @@ describe("molt's kubeadm configuration, read by kubeadm itself", function () {
       // KUBEADM_INIT_DRYRUN_DIR is where kubeadm writes what it would write to /var/lib/kubelet.
       assert.match(readFileSync(join(out, "config.yaml"), "utf8"), new RegExp(`^providerID: ${PROVIDER_ID}$`, "m"));
       assert.match(readFileSync(join(out, "kubeadm-flags.env"), "utf8"), /--cloud-provider=external/);
+    });
+
+    it(`kubeadm ${version}: the API server's manifest gets the grace period of the shutdown delay`, () => {
+      // kubeadm's own manifest has none (the kubelet's 30 s): with molt's 60 s delay the API
+      // server was killed halfway through it. The script's patch sets delay + 60 s + 5 s.
+      const manifest = (patched: boolean) => {
+        const script = renderInitScript(node, settings);
+        const patches = join(dir, patched ? "patches" : "none");
+        const write = bash(`${definitionsOf(script)}\nwrite_kubeadm_patches '${patches}' "$APISERVER_GRACE_SECONDS"`);
+        assert.equal(write.status, 0, write.stderr);
+        // Unpatched: the same directory, emptied (kubeadm refuses a patch directory that is missing).
+        if (!patched) for (const f of readdirSync(patches)) rmSync(join(patches, f));
+        const file = join(dir, "init.yaml");
+        writeFileSync(file, configOf(script).replace("/etc/kubernetes/molt-patches", patches));
+        const out = join(dir, patched ? "dry-run" : "dry-run-none");
+        const r = spawnSync(kubeadm, ["init", "phase", "control-plane", "apiserver", "--config", file, "--dry-run"], {
+          encoding: "utf8",
+          env: { ...process.env, KUBEADM_INIT_DRYRUN_DIR: out },
+        });
+        assert.equal(r.status, 0, r.stderr + r.stdout);
+        return readFileSync(join(out, "kube-apiserver.yaml"), "utf8");
+      };
+      const patched = manifest(true);
+      assert.match(patched, /^ {2}terminationGracePeriodSeconds: 125$/m);
+      assert.match(patched, /--shutdown-delay-duration=60s/);
+      assert.doesNotMatch(manifest(false), /terminationGracePeriodSeconds/, "kubeadm's own manifest sets none");
     });
   }
 });

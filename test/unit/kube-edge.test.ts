@@ -209,6 +209,32 @@ describe("a retiring node's control plane stopped (KubeAccess.stopApiServer)", (
     assert.ok(apiAsked.length > 0 && apiAsked.every((a) => !a.port && a.process), "its process is watched");
   });
 
+  it("restores: the manifests go back only once the stopped API server's process has exited", async () => {
+    // Its grace period (infra/kubeadm/grace.ts) may keep it finishing requests after its port
+    // closed; the kubelet would start the restored pod only after that anyway.
+    const { kube, log, apiAsked } = fakeEdge({}, { apiProcess: 3 });
+    await kube.restoreControlPlane("cp-1", ["/etc/kubernetes/kube-apiserver.yaml.retired"], 5);
+    assert.deepEqual(shortly(log).slice(0, 4), Array(4).fill("exec check apiserver"));
+    assert.match(
+      log[4],
+      /^run .*mv \/etc\/kubernetes\/kube-apiserver\.yaml\.retired \/etc\/kubernetes\/manifests\/kube-apiserver\.yaml/,
+    );
+    assert.equal(log.length, 5);
+    assert.ok(
+      apiAsked.every((a) => a.process && !a.port),
+      "its process is watched, not a port",
+    );
+  });
+
+  it("restores nothing while the stopped process outlives the deadline, and says what runs", async () => {
+    const { kube, log } = fakeEdge({}, { apiProcess: 1_000 });
+    await assert.rejects(
+      kube.restoreControlPlane("cp-1", ["/etc/kubernetes/kube-apiserver.yaml.retired"], 1),
+      /stopped kube-apiserver on cp-1 to exit before its manifests go back.*process: kube-apiserver \(pid 4343\)/s,
+    );
+    assert.ok(log.length > 0 && log.every((l) => l === "exec check apiserver"), "no manifest was moved");
+  });
+
   it("watches the port a manifest's --secure-port names, in either form", async () => {
     const { kube, checked } = fakeEdge({}, {}, "answers", {
       "kube-controller-manager": ["--secure-port=10357"],

@@ -102,7 +102,12 @@ describe("join material from a healthy control-plane node", () => {
     const plain = fakeNode(config("v1.34.2"));
     await obtainJoinMaterial(plain.runner, { joiningNode: "cp-g4-b" });
     assert.deepEqual(plain.written, []);
-    assert.equal(plain.commands.length, 1, "no version to raise: kubeadm-config is not read");
+    assert.deepEqual(
+      plain.commands.slice(0, 1),
+      [READ_KUBEADM_CONFIG],
+      "no version to raise: kubeadm-config is read (the API server's flags), never written",
+    );
+    assert.equal(plain.commands.length, 2);
   });
 
   it("raising to 1.37 rewrites KubeOne's etcd experimental flags, as update-cluster-config does", async () => {
@@ -180,14 +185,31 @@ describe("join material from a healthy control-plane node", () => {
     const runner: CommandRunner = {
       async run(command: string) {
         calls.push(command);
+        if (command === READ_KUBEADM_CONFIG)
+          return JSON.stringify({ data: { ClusterConfiguration: config("v1.35.0") } });
         return `token=${TOKEN}\ncertificateKey=${CERT_KEY}\ncaCertHash=${CA_HASH}\n`;
       },
     };
     const m = await obtainJoinMaterial(runner, { joiningNode: "cp-g4-b" });
     assert.equal(m.token, TOKEN);
-    assert.equal(calls.length, 1);
-    assert.match(calls[0], /^bash --norc --noprofile -euo pipefail -c '/);
-    assert.match(calls[0], /kubeadm token create/);
+    assert.equal(calls.length, 2);
+    assert.match(calls[1], /^bash --norc --noprofile -euo pipefail -c '/);
+    assert.match(calls[1], /kubeadm token create/);
+  });
+
+  it("carries the API server's grace period for kubeadm-config's flags, not molt's settings", async () => {
+    const withDelay = (args: string) => config("v1.35.0") + `apiServer:\n  extraArgs:\n${args}`;
+    const seventy = fakeNode(withDelay("  - name: shutdown-delay-duration\n    value: 70s\n"));
+    const m = await obtainJoinMaterial(seventy.runner, { joiningNode: "cp-g4-b", raiseClusterVersionTo: "1.35.0" });
+    assert.equal(m.apiServerGraceSeconds, 70 + 60 + 5);
+    assert.match(joinMaterialStdin(m), /^apiServerGraceSeconds=135$/m);
+    // None named: kube-apiserver's defaults (no delay, 60 s of requests in flight).
+    const none = await obtainJoinMaterial(fakeNode(config("v1.35.0")).runner, { joiningNode: "cp-g4-b" });
+    assert.equal(none.apiServerGraceSeconds, 65);
+    // A flag kube-apiserver would refuse: no material is made (the token is never created).
+    const bad = fakeNode(withDelay("  - name: shutdown-delay-duration\n    value: soon\n"));
+    await assert.rejects(obtainJoinMaterial(bad.runner, { joiningNode: "cp-g4-b" }), /shutdown-delay-duration="soon"/);
+    assert.deepEqual(bad.commands, [READ_KUBEADM_CONFIG]);
   });
 
   it("refuses a token lifetime that is not a duration", () => {

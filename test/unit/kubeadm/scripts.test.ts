@@ -11,7 +11,7 @@ import {
   type KubeadmNode,
 } from "../../../infra/kubeadm/settings";
 import { bash, definitionsOf, shellcheck } from "./shell";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join as path } from "node:path";
 import { parse, parseAllDocuments } from "yaml";
@@ -281,19 +281,27 @@ describe("rendered kubeadm scripts", () => {
       const [join] = kubeadmConfig(script);
       assert.deepEqual(join.patches, { directory: "/etc/kubernetes/molt-patches" });
       const main = script.slice(script.indexOf("main() {"));
-      assert.ok(main.indexOf('write_kubeadm_patches "$KUBEADM_PATCHES_DIR"') < main.indexOf("kubeadm join --config"));
+      assert.ok(
+        main.indexOf(
+          'write_kubeadm_patches "$KUBEADM_PATCHES_DIR" "${JOIN_APISERVER_GRACE_SECONDS:-$APISERVER_GRACE_SECONDS}"',
+        ) < main.indexOf("kubeadm join --config"),
+      );
       const init = renderInitScript({ ...node, providerId }, settings);
       assert.deepEqual(kubeadmConfig(init)[0].patches, { directory: "/etc/kubernetes/molt-patches" });
       const initMain = init.slice(init.indexOf("main() {"));
       assert.ok(
-        initMain.indexOf('write_kubeadm_patches "$KUBEADM_PATCHES_DIR"') < initMain.indexOf("kubeadm init --config"),
+        initMain.indexOf('write_kubeadm_patches "$KUBEADM_PATCHES_DIR" "$APISERVER_GRACE_SECONDS"') <
+          initMain.indexOf("kubeadm init --config"),
       );
 
       const dir = mkdtempSync(path(tmpdir(), "molt-patches-"));
       try {
-        const r = bash(`${definitionsOf(script)}\nwrite_kubeadm_patches '${dir}/patches'`);
+        const r = bash(`${definitionsOf(script)}\nwrite_kubeadm_patches '${dir}/patches' "$APISERVER_GRACE_SECONDS"`);
         assert.equal(r.status, 0, r.stderr);
-        assert.deepEqual(readdirSync(path(dir, "patches")), ["kubeletconfiguration+merge.yaml"]);
+        assert.deepEqual(readdirSync(path(dir, "patches")).sort(), [
+          "kube-apiserver+strategic.yaml",
+          "kubeletconfiguration+merge.yaml",
+        ]);
         const patch = parse(readFileSync(path(dir, "patches", "kubeletconfiguration+merge.yaml"), "utf8"));
         assert.deepEqual(patch, { providerID: providerId });
         assert.match(r.stderr, /the kubelet's providerID: providerID: aws:\/\/\/eu-central-1a\/i-0123456789abcdef0/);
@@ -302,14 +310,14 @@ describe("rendered kubeadm scripts", () => {
       }
     });
 
-    it("writes no patch and names no patch directory for a node without a providerID", () => {
+    it("writes only the API server's patch for a node without a providerID, still before kubeadm runs", () => {
       const script = renderJoinScript(node, settings);
-      assert.equal(kubeadmConfig(script)[0].patches, undefined);
+      assert.deepEqual(kubeadmConfig(script)[0].patches, { directory: "/etc/kubernetes/molt-patches" });
       const dir = mkdtempSync(path(tmpdir(), "molt-patches-"));
       try {
-        const r = bash(`${definitionsOf(script)}\nwrite_kubeadm_patches '${dir}/patches'`);
+        const r = bash(`${definitionsOf(script)}\nwrite_kubeadm_patches '${dir}/patches' 125`);
         assert.equal(r.status, 0, r.stderr);
-        assert.ok(!existsSync(path(dir, "patches")));
+        assert.deepEqual(readdirSync(path(dir, "patches")), ["kube-apiserver+strategic.yaml"]);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
