@@ -19,6 +19,9 @@ import { isNodeName } from "../core/plan";
 import { programInputFor } from "../config/program-input";
 import { openStackReading, repairMessage } from "./driver";
 import { teardownWarning } from "../teardown";
+import { parseTeardownWarning } from "../../infra/remote/teardown";
+import { ENGINE_OWNER_VAR, ENGINE_TAG_VAR, engineTag } from "./engine-process";
+import { WarmProviders } from "./warm-provider";
 import { clearEngineLeftovers } from "./leftovers";
 import type { ClearedOperation } from "../core/edges";
 import {
@@ -87,12 +90,33 @@ export class EngineStack implements StackEdge {
    */
   private base?: Promise<StateView>;
 
+  /** The dynamic provider each `up` attaches to, loaded before it (stack/warm-provider.ts). */
+  private readonly providers: WarmProviders;
+
   private constructor(
     private readonly stack: Stack,
     private readonly o: EngineStackOptions,
     /** The export taken while the stack was selected (driver.ts openStackReading); prepare() judges it. */
     private firstExport?: Promise<Deployment>,
-  ) {}
+  ) {
+    this.providers = new WarmProviders({
+      // The environment the CLI gives the plugins it starts (stack/engine-process.ts).
+      env: () => ({
+        ...(process.env as Record<string, string>),
+        ...this.stack.workspace.envVars,
+        PULUMI_AUTOMATION_API: "true",
+        ...(o.tagProcesses
+          ? { [ENGINE_TAG_VAR]: engineTag(o.backend, o.stackName), [ENGINE_OWNER_VAR]: String(process.pid) }
+          : {}),
+      }),
+      // What the engine would have made diagnostics of: teardown warnings, and the engine's output.
+      onLine: (line) => {
+        const w = parseTeardownWarning(line);
+        if (w) o.report?.({ type: "warning", node: w.node, message: w.message });
+        if (o.engineOutput) o.report?.({ type: "engine", line: line.trimEnd() });
+      },
+    });
+  }
 
   get name(): string {
     return this.o.stackName;
@@ -142,6 +166,8 @@ export class EngineStack implements StackEdge {
     // Clearing pending operations rewrote the state: read it again before the first change.
     this.base = cleared.length ? undefined : Promise.resolve(viewOf(atStart));
     this.known = undefined;
+    // The first `up`'s dynamic provider loads while the loop observes (stack/warm-provider.ts).
+    this.providers.prepare();
     return cleared;
   }
 
@@ -261,6 +287,7 @@ export class EngineStack implements StackEdge {
   }
 
   async quiesce(): Promise<void> {
+    this.providers.close();
     // The read after the last change is of no use once the run ends: stopped, not awaited.
     this.stopBackground?.abort();
     await this.base?.catch(() => undefined);
@@ -347,8 +374,11 @@ export class EngineStack implements StackEdge {
       if (step) report?.(step);
     };
     const vars = this.stack.workspace.envVars;
-    const saved = Object.keys(env).map((k) => [k, vars[k]] as const);
-    Object.assign(vars, env);
+    // The dynamic provider, loaded already, takes this `up`'s environment; none: the engine starts one.
+    const provider = await this.providers.take(env);
+    const upEnv = { ...env, ...provider?.env };
+    const saved = Object.keys(upEnv).map((k) => [k, vars[k]] as const);
+    Object.assign(vars, upEnv);
     try {
       await upWithoutReadback(this.stack, {
         ...(onOutput ? { onOutput } : {}),
@@ -371,6 +401,9 @@ export class EngineStack implements StackEdge {
       for (const [k, v] of saved)
         if (v === undefined) delete vars[k];
         else vars[k] = v;
+      provider?.end();
+      // The next `up`'s provider loads while the loop observes and acts.
+      this.providers.prepare();
     }
     this.clientKey = clientKey;
     if (guard) this.guardToken = guard.token;

@@ -1,0 +1,60 @@
+// The node process of a warm dynamic provider (stack/warm-provider.ts): @pulumi/pulumi's own
+// dynamic-provider server, loaded before the `up` that uses it starts, so that `up` does not
+// wait for node to load @pulumi/pulumi (about 0.45 s of every `up` on the lab).
+//
+// Protocol, on stdio with molt:
+//   1. the server prints its port on stdout (as it does for the engine), once loaded;
+//   2. molt writes one JSON line on stdin: the environment of the `up` it serves (what the
+//      engine would have given the provider it starts: molt's teardown list, stack/edge.ts);
+//   3. this process sets it and prints "ready"; molt then starts the `up`, which attaches
+//      to the port (PULUMI_DEBUG_PROVIDERS), and kills this process once the `up` has ended.
+// Anything else the provider prints goes to stderr, which molt reads as the engine would.
+import { dirname } from "node:path";
+import { createInterface } from "node:readline";
+
+// The engine address the server is started with is not used by the Node.js dynamic provider;
+// with an attached provider the engine gives its address in the handshake instead.
+process.argv.splice(2, process.argv.length, "127.0.0.1:0");
+type Write = (chunk: string | Uint8Array, ...rest: unknown[]) => boolean;
+const print = process.stdout.write.bind(process.stdout) as Write;
+let portPrinted: () => void;
+const portSeen = new Promise<void>((resolve) => (portPrinted = resolve));
+let first = true;
+// The server's only stdout line is its port; later output (none is expected) goes to stderr.
+process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+  if (!first) return (process.stderr.write as Write)(chunk, ...rest);
+  first = false;
+  const r = print(chunk, ...rest);
+  portPrinted();
+  return r;
+}) as typeof process.stdout.write;
+
+const lines = createInterface({ input: process.stdin });
+lines.once("line", (line) => {
+  const env = JSON.parse(line) as Record<string, string>;
+  for (const [k, v] of Object.entries(env)) process.env[k] = v;
+  // "ready" after the port, whenever the line came.
+  void portSeen.then(() => print("ready\n"));
+});
+// molt went away without a word: nothing to serve.
+lines.once("close", () => process.exit(0));
+
+// An attached provider is told the engine's address through Attach, which the engine requires
+// to succeed; the Node.js dynamic provider answers it "not implemented" (it never calls the
+// engine). Its server gets an Attach that accepts, nothing else changed. The SDK's own gRPC
+// and protobuf modules: the ones its server is made of.
+/* eslint-disable @typescript-eslint/no-require-imports */
+const sdk = dirname(require.resolve("@pulumi/pulumi/package.json"));
+const grpc = require(require.resolve("@grpc/grpc-js", { paths: [sdk] })) as {
+  Server: { prototype: { addService(service: unknown, impl: Record<string, unknown>): void } };
+};
+const { Empty } = require(require.resolve("google-protobuf/google/protobuf/empty_pb", { paths: [sdk] })) as {
+  Empty: new () => unknown;
+};
+const addService = grpc.Server.prototype.addService;
+grpc.Server.prototype.addService = function (this: unknown, service: unknown, impl: Record<string, unknown>) {
+  impl.attach = (_call: unknown, callback: (err: null, resp: unknown) => void) => callback(null, new Empty());
+  return addService.call(this, service, impl);
+};
+require("@pulumi/pulumi/cmd/dynamic-provider");
+/* eslint-enable @typescript-eslint/no-require-imports */
