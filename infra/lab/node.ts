@@ -162,12 +162,14 @@ export class LabControlPlaneNode extends pulumi.ComponentResource {
     }
     let stdin: pulumi.Output<string> | undefined;
     // The first node of the list has no older node to join through; it already exists
-    // (new nodes are always appended), so its join inputs are never used again.
+    // (new nodes are always appended), so its join inputs are never used again. The material
+    // comes from the seed, not this machine: it is read while the machine boots (a 30 min
+    // token, unused if the machine fails; its join waits for both).
     if (!e.init && args.seed) {
       stdin = new JoinMaterial(
         `${name}-join`,
         { seed: args.seed.connection },
-        { parent: this, dependsOn: args.seed.bootstrap ? [machine, args.seed.bootstrap] : [machine] },
+        { parent: this, dependsOn: args.seed.bootstrap ? [args.seed.bootstrap] : [] },
       ).material;
     }
     const hostFiles =

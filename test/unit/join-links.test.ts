@@ -189,6 +189,21 @@ describe("join links between nodes (infra/node.ts joinsInThisUpdate)", () => {
     assert.deepEqual(linksOf("lab-cp-4"), ["lab-cp-1", "lab-cp-2", "lab-cp-3"], "seed, endpoints, the node before");
     assert.ok(run.has([...run.keys()].find((u) => urnName(u) === "lab-cp-4-join")!), "the new node's join material");
     assert.equal([...run.keys()].filter((u) => /LabJoinMaterial/.test(u)).length, 1, "none for nodes that joined");
+    // Read from the seed while the new machine boots (as the bench's floor does): it waits for
+    // the seed's bootstrap, not for the machine; the join waits for both.
+    const material = [...run.values()].find((r) => urnName(r.urn) === "lab-cp-4-join")!;
+    const deps = (r: typeof material) => [
+      ...(r.dependencies ?? []),
+      ...Object.values(r.propertyDependencies ?? {}).flat(),
+    ];
+    const own = deps(material)
+      .map(urnName)
+      .filter((n) => n.startsWith("lab-cp-4-"));
+    assert.deepEqual(own, [], "nothing of the new node (its machine boots meanwhile)");
+    assert.ok(deps(material).map(urnName).includes("lab-cp-1-etcd"), "the seed's bootstrap");
+    const join = [...run.values()].find((r) => urnName(r.urn) === "lab-cp-4-etcd")!;
+    assert.ok(deps(join).map(urnName).includes("lab-cp-4-join"), "the join waits for its material");
+    assert.ok(deps(join).map(urnName).includes("lab-cp-4-machine"), "and for its machine");
 
     const unknown = await registered(nodes, undefined);
     assert.equal(
