@@ -31,7 +31,12 @@ function readArgv(pid: number): string[] {
 function kindOf(argv: string[]): EngineProcess["kind"] | undefined {
   const exe = argv[0]?.split("/").pop() ?? "";
   if (exe === "pulumi") return "engine";
-  if (exe.startsWith("pulumi-") || argv.some((a) => /@pulumi\/pulumi\/cmd\/dynamic-provider/.test(a))) return "plugin";
+  // molt's own start of the dynamic provider (stack/warm-provider.ts) is one too.
+  if (
+    exe.startsWith("pulumi-") ||
+    argv.some((a) => /@pulumi\/pulumi\/cmd\/dynamic-provider|\/stack\/provider-host\.js$/.test(a))
+  )
+    return "plugin";
   return undefined;
 }
 

@@ -9,6 +9,7 @@
 //   3. this process sets it and prints "ready"; molt then starts the `up`, which attaches
 //      to the port (PULUMI_DEBUG_PROVIDERS), and kills this process once the `up` has ended.
 // Anything else the provider prints goes to stderr, which molt reads as the engine would.
+import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createInterface } from "node:readline";
 
@@ -24,6 +25,7 @@ let first = true;
 process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
   if (!first) return (process.stderr.write as Write)(chunk, ...rest);
   first = false;
+  printedPort = Number(String(chunk).trim());
   const r = print(chunk, ...rest);
   portPrinted();
   return r;
@@ -36,8 +38,41 @@ lines.once("line", (line) => {
   // "ready" after the port, whenever the line came.
   void portSeen.then(() => print("ready\n"));
 });
-// molt went away without a word: nothing to serve.
-lines.once("close", () => process.exit(0));
+// molt went away (killed, or it ended): as a provider the engine starts dies with its engine,
+// this one serves the engine attached to it until that engine lets go (an engine outlives
+// molt where it is not bound to it, stack/engine-bind.ts), and goes at once if none is.
+lines.once("close", () => {
+  void portSeen.then(() => {
+    const port = portOf();
+    const check = () => {
+      if (!engineAttached(port)) process.exit(0);
+    };
+    check();
+    setInterval(check, 200);
+  });
+});
+
+let printedPort = 0;
+const portOf = () => printedPort;
+
+/** Whether a connection to `port` is established in this network namespace (/proc/net/tcp). */
+function engineAttached(port: number): boolean {
+  const hex = port.toString(16).toUpperCase().padStart(4, "0");
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text = "";
+    try {
+      text = readFileSync(table, "utf8");
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n").slice(1)) {
+      const f = line.trim().split(/\s+/);
+      // local_address (ADDR:PORT in hex), rem_address, st (01: ESTABLISHED)
+      if (f.length > 3 && f[1].endsWith(`:${hex}`) && f[3] === "01") return true;
+    }
+  }
+  return false;
+}
 
 // An attached provider is told the engine's address through Attach, which the engine requires
 // to succeed; the Node.js dynamic provider answers it "not implemented" (it never calls the

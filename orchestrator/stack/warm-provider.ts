@@ -11,13 +11,15 @@
 //     the `up` starts (stack/provider-host.ts);
 //   - its stderr, which the engine would turn into diagnostics, is read here and given to
 //     `onLine` (molt's teardown warnings are parsed from it, stack/edge.ts);
-//   - bound like the engine (setpriv --pdeathsig KILL, stack/engine-bind.ts): it dies with
-//     molt, however molt dies; and tagged (MOLT_ENGINE_OF) like every engine process.
+//   - it lives as the one the engine starts would: once molt is gone (its stdin closes), it
+//     serves the engine attached to it until that engine lets go (an engine not bound to molt
+//     outlives it, stack/engine-bind.ts), and exits at once if none is (provider-host.ts);
+//   - tagged (MOLT_ENGINE_OF) like every engine process, so a later run stops one left over
+//     (stack/leftovers.ts).
 // Where it cannot be started or does not answer in time, the engine starts its own, as before.
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { canBindEngines } from "./engine-bind";
 
 /** How long a provider may take to load (print its port), and to take its environment. */
 const LOAD_MS = 60_000;
@@ -52,9 +54,9 @@ export class WarmProviders {
 
   constructor(private readonly o: WarmProviderOptions) {}
 
-  /** Whether this machine can bind a provider to molt (else the engine starts its own, bound to it). */
+  /** Linux: the provider reads /proc/net/tcp to know whether an engine is attached (else the engine starts its own). */
   static usable(): boolean {
-    return canBindEngines();
+    return process.platform === "linux";
   }
 
   /** Starts loading the provider the next `up` takes (once). */
@@ -105,7 +107,10 @@ export class WarmProviders {
       PULUMI_NODEJS_PROJECT: "molt",
       PULUMI_PROJECT: "molt",
     };
-    const child = spawn("setpriv", ["--pdeathsig", "KILL", "--", process.execPath, host], {
+    // A session of its own, as the engine's: a Ctrl-C in molt's terminal does not reach it (the
+    // engine's graceful cancel lets the step it serves finish).
+    const child = spawn(process.execPath, [host], {
+      detached: true,
       env,
       stdio: ["pipe", "pipe", "pipe"],
     });

@@ -7,6 +7,11 @@ import * as pulumi from "@pulumi/pulumi";
 import { openStack } from "../../orchestrator/stack/driver";
 import { WarmProviders } from "../../orchestrator/stack/warm-provider";
 import { alive } from "../../lib/process";
+import { pollUntil } from "../../lib/poll";
+import { connect, type Socket } from "node:net";
+import type { ChildProcess } from "node:child_process";
+import { ENGINE_OWNER_VAR, ENGINE_TAG_VAR, engineTag } from "../../orchestrator/stack/engine-process";
+import { engineProcessesOf } from "../../orchestrator/stack/leftovers";
 import { makeWorkDir, type TestWorkDir } from "../support/workdir";
 
 const probe: pulumi.dynamic.ResourceProvider = {
@@ -73,6 +78,55 @@ describe("a dynamic provider loaded before its `up` (integration, real engine)",
       providers.close();
       await stack.destroy().catch(() => undefined);
       await stack.workspace.removeStack("warm").catch(() => undefined);
+    }
+  });
+
+  it("once molt is gone it serves an attached engine until that lets go, and a later run finds it", async () => {
+    const tag = engineTag("file:///state/warm", "warm");
+    const providers = new WarmProviders({
+      env: () => ({
+        ...(process.env as Record<string, string>),
+        [ENGINE_TAG_VAR]: tag,
+        [ENGINE_OWNER_VAR]: String(process.pid),
+      }),
+    });
+    const internals = providers as unknown as {
+      loading?: Promise<{ child: ChildProcess; port: number } | undefined>;
+    };
+    const loaded = async () => (await internals.loading)!;
+    try {
+      // Tagged like the engine: a later run's clean-up finds it (stack/leftovers.ts).
+      providers.prepare();
+      const idle = await loaded();
+      assert.deepEqual(
+        engineProcessesOf(tag).map((p) => [p.pid, p.kind]),
+        [[idle.child.pid, "plugin"]],
+      );
+      // molt gone (its end of stdin closed) with no engine attached: it exits at once.
+      idle.child.stdin!.end();
+      await pollUntil(() => (alive(idle.child.pid!) ? undefined : true), {
+        what: "the idle provider to exit",
+        deadlineMs: 5000,
+      });
+
+      // With a connection to it (an engine that outlives molt), it stays until that closes.
+      internals.loading = undefined;
+      providers.prepare();
+      const used = await loaded();
+      const engine = await new Promise<Socket>((resolve, reject) => {
+        const c = connect(used.port, "127.0.0.1", () => resolve(c));
+        c.once("error", reject);
+      });
+      used.child.stdin!.end();
+      await new Promise((r) => setTimeout(r, 1_000));
+      assert.ok(alive(used.child.pid!), "serves the engine still attached to it");
+      engine.destroy();
+      await pollUntil(() => (alive(used.child.pid!) ? undefined : true), {
+        what: "the provider to exit once its engine let go",
+        deadlineMs: 5000,
+      });
+    } finally {
+      providers.close();
     }
   });
 
