@@ -5,7 +5,7 @@
 // Kubernetes it runs, so there a value is { image, kubernetesVersion }; a lab image says it
 // itself (its image.json).
 import type { ChainImage } from "../core/model";
-import { compareMinors, fullVersionOf, minorName, minorOf } from "../core/plan/versions";
+import { compareMinors, compareVersions, fullVersionOf, minorName, minorOf } from "../core/plan/versions";
 import type { ImagesSection } from "./schema";
 
 /** One entry as written; the lab fills the version in from the image (orchestrator/config/index.ts resolveLabImage). */
@@ -56,7 +56,7 @@ export function chainImagesProblems(
         `${key}: above the target Kubernetes ${target.kubernetesVersion} (molt:kubernetesVersion): a chain only ` +
           `goes up to it; remove the entry`,
       );
-    else if (v.minor === t.minor && (e.image !== target.image || e.kubernetesVersion !== target.kubernetesVersion))
+    else if (v.minor === t.minor && (e.image !== target.image || compareVersions(v, t) !== 0))
       problems.push(
         `${key}: the target's minor is molt:image (${target.image}, Kubernetes ${target.kubernetesVersion}), but ` +
           `this names ${e.image} (Kubernetes ${e.kubernetesVersion}); remove the entry or make the two the same`,

@@ -168,6 +168,14 @@ describe("versions: the rules on the inputs the old parsers disagreed on", () =>
     it("a v before the target's version (was: every entry above the target)", () => {
       assert.deepEqual(chainImagesProblems([entry("1.36", "1.36.3")], { ...target, kubernetesVersion: "v1.37.2" }), []);
     });
+    it("the target's own minor: the same version written with a v is the same (was: a string compare)", () => {
+      const same = { minor: "1.37", image: "k8s-v1.37.2", kubernetesVersion: "v1.37.2" };
+      assert.deepEqual(chainImagesProblems([same], target), []);
+      assert.match(
+        chainImagesProblems([{ ...same, kubernetesVersion: "1.37.1" }], target).join("\n"),
+        /the target's minor is molt:image/,
+      );
+    });
     it("an entry of another minor, or above the target, is still named (as before)", () => {
       assert.match(chainImagesProblems([entry("1.36", "1.35.4")], target).join("\n"), /not a 1\.36 version/);
       assert.match(chainImagesProblems([entry("1.38", "1.38.0")], target).join("\n"), /above the target/);
