@@ -1,5 +1,7 @@
 // What every CLI-driven e2e suite on the lab shares: a throwaway project and backend with
-// its own molt home, the stored state of its stack, and a destroy that never fails the suite.
+// its own molt home, the stored state of its stack, and a destroy that never fails the suite
+// (a failed one is reported with the engine's output, and the lab cleaned).
+import { execFileSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { LabSettings } from "../../infra/lab/settings";
@@ -7,6 +9,7 @@ import { buildProgram } from "../../infra/program";
 import { readStoredState } from "../../orchestrator/stack/state";
 import { type StoredState } from "../../orchestrator/core/nodes";
 import { openStack } from "../../orchestrator/stack/driver";
+import { labLeftovers } from "./lab";
 import { makeWorkDir, type TestWorkDir } from "./workdir";
 
 export interface CliSuite {
@@ -47,12 +50,20 @@ export function cliSuite(prefix: string, stack: string, lab: LabSettings): CliSu
         const s = await openStack({ stackName: stack, workDir: wd.dir, env, create: false, program: async () => ({}) });
         await s.destroy();
       } catch (e) {
+        // The engine says what failed on stdout (its diagnostics), not on stderr: both, cut.
         const m = (e as Error).message;
-        console.log(
-          "    cleanup:",
-          m.split("\n")[0],
-          m.includes("stderr:") ? m.slice(m.indexOf("stderr:"), m.indexOf("stderr:") + 300) : "",
-        );
+        const part = (name: string, next: string) =>
+          m.includes(`${name}:`)
+            ? m.slice(m.indexOf(`${name}:`), m.indexOf(next) > 0 ? m.indexOf(next) : undefined)
+            : "";
+        console.log("    cleanup:", m.split("\n")[0]);
+        console.log(`${part("stdout", "stderr:").slice(-3000)}\n${part("stderr", "err?:").slice(0, 600)}`);
+      }
+      // A failed destroy must not leave the lab to the next suite or to CI's check: named, then cleaned.
+      const left = labLeftovers(lab);
+      if (left.netns.length || left.haproxy.length) {
+        console.log(`    cleanup: leftovers after destroy (${left.netns.join(", ")}), cleaning lab ${lab.lab}`);
+        execFileSync("bash", ["tools/lab/clean.sh", lab.lab, lab.bridge], { stdio: "ignore" });
       }
       wd.cleanup();
     },
