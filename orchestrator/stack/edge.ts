@@ -166,7 +166,7 @@ export class EngineStack implements StackEdge {
     // Clearing pending operations rewrote the state: read it again before the first change.
     this.base = cleared.length ? undefined : Promise.resolve(viewOf(atStart));
     this.known = undefined;
-    // The first `up`'s dynamic provider loads while the loop observes (stack/warm-provider.ts).
+    // The run's dynamic provider loads while the loop observes (stack/warm-provider.ts).
     this.providers.prepare();
     return cleared;
   }
@@ -374,17 +374,19 @@ export class EngineStack implements StackEdge {
       if (step) report?.(step);
     };
     const vars = this.stack.workspace.envVars;
-    // The dynamic provider, loaded already, takes this `up`'s environment; none: the engine starts one.
+    // The run's dynamic provider takes this `up`'s environment; none: the engine starts one.
     const provider = await this.providers.take(env);
     const upEnv = { ...env, ...provider?.env };
     const saved = Object.keys(upEnv).map((k) => [k, vars[k]] as const);
     Object.assign(vars, upEnv);
+    let ok = false;
     try {
       await upWithoutReadback(this.stack, {
         ...(onOutput ? { onOutput } : {}),
         onEvent,
         ...(target ? { target } : {}),
       });
+      ok = true;
     } catch (e) {
       // What the failed `up` did is in its events (a prune-and-surge tells its halves apart).
       // Only the engine's own failures: molt's errors (a cancel, a lock, a passphrase) keep their kind.
@@ -401,9 +403,8 @@ export class EngineStack implements StackEdge {
       for (const [k, v] of saved)
         if (v === undefined) delete vars[k];
         else vars[k] = v;
-      provider?.end();
-      // The next `up`'s provider loads while the loop observes and acts.
-      this.providers.prepare();
+      // It serves the next `up` too, unless this one did not succeed (stack/warm-provider.ts).
+      provider?.end(ok);
     }
     this.clientKey = clientKey;
     if (guard) this.guardToken = guard.token;

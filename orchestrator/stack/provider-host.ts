@@ -1,13 +1,14 @@
 // The node process of a warm dynamic provider (stack/warm-provider.ts): @pulumi/pulumi's own
-// dynamic-provider server, loaded before the `up` that uses it starts, so that `up` does not
-// wait for node to load @pulumi/pulumi (about 0.45 s of every `up` on the lab).
+// dynamic-provider server, loaded once per run, before the first `up` that uses it, so that
+// no `up` waits for node to load @pulumi/pulumi (about 0.45 s of every `up` on the lab).
 //
 // Protocol, on stdio with molt:
 //   1. the server prints its port on stdout (as it does for the engine), once loaded;
-//   2. molt writes one JSON line on stdin: the environment of the `up` it serves (what the
-//      engine would have given the provider it starts: molt's teardown list, stack/edge.ts);
+//   2. before each `up`, molt writes one JSON line on stdin: that `up`'s environment (what
+//      the engine would have given the provider it starts: molt's teardown list,
+//      stack/edge.ts); the keys the previous line set and this one does not are removed;
 //   3. this process sets it and prints "ready"; molt then starts the `up`, which attaches
-//      to the port (PULUMI_DEBUG_PROVIDERS), and kills this process once the `up` has ended.
+//      to the port (PULUMI_DEBUG_PROVIDERS).
 // Anything else the provider prints goes to stderr, which molt reads as the engine would.
 import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
@@ -32,9 +33,12 @@ process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
 }) as typeof process.stdout.write;
 
 const lines = createInterface({ input: process.stdin });
-lines.once("line", (line) => {
+let set: string[] = [];
+lines.on("line", (line) => {
   const env = JSON.parse(line) as Record<string, string>;
+  for (const k of set) if (!(k in env)) delete process.env[k];
   for (const [k, v] of Object.entries(env)) process.env[k] = v;
+  set = Object.keys(env);
   // "ready" after the port, whenever the line came.
   void portSeen.then(() => print("ready\n"));
 });

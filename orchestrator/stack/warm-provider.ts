@@ -1,14 +1,18 @@
-// A dynamic provider loaded before the `up` that uses it.
+// A dynamic provider loaded once per run, before the first `up` that uses it.
 //
 // Every `up` makes the engine start @pulumi/pulumi's Node.js dynamic provider, a node process
 // that loads @pulumi/pulumi before it answers: about 0.45 s of every `up` on the lab (engine
 // traces: 0.42-0.56 s of a prune's 1.5 s), on the critical path of every surge and prune.
-// Here molt starts that process itself while nothing waits for it (after the previous `up`),
-// and the next `up` attaches to it (the engine's PULUMI_DEBUG_PROVIDERS: it dials the port
-// instead of starting the plugin). One process serves one `up` and is killed when that `up`
-// ends, as the engine kills the one it starts:
-//   - the environment the engine would give it (molt's teardown list) is handed over before
-//     the `up` starts (stack/provider-host.ts);
+// Here molt starts that process itself when a rollout starts, and each `up` attaches to it
+// (the engine's PULUMI_DEBUG_PROVIDERS: it dials the port instead of starting the plugin).
+// Loading one after each `up` instead cost as much as it saved on a 2-core machine: it ran
+// beside the observation of the node just made (the gate's first pass took 530-1,173 ms,
+// not 160-300). One process serves the run's `up`s one after another:
+//   - each `up`'s environment (molt's teardown list) is handed over before it starts
+//     (stack/provider-host.ts);
+//   - an `up` that did not succeed (failed, cancelled, its engine killed) ends it, as the
+//     engine ends the one it starts, so nothing it still does outlives that `up`; the next
+//     `up` gets a new one;
 //   - its stderr, which the engine would turn into diagnostics, is read here and given to
 //     `onLine` (molt's teardown warnings are parsed from it, stack/edge.ts);
 //   - it lives as the one the engine starts would: once molt is gone (its stdin closes), it
@@ -39,17 +43,18 @@ interface Loaded {
   nextLine: (timeoutMs: number) => Promise<string | undefined>;
 }
 
-/** The provider one `up` attaches to; `end()` once the `up` has ended. */
+/** The provider one `up` attaches to; `end(ok)` once the `up` has ended. */
 export interface AttachedProvider {
   /** The engine's environment for this `up`: attach instead of start. */
   env: Record<string, string>;
   /** Its process (tests, and what a later run might find of it: it is tagged). */
   pid: number;
-  end(): void;
+  /** ok: the `up` succeeded, the provider serves the next one; otherwise it is ended. */
+  end(ok: boolean): void;
 }
 
 export class WarmProviders {
-  private loading?: Promise<Loaded | undefined>;
+  private current?: Promise<Loaded | undefined>;
   private readonly alive = new Set<ChildProcess>();
 
   constructor(private readonly o: WarmProviderOptions) {}
@@ -59,38 +64,46 @@ export class WarmProviders {
     return process.platform === "linux";
   }
 
-  /** Starts loading the provider the next `up` takes (once). */
+  /** Starts loading the provider the next `up` takes, unless one is loaded or loading. */
   prepare(): void {
-    if (this.loading || !WarmProviders.usable()) return;
-    this.loading = this.load();
-    this.loading.catch(() => undefined);
+    if (this.current || !WarmProviders.usable()) return;
+    this.current = this.load();
+    this.current.catch(() => undefined);
   }
 
   /**
-   * The loaded provider for an `up` with `upEnv` (loading one now if none is), or undefined:
-   * the engine starts its own. The caller prepare()s the next one once its `up` has ended.
+   * The provider for an `up` with `upEnv` (loading one now if none is), or undefined: the
+   * engine starts its own.
    */
   async take(upEnv: Record<string, string>): Promise<AttachedProvider | undefined> {
     this.prepare();
-    const loading = this.loading;
-    this.loading = undefined;
-    const loaded = await loading?.catch(() => undefined);
-    if (!loaded) return undefined;
+    const current = this.current;
+    const loaded = await current?.catch(() => undefined);
+    const drop = () => {
+      if (this.current === current) this.current = undefined;
+      if (loaded) this.kill(loaded.child);
+    };
+    if (!loaded) {
+      drop();
+      return undefined;
+    }
     const ready = await handOver(loaded, upEnv).catch(() => false);
     if (!ready) {
-      this.kill(loaded.child);
+      drop();
       return undefined;
     }
     return {
       env: { PULUMI_DEBUG_PROVIDERS: `pulumi-nodejs:${loaded.port}` },
       pid: loaded.child.pid!,
-      end: () => this.kill(loaded.child),
+      end: (ok) => {
+        if (!ok) drop();
+      },
     };
   }
 
   /** Kills every provider this run started (none serves an `up` once the run stops). */
   close(): void {
-    this.loading = undefined;
+    this.current = undefined;
     for (const c of this.alive) this.kill(c);
   }
 

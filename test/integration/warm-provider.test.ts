@@ -1,7 +1,8 @@
-// The dynamic provider molt loads before an `up` (orchestrator/stack/warm-provider.ts), with
-// the real engine: the `up` attaches to it instead of starting its own, the environment molt
-// hands over is the one its resources see (molt's teardown list travels that way), what it
-// writes on stderr reaches molt, and it is gone once the `up` has ended.
+// The dynamic provider molt loads once per run (orchestrator/stack/warm-provider.ts), with the
+// real engine: each `up` attaches to it instead of starting its own, the environment molt
+// hands over before each `up` is the one its resources see (molt's teardown list travels that
+// way), what it writes on stderr reaches molt, an `up` that did not succeed ends it, and it
+// lives on after molt only while an engine is attached to it.
 import * as assert from "node:assert/strict";
 import * as pulumi from "@pulumi/pulumi";
 import { openStack } from "../../orchestrator/stack/driver";
@@ -17,24 +18,29 @@ import { makeWorkDir, type TestWorkDir } from "../support/workdir";
 const probe: pulumi.dynamic.ResourceProvider = {
   async create() {
     console.error("molt-warm-provider-test: a line on stderr");
-    return { id: "probe", outs: { pid: process.pid, seen: process.env.MOLT_WARM_TEST ?? "(unset)" } };
+    const env = process.env;
+    return {
+      id: "probe",
+      outs: { pid: process.pid, seen: env.MOLT_WARM_TEST ?? "(unset)", once: env.MOLT_WARM_ONCE ?? "(unset)" },
+    };
   },
 };
 
 class Probe extends pulumi.dynamic.Resource {
   declare readonly pid: pulumi.Output<number>;
   declare readonly seen: pulumi.Output<string>;
+  declare readonly once: pulumi.Output<string>;
   constructor(name: string) {
-    super(probe, name, { pid: undefined, seen: undefined }, {});
+    super(probe, name, { pid: undefined, seen: undefined, once: undefined }, {});
   }
 }
 
-describe("a dynamic provider loaded before its `up` (integration, real engine)", function () {
+describe("the run's dynamic provider, loaded before its first `up` (integration, real engine)", function () {
   let wd: TestWorkDir;
   before(() => (wd = makeWorkDir()));
   after(() => wd.cleanup());
 
-  it("serves the `up` that attaches to it, with the environment molt handed over, then is gone", async () => {
+  it("serves the run's `up`s that attach to it, each with the environment molt handed over", async () => {
     assert.ok(WarmProviders.usable(), "setpriv --pdeathsig is part of the lab's set-up (util-linux)");
     const stack = await openStack({
       stackName: "warm",
@@ -42,7 +48,7 @@ describe("a dynamic provider loaded before its `up` (integration, real engine)",
       env: wd.env,
       program: async () => {
         const p = new Probe("probe");
-        return { pid: p.pid, seen: p.seen };
+        return { pid: p.pid, seen: p.seen, once: p.once };
       },
     });
     const lines: string[] = [];
@@ -50,21 +56,42 @@ describe("a dynamic provider loaded before its `up` (integration, real engine)",
       env: () => ({ ...(process.env as Record<string, string>), ...stack.workspace.envVars }),
       onLine: (l) => lines.push(l),
     });
-    try {
-      providers.prepare();
-      const attached = await providers.take({ MOLT_WARM_TEST: "handed over by molt" });
+    const upWith = async (env: Record<string, string>, how: "up" | "destroy" = "up") => {
+      const attached = await providers.take(env);
       assert.ok(attached, "a provider was loaded");
       Object.assign(stack.workspace.envVars, attached.env);
-      const up = await stack.up();
-      attached.end();
-      assert.equal(up.summary.result, "succeeded");
-      const out = await stack.outputs();
-      assert.equal(out.pid.value, attached.pid, "the engine used the provider molt loaded, not one of its own");
+      const r = how === "up" ? await stack.up() : await stack.destroy();
+      delete stack.workspace.envVars.PULUMI_DEBUG_PROVIDERS;
+      return { attached, ok: r.summary.result === "succeeded" };
+    };
+    try {
+      providers.prepare();
+      const first = await upWith({ MOLT_WARM_TEST: "handed over by molt", MOLT_WARM_ONCE: "first up only" });
+      assert.ok(first.ok);
+      first.attached.end(true);
+      let out = await stack.outputs();
+      assert.equal(out.pid.value, first.attached.pid, "the engine used the provider molt loaded, not one of its own");
       assert.equal(out.seen.value, "handed over by molt");
+      assert.equal(out.once.value, "first up only");
       assert.ok(lines.includes("molt-warm-provider-test: a line on stderr"), `stderr reached molt: ${lines}`);
-      const deadline = Date.now() + 5_000;
-      while (alive(attached.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-      assert.equal(alive(attached.pid), false, "killed once its `up` ended");
+      assert.ok(alive(first.attached.pid), "an `up` that succeeded leaves it to the next");
+
+      // The next `up`s: the same process, each with its own environment (the last one's keys gone).
+      const destroyed = await upWith({ MOLT_WARM_TEST: "the destroy's" }, "destroy");
+      assert.ok(destroyed.ok);
+      destroyed.attached.end(true);
+      const second = await upWith({ MOLT_WARM_TEST: "the second up's" });
+      assert.equal(second.attached.pid, first.attached.pid, "one provider for the run");
+      out = await stack.outputs();
+      assert.equal(out.seen.value, "the second up's");
+      assert.equal(out.once.value, "(unset)", "a key only the first `up` had is gone");
+      // One that did not succeed (here: said so) ends it.
+      second.attached.end(false);
+      await pollUntil(() => (alive(first.attached.pid) ? undefined : true), {
+        what: "the provider to be killed",
+        deadlineMs: 5000,
+      });
+      const attached = first.attached;
 
       // Without one, the engine starts its own provider, as before.
       delete stack.workspace.envVars.PULUMI_DEBUG_PROVIDERS;
@@ -91,9 +118,9 @@ describe("a dynamic provider loaded before its `up` (integration, real engine)",
       }),
     });
     const internals = providers as unknown as {
-      loading?: Promise<{ child: ChildProcess; port: number } | undefined>;
+      current?: Promise<{ child: ChildProcess; port: number } | undefined>;
     };
-    const loaded = async () => (await internals.loading)!;
+    const loaded = async () => (await internals.current)!;
     try {
       // Tagged like the engine: a later run's clean-up finds it (stack/leftovers.ts).
       providers.prepare();
@@ -110,7 +137,7 @@ describe("a dynamic provider loaded before its `up` (integration, real engine)",
       });
 
       // With a connection to it (an engine that outlives molt), it stays until that closes.
-      internals.loading = undefined;
+      internals.current = undefined;
       providers.prepare();
       const used = await loaded();
       const engine = await new Promise<Socket>((resolve, reject) => {
@@ -130,18 +157,23 @@ describe("a dynamic provider loaded before its `up` (integration, real engine)",
     }
   });
 
-  it("a provider that cannot take the environment is not used: the engine starts its own", async () => {
+  it("one that cannot take the environment is not used (the engine starts its own); the next is new", async () => {
     const providers = new WarmProviders({ env: () => process.env as Record<string, string> });
+    const internals = providers as unknown as { current?: Promise<{ child: ChildProcess } | undefined> };
     try {
       providers.prepare();
       // Loaded, then killed behind molt's back before its `up`.
-      const first = await providers.take({});
-      assert.ok(first);
-      first.end();
-      providers.prepare();
-      const loading = (providers as unknown as { loading?: Promise<{ child: { kill(s: string): void } }> }).loading;
-      (await loading)?.child.kill("SIGKILL");
+      const killed = (await internals.current)!.child;
+      killed.kill("SIGKILL");
+      await pollUntil(() => (killed.exitCode !== null || killed.signalCode !== null ? true : undefined), {
+        what: "the provider to die",
+        deadlineMs: 5000,
+      });
       assert.equal(await providers.take({}), undefined);
+      const next = await providers.take({});
+      assert.ok(next, "a new one");
+      assert.notEqual(next.pid, killed.pid);
+      next.end(true);
     } finally {
       providers.close();
     }
