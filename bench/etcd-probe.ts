@@ -18,10 +18,20 @@ export interface EtcdSeen {
 
 const TICK_MS = 100;
 
+/** Any etcdctl of the lab's images (each machine's own is in its image), found once. */
+function etcdctlOf(labRoot: string): string | undefined {
+  const images = join(labRoot, "images");
+  const found = (existsSync(images) ? readdirSync(images) : [])
+    .map((i) => join(images, i, "bin", "etcdctl"))
+    .find((f) => existsSync(f));
+  return found;
+}
+
 /** `etcdctl member list` from inside `machine` with its healthcheck client certificate; undefined: no answer. */
 function memberList(
   lab: Pick<LabSettings, "lab" | "labRoot">,
   machine: string,
+  etcdctl: string,
 ): Promise<{ name: string; isLearner?: boolean }[] | undefined> {
   const root = join(lab.labRoot, "labs", lab.lab, "machines", machine, "root", "etc", "kubernetes", "pki", "etcd");
   return new Promise((res) =>
@@ -31,12 +41,17 @@ function memberList(
         "netns",
         "exec",
         netnsName(lab.lab, machine),
-        "sh",
-        "-c",
-        // The machine's own etcdctl is in its image; any etcdctl of the lab's images will do.
-        `exec "$(ls -d ${lab.labRoot}/images/*/bin/etcdctl | head -n1)" --endpoints=https://127.0.0.1:2379 ` +
-          `--cacert=${root}/ca.crt --cert=${root}/healthcheck-client.crt --key=${root}/healthcheck-client.key ` +
-          `--dial-timeout=1s --command-timeout=1s member list -w json`,
+        etcdctl,
+        "--endpoints=https://127.0.0.1:2379",
+        `--cacert=${root}/ca.crt`,
+        `--cert=${root}/healthcheck-client.crt`,
+        `--key=${root}/healthcheck-client.key`,
+        "--dial-timeout=1s",
+        "--command-timeout=1s",
+        "member",
+        "list",
+        "-w",
+        "json",
       ],
       { timeout: 3000 },
       (err, out) => {
@@ -60,10 +75,13 @@ export function labMemberList(
 ): () => Promise<{ name: string; isLearner?: boolean }[] | undefined> {
   const machinesDir = join(lab.labRoot, "labs", lab.lab, "machines");
   let via: string | undefined;
+  let etcdctl: string | undefined;
   return async () => {
+    etcdctl ??= etcdctlOf(lab.labRoot);
+    if (!etcdctl) return undefined;
     const machines = existsSync(machinesDir) ? readdirSync(machinesDir) : [];
     for (const m of via && machines.includes(via) ? [via, ...machines.filter((x) => x !== via)] : machines) {
-      const members = await memberList(lab, m);
+      const members = await memberList(lab, m, etcdctl);
       if (!members) continue;
       via = m;
       return members;

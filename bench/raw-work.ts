@@ -87,6 +87,8 @@ export async function rawRoll(o: {
   names: string[];
   /** Kubernetes images: the steps around kubeadm join and reset (bench/raw-kube.ts). */
   kube?: RawKube;
+  /** Called as each new node's surge starts (the bench probe watches it from then on). */
+  onSurge?: (name: string) => void;
 }): Promise<{ wallMs: number; steps: RawStepTimes[]; addonsMs?: number }> {
   const sessions = new Map<string, SshSession>();
   const connect = async (n: RawNode) => {
@@ -125,6 +127,7 @@ export async function rawRoll(o: {
   try {
     for (const [i, old] of o.nodes.entries()) {
       const name = o.names[i];
+      o.onSurge?.(name);
       const ts = Date.now();
       // Surge: boot while the join material is read (and kubeadm-config set, before the first join).
       const hostKey = generateSshKeyPair(`host key of ${name}`);

@@ -95,6 +95,9 @@ async function measuredRollout(
   onEvent?: (e: TimedEvent) => void,
 ): Promise<Run> {
   const events: TimedEvent[] = [];
+  // What earlier scenarios of this process left on the heap is not this rollout's: collected
+  // first where the bench runs with --expose-gc (npm run bench).
+  (globalThis as { gc?: () => void }).gc?.();
   let rssPeak = process.memoryUsage().rss;
   const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 100);
   const cpu0 = process.cpuUsage();
@@ -268,11 +271,15 @@ async function startProbes(adminConf: string, l: LabSettings) {
   };
   if ((await next()) !== "ready") throw new Error("bench probe did not start");
   let stopped: Promise<ProbeReply> | undefined;
+  /** A node to watch from now on (molt decided its surge, or the floor starts its join). */
+  const watch = (node: string) => {
+    if (child.connected) child.send({ watch: node });
+  };
   return {
     onEvent(e: TimedEvent) {
-      if (e.type === "decision" && e.operation.kind === "surge" && child.connected)
-        child.send({ watch: e.operation.entry.name });
+      if (e.type === "decision" && e.operation.kind === "surge") watch(e.operation.entry.name);
     },
+    watch,
     stop(): Promise<ProbeReply> {
       stopped ??= (async () => {
         child.send("stop");
@@ -281,6 +288,14 @@ async function startProbes(adminConf: string, l: LabSettings) {
       return stopped;
     },
   };
+}
+
+/** The bench probe's CPU over the time it ran, as a share of one core (its own, and the curl/ip/etcdctl it started). */
+function probeCpuShare(p: ProbeReply, ms: number): string {
+  if (!p.cpu) return "n/a";
+  const pct = (x: number) => `${((100 * x * 1000) / ms).toFixed(0)}%`;
+  const { ownSeconds: own, childrenSeconds: children } = p.cpu;
+  return `${pct(own)} / ${pct(children)} of one core (${own.toFixed(1)} s / ${children.toFixed(1)} s in ${sec(ms)})`;
 }
 
 interface KubeGate {
@@ -318,7 +333,9 @@ function passTrail(r: Run, from: number, to: number): string {
     if (e.type === "observed") pending = `+${e.at - e.ms - from} obs ${e.ms}`;
     else if (e.type === "decision" && pending) {
       const op = e.operation;
-      out.push(`${pending} -> ${op.kind}${op.kind === "wait" ? `(${op.key})` : ""} @+${e.at - from}`);
+      // A wait on the load balancer says what molt saw of the target.
+      const what = op.kind === "wait" ? `(${op.key}${op.key.startsWith("lb:") ? `: ${op.reason}` : ""})` : "";
+      out.push(`${pending} -> ${op.kind}${what} @+${e.at - from}`);
       pending = undefined;
     }
   }
@@ -477,16 +494,21 @@ async function kubeCluster(wd: TestWorkDir, l: LabSettings, stack: string) {
 }
 
 /**
- * The floor of the Kubernetes upgrade: the same 3-node upgrade with the same workload, on a
- * cluster molt made on a lab of its own, done directly (bench/raw-work.ts with
- * bench/raw-kube.ts): kubeadm join by the lab's script, the API calls and checks by hand, no
- * reset of a destroyed machine, no molt loop and no engine.
+ * The floor of the Kubernetes upgrade: the same 3-node upgrade on a cluster molt made on a
+ * lab of its own, done directly (bench/raw-work.ts with bench/raw-kube.ts): kubeadm join by
+ * the lab's script, the API calls and checks by hand, no reset of a destroyed machine, no
+ * molt loop and no engine. Measured as molt's upgrade is: the same bench probe (the API
+ * workload through the load balancer, the gate probe watching each new node) runs beside
+ * it, so the ratio compares work under the same load. `bare`: without them, for reference.
  */
-async function rawKubeScenario(say: Say, result: Record<string, unknown>): Promise<void> {
+async function rawKubeScenario(say: Say, result: Record<string, unknown>, bare = false): Promise<void> {
   const l = lab(7);
   const wd = makeWorkDir("molt-bench-rawk8s-");
+  const label = bare ? "floor, bare (no API workload, no gate probe)" : "floor";
   try {
     const { created, st, adminConf } = await kubeCluster(wd, l, "rawk8s");
+    const probes = bare ? undefined : await startProbes(adminConf, l);
+    const t0 = Date.now();
     const raw = await rawRoll({
       lab: l,
       nodes: st.endpoints.map((e) => ({ name: e.name, address: e.sshHost, hostKey: e.hostPublicKey })),
@@ -495,9 +517,20 @@ async function rawKubeScenario(say: Say, result: Record<string, unknown>): Promi
       deadlineSeconds: 600,
       names: created.summary.nodes.map((_, i) => `rawk8s-new-${i + 1}`),
       kube: await rawKube(adminConf, K8S_TO, 600_000),
+      ...(probes ? { onSurge: (name: string) => probes.watch(name) } : {}),
+    }).catch(async (e: unknown) => {
+      await probes?.stop();
+      throw e;
     });
+    const probed = await probes?.stop();
+    const probedMs = Date.now() - t0;
+    if (bare) {
+      say(`${label}: same Kubernetes upgrade without molt or engine, no reset: wall`, sec(raw.wallMs));
+      result.floorKubeBare = { wallMs: raw.wallMs, steps: raw.steps, addonsMs: raw.addonsMs };
+      return;
+    }
     const avg = (k: keyof RawStepTimes) => sec(mean(raw.steps.map((x) => (x[k] as number | undefined) ?? 0)), 2);
-    say("floor: same Kubernetes upgrade without molt or engine, no reset: wall", sec(raw.wallMs));
+    say("floor: same Kubernetes upgrade without molt or engine, no reset, same bench probe: wall", sec(raw.wallMs));
     say(
       "  per node: boot (material read meanwhile) / LB attach / kubeadm join / cm, scheduler, Node Ready",
       `${avg("bootMs")} / ${avg("attachMs")} / ${avg("joinMs")} / ${avg("kubeReadyMs")}`,
@@ -530,11 +563,20 @@ async function rawKubeScenario(say: Say, result: Record<string, unknown>): Promi
         : "not measured: the molt upgrade did not run",
       molt !== undefined ? molt / raw.wallMs <= 1.15 : undefined,
     );
+    if (probed) {
+      const { api } = probed;
+      say(
+        "  API requests through the LB during the floor ok / failed",
+        `${api.requests - api.failures} / ${api.failures} (longest outage ${api.longestOutageMs} ms)`,
+      );
+      say("  bench probe CPU (own / its processes) per wall second", probeCpuShare(probed, probedMs));
+    }
     result.floorKube = {
       wallMs: raw.wallMs,
       steps: raw.steps,
       addonsMs: raw.addonsMs,
       ratio: molt && molt / raw.wallMs,
+      ...(probed ? { api: probed.api, probeCpu: probed.cpu } : {}),
     };
   } finally {
     // The raw roll left the stack's state behind the lab: the lab goes with the tool made for that.
@@ -656,6 +698,7 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
 
     wd.writeStackConfig(stack, kubeStackYaml(l, `k8s-v${K8S_TO}`));
     const probes = await startProbes(adminConf, l);
+    const probesFrom = Date.now();
     const resetMs: Record<string, number> = {};
     const hook =
       path === "reset" ? resetBeforePrune({ user: st.sshUser, privateKey: st.sshPrivateKey! }, resetMs) : undefined;
@@ -673,7 +716,9 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
       roll = await withProbes(() => measuredRollout(wd, stack, undefined, (e) => probes.onEvent(e)));
     }
     const rollMarks = roll ? surgeMarksOf(roll, l) : undefined;
-    const { api: apiStats, seen } = await probes.stop();
+    const probed = await probes.stop();
+    const probedMs = Date.now() - probesFrom;
+    const { api: apiStats, seen } = probed;
     const surgePhasesRun = upgradeMarks(seen);
     const surgePhasesRoll = rollMarks?.(seen) ?? [];
     const p = r.summary.phases;
@@ -748,6 +793,10 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
       `${r.rssPeakMiB} MiB / ${sec(r.cpuUserMs + r.cpuSystemMs)} / ${sec(r.childCpuMs)}`,
     );
     say("  engine commands (count, total time)", engineSummary(r));
+    say(
+      `  bench probe CPU (own / its processes) per wall second${roll ? ", upgrade and roll" : ""}`,
+      probeCpuShare(probed, probedMs),
+    );
     if (roll) {
       say(`k8s base-image roll k8s-v${K8S_TO} -> -os2 (same cluster, gate samples): wall`, sec(roll.summary.wallMs));
       say("  surges / prunes", `${secs(phaseMs(roll, "surge"))}, ${secs(phaseMs(roll, "prune"))}`);
@@ -984,7 +1033,10 @@ async function main(): Promise<void> {
   if (runs("k8s")) await kubeScenario(say, result, "new");
   if (runs("k8s-then")) await thenScenario(say, result);
   if (runs("k8s-reset")) await kubeScenario(say, result, "reset");
-  if (runs("k8s-raw")) await rawKubeScenario(say, result);
+  if (runs("k8s-raw")) {
+    await rawKubeScenario(say, result);
+    await rawKubeScenario(say, result, true);
+  }
   kubeGoals(say, result);
 
   // 1 + 2 + 3 + 6: rollouts at 3, 5 (and 7) nodes; phases, gate latency and the orchestrator's cost at 3.
