@@ -290,6 +290,35 @@ async function startProbes(adminConf: string, l: LabSettings) {
   };
 }
 
+/**
+ * What observation is made of: the first pass (sessions and tunnels opened), the pass after a
+ * surge (the new node's session and tunnel), the others (reads over warm sessions).
+ */
+function passesOf(r: Run): { kind: string; ms: number }[] {
+  return r.events.flatMap((e, i) => {
+    if (e.type !== "observed") return [];
+    const before = r.events
+      .slice(0, i)
+      .reverse()
+      .find((x) => x.type === "decision");
+    const kind = !before
+      ? "first"
+      : before.type === "decision" && before.operation.kind === "surge"
+        ? "surge"
+        : "other";
+    return [{ kind, ms: e.ms }];
+  });
+}
+
+function observePasses(r: Run): string {
+  const passes = passesOf(r);
+  const passMs = (k: string) => passes.filter((x) => x.kind === k).map((x) => x.ms);
+  return (
+    `${passMs("first").join(", ")} ms / ${mean(passMs("surge")).toFixed(0)} ms / ` +
+    `${mean(passMs("other")).toFixed(0)} ms (${passMs("other").length})`
+  );
+}
+
 /** The bench probe's CPU over the time it ran, as a share of one core (its own, and the curl/ip/etcdctl it started). */
 function probeCpuShare(p: ProbeReply, ms: number): string {
   if (!p.cpu) return "n/a";
@@ -758,6 +787,7 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
     say("  etcd membership calls (move-leader, remove; kubeadm join promotes)", sec(p.etcd, 2));
     say("  snapshot", sec(p.snapshot, 2));
     say("  observing (state, etcd, components over SSH)", `${sec(p.observe)} (${share(p.observe)})`);
+    say("    observe passes: first / after a surge (mean) / others (mean, n)", observePasses(r));
     say(
       "  molt itself (everything else" + (path === "reset" ? ", incl. the resets" : "") + ")",
       `${sec(p.molt)} (${share(p.molt)})`,
@@ -1129,27 +1159,7 @@ async function main(): Promise<void> {
     );
     say("  molt itself (everything else)", `${sec(p.molt)} (${((100 * p.molt) / wall).toFixed(0)}%)`);
     say("  molt overhead share (observe + molt)", `${(100 * overhead).toFixed(1)}%`);
-    // What observation is made of: the first pass (sessions and tunnels opened), the pass
-    // after a surge (the new node's session and tunnel), the others (reads over warm sessions).
-    const passes = r3.events.flatMap((e, i) => {
-      if (e.type !== "observed") return [];
-      const before = r3.events
-        .slice(0, i)
-        .reverse()
-        .find((x) => x.type === "decision");
-      const kind = !before
-        ? "first"
-        : before.type === "decision" && before.operation.kind === "surge"
-          ? "surge"
-          : "other";
-      return [{ kind, ms: e.ms }];
-    });
-    const passMs = (k: string) => passes.filter((x) => x.kind === k).map((x) => x.ms);
-    say(
-      "  observe passes: first / after a surge (mean) / others (mean, n)",
-      `${passMs("first").join(", ")} ms / ${mean(passMs("surge")).toFixed(0)} ms / ` +
-        `${mean(passMs("other")).toFixed(0)} ms (${passMs("other").length})`,
-    );
+    say("  observe passes: first / after a surge (mean) / others (mean, n)", observePasses(r3));
     const stepGates = gateLatencies(r3);
     say(
       "etcd gate latency p50 / p95 (step end -> next decision)",
@@ -1239,7 +1249,7 @@ async function main(): Promise<void> {
       gateLatencyMs: { p50: pct(stepGates, 50), p95: pct(stepGates, 95), n: stepGates.length },
       etcdProbeGates: gates,
       etcdProbeRunWallMs: gateRunWallMs,
-      observePasses3: passes,
+      observePasses3: passesOf(r3),
       orchestrator: {
         rssPeakMiB: r3.rssPeakMiB,
         cpuUserMs: r3.cpuUserMs,
