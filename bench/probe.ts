@@ -105,12 +105,17 @@ async function main(): Promise<void> {
       : Promise.resolve();
     // One read of the load balancer a tick for every node not yet seen healthy in it.
     const lbPending = [...watched].filter(([, s]) => !s.lbHealthy).map(([name]) => ({ name, address: "" }));
+    const apiReadyBefore = new Set([...watched].filter(([, s]) => s.apiReady !== undefined).map(([name]) => name));
     const lbHealth = lbPending.length
       ? labTargets(lb, lbPending).then(
           (t) => {
             const now = Date.now();
+            // HAProxy starts every server of a reloaded configuration up, before any check (a
+            // new one too, in the lab's default mode): only a check that can have passed, with
+            // the API server ready since an earlier tick, counts.
             for (const [node, o] of Object.entries(t))
-              if ("state" in o && o.state === "healthy") watched.get(node)!.lbHealthy ??= now;
+              if ("state" in o && o.state === "healthy" && apiReadyBefore.has(node))
+                watched.get(node)!.lbHealthy ??= now;
           },
           () => undefined, // read again next tick
         )
