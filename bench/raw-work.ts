@@ -62,6 +62,11 @@ export interface RawStepTimes {
    * (docs/benchmarks.md, "The new etcd member's 7 s"). Absent when its log shows no publish.
    */
   publishFailures?: number;
+  /**
+   * What those timeouts cost: its publish that worked, after its snapshot was applied (0
+   * without a timeout; it publishes right after the snapshot then).
+   */
+  publishWaitMs?: number;
 }
 
 const PKI = "/etc/kubernetes/pki/etcd";
@@ -217,7 +222,15 @@ export async function rawRoll(o: {
         surgeMs: tReady - ts,
         retireMs: tMember - tr,
         pruneMs: 0,
-        ...(etcdMarks?.published !== undefined ? { publishFailures: etcdMarks.publishFailures ?? 0 } : {}),
+        ...(etcdMarks?.published !== undefined
+          ? {
+              publishFailures: etcdMarks.publishFailures ?? 0,
+              publishWaitMs:
+                etcdMarks.publishFailures && etcdMarks.snapshotApplied !== undefined
+                  ? etcdMarks.published - etcdMarks.snapshotApplied
+                  : 0,
+            }
+          : {}),
       };
       steps.push(step);
       pruning = (async () => {
