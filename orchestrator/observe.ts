@@ -171,17 +171,22 @@ export async function openKube(access: EtcdAccess): Promise<KubeAccess> {
   return KubeAccess.open(access.sessions);
 }
 
+/** The node each Kubernetes edge's last pass read the cluster through (observeKube). */
+const lastVia = new WeakMap<KubeEdge, string>();
+
 /**
  * Every node's components through its own tunnels; the cluster through the newest ready API
- * server. The newest node's API server is almost always that one, so the cluster is read
- * through it while the components are: kept only when the components say it is the one
- * (its reads are the pass's), else read again through the one they name. A pass costs the
- * slower of the two reads, not their sum.
+ * server. That is almost always the node the last pass read it through, so the cluster is
+ * read through that one while the components are: kept only when the components name it
+ * (its reads are the pass's), else read again through the one they name (a failed early
+ * read too). A pass costs the slower of the two reads, not their sum. Only the last pass's
+ * node is asked early: a node whose API server hangs is asked so once, not on every pass.
  */
 export async function observeKube(kube: KubeEdge, nodes: NodeEntry[]): Promise<KubeObservation> {
   const components: Record<string, ComponentHealth> = {};
   const byAge = [...nodes].sort((a, b) => b.generation - a.generation);
-  const guess = byAge[0]?.name;
+  const last = lastVia.get(kube);
+  const guess = last !== undefined && nodes.some((n) => n.name === last) ? last : byAge[0]?.name;
   const early = guess
     ? kube.observeCluster(guess).then(
         (cluster) => ({ cluster }),
@@ -195,6 +200,7 @@ export async function observeKube(kube: KubeEdge, nodes: NodeEntry[]): Promise<K
       `no kube-apiserver is ready ` +
         `(${nodes.map((n) => `${n.name}: ${components[n.name]?.apiserver.error}`).join("; ")})`,
     );
+  lastVia.set(kube, via);
   const read = via === guess ? await early : undefined;
   return { via, components, ...(read?.cluster ?? (await kube.observeCluster(via))) };
 }

@@ -4,7 +4,7 @@
 import * as assert from "node:assert/strict";
 import { observeKube } from "../../orchestrator/observe";
 import type { KubeEdge } from "../../orchestrator/core/edges";
-import type { ComponentHealth } from "../../orchestrator/core/observations";
+import type { ComponentHealth, KubeObservation } from "../../orchestrator/core/observations";
 import type { NodeEntry } from "../../orchestrator/core/nodes";
 
 const node = (name: string, generation: number): NodeEntry => ({
@@ -26,17 +26,19 @@ const health = (apiserverOk: boolean): ComponentHealth => ({
 /**
  * A Kubernetes edge whose components answer when released (so the order of calls is seen) and
  * whose cluster read names the node it went through (in its Node list) or fails where told.
+ * `notReady` can change between passes.
  */
 function stubKube(o: { notReady?: string[]; clusterFails?: Record<string, number> }) {
   const calls: string[] = [];
   const fails = { ...o.clusterFails };
+  const notReady = new Set(o.notReady);
   let release!: () => void;
   const released = new Promise<void>((r) => (release = r));
   const kube = {
     components: async (n: string) => {
       calls.push(`components ${n}`);
       await released;
-      return health(!o.notReady?.includes(n));
+      return health(!notReady.has(n));
     },
     observeCluster: async (via: string) => {
       calls.push(`cluster ${via}`);
@@ -50,7 +52,16 @@ function stubKube(o: { notReady?: string[]; clusterFails?: Record<string, number
       };
     },
   } as unknown as KubeEdge;
-  return { kube, calls, release };
+  return { kube, calls, release, notReady };
+}
+
+/** The observation names `node` as its way in, and its cluster read went through that node. */
+function readThrough(k: KubeObservation, node: string): void {
+  assert.equal(k.via, node);
+  assert.deepEqual(
+    k.nodes.map((n) => n.name),
+    [`read-through-${node}`],
+  );
 }
 
 describe("observeKube: the cluster read through the newest ready API server", () => {
@@ -62,11 +73,7 @@ describe("observeKube: the cluster read through the newest ready API server", ()
     assert.ok(s.calls.includes("cluster cp-3"), s.calls.join(", "));
     s.release();
     const k = await pending;
-    assert.equal(k.via, "cp-3");
-    assert.deepEqual(
-      k.nodes.map((n) => n.name),
-      ["read-through-cp-3"],
-    );
+    readThrough(k, "cp-3");
     assert.equal(s.calls.filter((c) => c.startsWith("cluster")).length, 1);
   });
 
@@ -75,11 +82,7 @@ describe("observeKube: the cluster read through the newest ready API server", ()
     const pending = observeKube(s.kube, NODES);
     s.release();
     const k = await pending;
-    assert.equal(k.via, "cp-2");
-    assert.deepEqual(
-      k.nodes.map((n) => n.name),
-      ["read-through-cp-2"],
-    );
+    readThrough(k, "cp-2");
     assert.deepEqual(
       s.calls.filter((c) => c.startsWith("cluster")),
       ["cluster cp-3", "cluster cp-2"],
@@ -91,11 +94,7 @@ describe("observeKube: the cluster read through the newest ready API server", ()
     const pending = observeKube(s.kube, NODES);
     s.release();
     const k = await pending;
-    assert.equal(k.via, "cp-3");
-    assert.deepEqual(
-      k.nodes.map((n) => n.name),
-      ["read-through-cp-3"],
-    );
+    readThrough(k, "cp-3");
     assert.equal(s.calls.filter((c) => c === "cluster cp-3").length, 2);
   });
 
@@ -111,5 +110,49 @@ describe("observeKube: the cluster read through the newest ready API server", ()
     const pending = observeKube(s.kube, NODES);
     s.release();
     await assert.rejects(pending, /no kube-apiserver is ready \(cp-1: connection refused; cp-2/);
+  });
+
+  it("asks early through the last pass's node, not again through a newest that is not ready", async () => {
+    const s = stubKube({ notReady: ["cp-3"] });
+    s.release();
+    readThrough(await observeKube(s.kube, NODES), "cp-2");
+    assert.deepEqual(
+      s.calls.filter((c) => c.startsWith("cluster")),
+      ["cluster cp-3", "cluster cp-2"],
+    );
+    s.calls.length = 0;
+    // cp-3 still not ready (its API server may hang): the next pass asks cp-2 alone.
+    readThrough(await observeKube(s.kube, NODES), "cp-2");
+    assert.deepEqual(
+      s.calls.filter((c) => c.startsWith("cluster")),
+      ["cluster cp-2"],
+    );
+    s.calls.length = 0;
+    // cp-3 ready: its read is taken after the components name it, and asked early from then on.
+    s.notReady.delete("cp-3");
+    readThrough(await observeKube(s.kube, NODES), "cp-3");
+    assert.deepEqual(
+      s.calls.filter((c) => c.startsWith("cluster")),
+      ["cluster cp-2", "cluster cp-3"],
+    );
+    s.calls.length = 0;
+    readThrough(await observeKube(s.kube, NODES), "cp-3");
+    assert.deepEqual(
+      s.calls.filter((c) => c.startsWith("cluster")),
+      ["cluster cp-3"],
+    );
+  });
+
+  it("asks early through the newest node when the last pass's node is gone from the list", async () => {
+    const s = stubKube({});
+    s.release();
+    readThrough(await observeKube(s.kube, NODES), "cp-3");
+    s.calls.length = 0;
+    const later = [node("cp-1", 1), node("cp-2", 2), node("cp-4", 4)];
+    readThrough(await observeKube(s.kube, later), "cp-4");
+    assert.deepEqual(
+      s.calls.filter((c) => c.startsWith("cluster")),
+      ["cluster cp-4"],
+    );
   });
 });
