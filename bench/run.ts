@@ -555,6 +555,9 @@ async function rawKubeScenario(say: Say, result: Record<string, unknown>, bare =
     const probedMs = Date.now() - t0;
     if (bare) {
       say(`${label}: same Kubernetes upgrade without molt or engine, no reset: wall`, sec(raw.wallMs));
+      const timedOut = raw.steps.filter((x) => (x.publishFailures ?? 0) > 0).length;
+      const read = raw.steps.filter((x) => x.publishFailures !== undefined).length;
+      say("  new etcd member's first publish timed out (joins)", `${timedOut} of ${read}`);
       result.floorKubeBare = { wallMs: raw.wallMs, steps: raw.steps, addonsMs: raw.addonsMs };
       return;
     }
