@@ -138,24 +138,44 @@ export class KubeAccess {
     );
   }
 
+  /** Tunnels being opened, shared by every caller meanwhile (a pass reads components and the cluster at once). */
+  private readonly opening = new Map<string, Promise<Ports>>();
+
+  /** Set by close(): tunnels that finish opening after it are closed at once, not kept. */
+  private closed = false;
+
   private async portsOf(node: string): Promise<Ports> {
     const have = this.ports.get(node);
     if (have) return have;
+    const pending = this.opening.get(node);
+    if (pending) return pending;
     const ssh = this.pool.get(node);
     if (!ssh) throw new KubeUnreachableError(`no SSH session to ${node}`);
-    const [a, c, s] = await Promise.all([
-      ssh.forward("127.0.0.1", 6443),
-      ssh.forward("127.0.0.1", 10257),
-      ssh.forward("127.0.0.1", 10259),
-    ]);
-    const p: Ports = {
-      apiserver: a.port,
-      controllerManager: c.port,
-      scheduler: s.port,
-      close: async () => void (await Promise.all([a.close(), c.close(), s.close()])),
-    };
-    this.ports.set(node, p);
-    return p;
+    const opening = (async (): Promise<Ports> => {
+      const forwards = await Promise.allSettled([
+        ssh.forward("127.0.0.1", 6443),
+        ssh.forward("127.0.0.1", 10257),
+        ssh.forward("127.0.0.1", 10259),
+      ]);
+      const opened = forwards.flatMap((f) => (f.status === "fulfilled" ? [f.value] : []));
+      const closeAll = async () => void (await Promise.all(opened.map((f) => f.close())));
+      const failed = forwards.find((f) => f.status === "rejected");
+      if (failed) {
+        await closeAll();
+        throw failed.reason;
+      }
+      // Closed, or the node's session dropped, while they opened: not kept (nothing would close them).
+      if (this.closed || this.pool.get(node) !== ssh) {
+        await closeAll();
+        throw new KubeUnreachableError(`the tunnels to ${node} opened after its session or this edge closed`);
+      }
+      const [a, c, s] = opened;
+      const p: Ports = { apiserver: a.port, controllerManager: c.port, scheduler: s.port, close: closeAll };
+      this.ports.set(node, p);
+      return p;
+    })().finally(() => this.opening.delete(node));
+    this.opening.set(node, opening);
+    return opening;
   }
 
   /** The health of one node's control-plane components. */
@@ -575,6 +595,7 @@ export class KubeAccess {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     for (const p of this.ports.values()) await p.close();
     this.ports.clear();
   }
