@@ -13,10 +13,11 @@ import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { clusterConfigurationAt } from "../infra/kubeadm/cluster-config";
 import type { SshSession } from "../infra/remote/ssh";
 import { kubeNodeOf, kubeProxyOf } from "../orchestrator/edges/kube";
-import { k8s, LEADER_LEASES, releasedLease } from "../orchestrator/edges/kube-support";
+import { readFileSync } from "node:fs";
+import { Agent } from "node:https";
+import { apiClientsOver, credentialsOf, k8s, LEADER_LEASES, releasedLease } from "../orchestrator/edges/kube-support";
 import { isEvictable } from "../orchestrator/core/drain";
 import { pollUntil } from "../lib/poll";
-import { labKubeConfig } from "../test/support/kube-workload";
 
 export interface RawKube {
   beforeFirstJoin(): Promise<void>;
@@ -30,16 +31,23 @@ export interface RawKube {
   afterStop(node: string): Promise<void>;
   /** After the last node: the addons of the new version, kube-proxy rolled out. */
   atEnd(ssh: SshSession): Promise<void>;
+  /** Its kept-alive connections closed. */
+  close(): void;
 }
 
 const TICK = { intervalMs: 100, maxIntervalMs: 100 };
 
 export async function rawKube(adminConf: string, version: string, deadlineMs: number): Promise<RawKube> {
   const m = await k8s();
-  const kc = await labKubeConfig(adminConf);
-  const core = kc.makeApiClient(m.CoreV1Api);
-  const apps = kc.makeApiClient(m.AppsV1Api);
-  const coord = kc.makeApiClient(m.CoordinationV1Api);
+  // Over kept-alive connections, as molt's calls (edges/kube-support.ts apiClientsOver) and as
+  // kubectl's within one command: a TLS handshake per connection, not per call.
+  const text = readFileSync(adminConf, "utf8");
+  const credentials = credentialsOf(text);
+  const server = (parseYaml(text) as { clusters?: { cluster?: { server?: string } }[] })?.clusters?.[0]?.cluster
+    ?.server;
+  if (!credentials || !server) throw new Error(`${adminConf} has no server or client certificate`);
+  const agent = new Agent({ keepAlive: true, ...credentials });
+  const { core, apps, coord } = apiClientsOver(m, server, agent);
   const until = <T>(what: string, check: () => Promise<T | undefined>) =>
     pollUntil(
       async () => {
@@ -171,5 +179,6 @@ export async function rawKube(adminConf: string, version: string, deadlineMs: nu
         return kubeProxyOf(ds)?.rolledOut ? true : undefined;
       });
     },
+    close: () => agent.destroy(),
   };
 }

@@ -254,5 +254,6 @@ export async function rawRoll(o: {
     return { wallMs: Date.now() - t0, steps, ...(o.kube ? { addonsMs: Date.now() - tEnd } : {}) };
   } finally {
     for (const s of sessions.values()) s.close();
+    o.kube?.close();
   }
 }

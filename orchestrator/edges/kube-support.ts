@@ -1,6 +1,6 @@
 // Plain helpers of the Kubernetes edge: HTTPS probes with a deadline, versions in image
 // tags, and the admin credentials in a kubeconfig.
-import { request } from "node:https";
+import { request, type Agent } from "node:https";
 import { parse as parseYaml } from "yaml";
 import type { TlsClientCredentials } from "./etcd";
 
@@ -14,34 +14,74 @@ export function k8s(): Promise<K8s> {
 
 export const CALL_DEADLINE_MS = 5_000;
 
-/** One HTTPS GET with a deadline; resolves with status and body, never rejects. */
+/**
+ * API clients for the API server at `server`, over `agent`'s connections (the agent holds the
+ * TLS credentials: the CA, the client certificate and key, the server name). client-node's
+ * KubeConfig makes a new agent, so a new connection and TLS handshake, for every call; with a
+ * kept-alive agent the calls share their connections.
+ */
+export function apiClientsOver(m: K8s, server: string, agent: Agent) {
+  const config = m.createConfiguration({
+    baseServer: new m.ServerConfiguration<Record<string, string>>(server, {}),
+    authMethods: {
+      default: {
+        getName: () => "tls-client-certificate",
+        applySecurityAuthentication: (context) => context.setAgent(agent),
+      },
+    },
+  });
+  return {
+    core: new m.CoreV1Api(config),
+    apps: new m.AppsV1Api(config),
+    coord: new m.CoordinationV1Api(config),
+    policy: new m.PolicyV1Api(config),
+  };
+}
+
+/**
+ * One HTTPS GET with a deadline; resolves with status and body, never rejects. Through
+ * `agent` (kept-alive connections), a connection the server closed while it sat idle is
+ * tried once more on a new one: the request never reached the server.
+ */
 export function get(
   port: number,
   path: string,
   tls: { ca?: string; servername?: string; insecure?: boolean },
+  agent?: Agent,
 ): Promise<{ status: number; body: string; error?: string }> {
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        host: "127.0.0.1",
-        port,
-        path,
-        method: "GET",
-        timeout: CALL_DEADLINE_MS,
-        ...(tls.insecure ? { rejectUnauthorized: false } : { ca: tls.ca, servername: tls.servername }),
-      },
-      (res) => {
-        let body = "";
-        res.setEncoding("utf8");
-        res.on("data", (d: string) => (body += d));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        res.on("error", (e) => resolve({ status: 0, body, error: e.message }));
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error(`no answer within ${CALL_DEADLINE_MS} ms`)));
-    req.on("error", (e) => resolve({ status: 0, body: "", error: e.message }));
-    req.end();
-  });
+  const once = (): Promise<{ status: number; body: string; error?: string; stale?: boolean }> =>
+    new Promise((resolve) => {
+      const req = request(
+        {
+          host: "127.0.0.1",
+          port,
+          path,
+          method: "GET",
+          timeout: CALL_DEADLINE_MS,
+          ...(agent ? { agent } : {}),
+          ...(tls.insecure ? { rejectUnauthorized: false } : { ca: tls.ca, servername: tls.servername }),
+        },
+        (res) => {
+          let body = "";
+          res.setEncoding("utf8");
+          res.on("data", (d: string) => (body += d));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+          res.on("error", (e) => resolve({ status: 0, body, error: e.message }));
+        },
+      );
+      req.on("timeout", () => req.destroy(new Error(`no answer within ${CALL_DEADLINE_MS} ms`)));
+      req.on("error", (e) =>
+        resolve({ status: 0, body: "", error: e.message, stale: req.reusedSocket && staleSocket(e) }),
+      );
+      req.end();
+    });
+  return once().then(({ stale, ...r }) => (stale ? once().then(({ stale: _, ...again }) => again) : r));
+}
+
+/** The errors of a kept-alive connection the other end had closed before the request went out. */
+function staleSocket(e: Error): boolean {
+  const code = (e as NodeJS.ErrnoException).code;
+  return code === "ECONNRESET" || code === "EPIPE" || /socket hang up/.test(e.message);
 }
 
 export function describe(r: { status: number; body: string; error?: string }): string {
@@ -57,10 +97,6 @@ export function tagVersion(image: string): string {
   const ref = image.split("@")[0];
   const name = ref.slice(ref.lastIndexOf("/") + 1);
   return stripV(name.includes(":") ? name.slice(name.lastIndexOf(":") + 1) : "");
-}
-
-export function b64(s: string): string {
-  return Buffer.from(s).toString("base64");
 }
 
 export function notFound(e: unknown): undefined {

@@ -16,6 +16,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import type { SshSession } from "../../infra/remote/ssh";
 import { sudoFor, type TlsClientCredentials } from "./etcd";
 import { pollUntil } from "../../lib/poll";
+import { Agent } from "node:https";
 import type { SessionPool } from "./sessions";
 import {
   APISERVER,
@@ -34,7 +35,7 @@ import {
 } from "./static-pods";
 
 import {
-  b64,
+  apiClientsOver,
   credentialsOf,
   describe,
   evictionMessage,
@@ -55,8 +56,20 @@ interface Ports {
   apiserver: number;
   controllerManager: number;
   scheduler: number;
+  /**
+   * Kept-alive connections through the tunnels: `admin` for the API calls (it holds the admin
+   * credentials), `health` for the health reads. Each new connection costs an SSH channel and a
+   * TLS handshake; a pass makes about ten calls per node.
+   */
+  agents: { admin: Agent; health: Agent };
   close: () => Promise<void>;
 }
+
+/**
+ * How long an idle kept-alive connection is kept: well inside kube-apiserver's own idle
+ * timeout (90 s), so the server does not close one just as a call goes out on it.
+ */
+const IDLE_CONNECTION_MS = 30_000;
 
 interface NodeObject {
   metadata?: { name?: string; labels?: Record<string, string> };
@@ -170,7 +183,24 @@ export class KubeAccess {
         throw new KubeUnreachableError(`the tunnels to ${node} opened after its session or this edge closed`);
       }
       const [a, c, s] = opened;
-      const p: Ports = { apiserver: a.port, controllerManager: c.port, scheduler: s.port, close: closeAll };
+      const keep = { keepAlive: true, timeout: IDLE_CONNECTION_MS };
+      const { ca, cert, key } = this.credentials;
+      const agents = {
+        // kubeadm's serving certificate names "kubernetes" on every API server.
+        admin: new Agent({ ...keep, ca, cert, key, servername: "kubernetes" }),
+        health: new Agent(keep),
+      };
+      const p: Ports = {
+        apiserver: a.port,
+        controllerManager: c.port,
+        scheduler: s.port,
+        agents,
+        close: async () => {
+          agents.admin.destroy();
+          agents.health.destroy();
+          await closeAll();
+        },
+      };
       this.ports.set(node, p);
       return p;
     })().finally(() => this.opening.delete(node));
@@ -193,12 +223,13 @@ export class KubeAccess {
     }
     // kubeadm's serving certificate names "kubernetes" on every API server.
     const tls = { ca: this.credentials.ca, servername: "kubernetes" };
+    const agent = p.agents.health;
     const [ready, version, kcm, sched] = await Promise.all([
-      get(p.apiserver, "/readyz", tls),
-      get(p.apiserver, "/version", tls),
+      get(p.apiserver, "/readyz", tls, agent),
+      get(p.apiserver, "/version", tls, agent),
       // Their serving certificates are self-signed by default; no credentials are sent.
-      get(p.controllerManager, "/healthz", { insecure: true }),
-      get(p.scheduler, "/livez", { insecure: true }),
+      get(p.controllerManager, "/healthz", { insecure: true }, agent),
+      get(p.scheduler, "/livez", { insecure: true }, agent),
     ]);
     const healthy = ready.status === 200 && kcm.status === 200 && sched.status === 200;
     const retiredManifests = healthy ? [] : await this.retiredManifests(node);
@@ -230,38 +261,11 @@ export class KubeAccess {
     return r?.code === 0 ? retiredManifestsOf(r.stdout) : [];
   }
 
-  /** A client-node KubeConfig for the API server of `node`, through its tunnel. */
-  private async config(node: string) {
-    const { KubeConfig } = await k8s();
-    const p = await this.portsOf(node);
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [
-        {
-          name: "molt",
-          server: `https://127.0.0.1:${p.apiserver}`,
-          caData: b64(this.credentials.ca),
-          tlsServerName: "kubernetes",
-          skipTLSVerify: false,
-        },
-      ],
-      users: [{ name: "molt", certData: b64(this.credentials.cert), keyData: b64(this.credentials.key) }],
-      contexts: [{ name: "molt", cluster: "molt", user: "molt" }],
-      currentContext: "molt",
-    });
-    return kc;
-  }
-
+  /** API clients for the API server of `node`, through its tunnel, over its kept-alive connections. */
   async api(node: string) {
     const m = await k8s();
-    const kc = await this.config(node);
-    return {
-      core: kc.makeApiClient(m.CoreV1Api),
-      apps: kc.makeApiClient(m.AppsV1Api),
-      coord: kc.makeApiClient(m.CoordinationV1Api),
-      policy: kc.makeApiClient(m.PolicyV1Api),
-      m,
-    };
+    const p = await this.portsOf(node);
+    return { ...apiClientsOver(m, `https://127.0.0.1:${p.apiserver}`, p.agents.admin), m };
   }
 
   /** Nodes, leases, evictable pods, kubeadm-config and kube-proxy, through `via`. */
@@ -554,22 +558,24 @@ export class KubeAccess {
 
   /**
    * Hands on the leader Leases `node`'s stopped components hold, through its own API server
-   * (still serving). An optimistic-concurrency update: a Lease renewed or taken meanwhile is
-   * someone else's now and stays as it is (409).
+   * (still serving), both at once. An optimistic-concurrency update: a Lease renewed or taken
+   * meanwhile is someone else's now and stays as it is (409).
    */
   private async releaseLeaderLeases(node: string): Promise<void> {
     const { coord, m } = await this.api(node);
-    for (const name of LEADER_LEASES) {
-      const lease = await coord.readNamespacedLease({ name, namespace: "kube-system" }).catch(notFound);
-      // MicroTime: the API server parses six fractional digits only.
-      const spec = lease && releasedLease(lease.spec, node, new m.V1MicroTime(Date.now()));
-      if (!lease || !spec) continue;
-      await coord
-        .replaceNamespacedLease({ name, namespace: "kube-system", body: { ...lease, spec } })
-        .catch((e: unknown) => {
-          if ((e as { code?: number }).code !== 409) throw e;
-        });
-    }
+    await Promise.all(
+      LEADER_LEASES.map(async (name) => {
+        const lease = await coord.readNamespacedLease({ name, namespace: "kube-system" }).catch(notFound);
+        // MicroTime: the API server parses six fractional digits only.
+        const spec = lease && releasedLease(lease.spec, node, new m.V1MicroTime(Date.now()));
+        if (!lease || !spec) return;
+        await coord
+          .replaceNamespacedLease({ name, namespace: "kube-system", body: { ...lease, spec } })
+          .catch((e: unknown) => {
+            if ((e as { code?: number }).code !== 409) throw e;
+          });
+      }),
+    );
   }
 
   /**
@@ -605,7 +611,10 @@ function firstLine(e: Error): string {
   return String(e.message ?? e).split("\n")[0];
 }
 
-/** Polls `watched` on a node until nothing of it runs (static-pods.ts stillRunningScript). */
+/**
+ * Polls `watched` on a node until nothing of it runs (static-pods.ts stillRunningScript), every
+ * 100 ms: one short SSH command each, and each stop of a retirement waits on it twice.
+ */
 function untilGone(
   ssh: SshSession,
   watched: readonly Watched[],
@@ -620,6 +629,6 @@ function untilGone(
       const left = stillRunning(r.stdout);
       return left.length === 0 ? true : miss(`still running: ${left.join("; ")}`);
     },
-    { what: o.what, deadlineMs: o.deadlineSeconds * 1000, intervalMs: 250, maxIntervalMs: 250, signal: o.signal },
+    { what: o.what, deadlineMs: o.deadlineSeconds * 1000, intervalMs: 100, maxIntervalMs: 100, signal: o.signal },
   );
 }
