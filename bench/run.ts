@@ -29,7 +29,7 @@ import { rawKube } from "./raw-kube";
 import { observeEngineCommands } from "../orchestrator/stack/engine-process";
 import { execFileSync } from "node:child_process";
 import { BenchArgsError, parseBenchArgs, USAGE, type Section } from "./args";
-import { upSteps } from "./up-steps";
+import { upSteps, type UpSteps } from "./up-steps";
 import { readJoinMarks, surgePhases, type JoinMarks, type SurgePhases } from "./surge-phases";
 import { machineDir } from "../infra/lab/machine-impl";
 import { labLbInputs } from "../infra/lab/lb";
@@ -1098,6 +1098,7 @@ async function main(): Promise<void> {
         pruneUpMs: number[];
         fallbacks: number;
         engineCommands: Run["engineCommands"];
+        pruneUpSteps?: UpSteps[];
       }
     > = {};
     let three: Run | undefined;
@@ -1149,6 +1150,18 @@ async function main(): Promise<void> {
           `${sec(r.summary.wallMs)} / ${sec(surge)} / ${sec(prune)}`,
         );
         say(`${n} nodes: engine commands of the rollout`, engineSummary(r));
+        // Where a prune's growth with the list goes: before the engine's first step (engine
+        // start, state, the program's registrations) or in its steps (each writes the state).
+        const pruneSteps = upSteps(r.events, "prune");
+        scaling[n].pruneUpSteps = pruneSteps;
+        say(
+          `${n} nodes: prune up, medians (s): to first resource step / steps / after last step`,
+          pruneSteps.length
+            ? (["toFirstStepMs", "stepsMs", "afterLastStepMs"] as const)
+                .map((k) => (median(pruneSteps.map((x) => x[k])) / 1000).toFixed(2))
+                .join(" / ")
+            : "n/a",
+        );
         if (fallbacks(r) > 0)
           say(`${n} nodes: targeted prunes that fell back to a whole-stack up`, `${fallbacks(r)} of ${prunes.length}`);
         if (n === 3) three = r;

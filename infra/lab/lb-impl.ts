@@ -25,11 +25,40 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-function masterPid(dir: string): number | undefined {
-  const f = join(dir, "haproxy.pid");
-  if (!existsSync(f)) return undefined;
-  const pid = Number(readFileSync(f, "utf8").trim().split("\n")[0]);
+/**
+ * The master's pid from its pid file; undefined without one. The master removes its pid file
+ * and writes it again on every reload (it re-executes itself), so a read in that gap finds no
+ * file, or an empty one: for the pollers of a reload that is "not yet". Where no master must
+ * mean none (to start one, or to stop it), ask runningMaster.
+ */
+export function masterPid(dir: string): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(join(dir, "haproxy.pid"), "utf8");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw e;
+  }
+  const pid = Number(text.trim().split("\n")[0]);
   return pid > 0 && pidAlive(pid) ? pid : undefined;
+}
+
+/**
+ * The running master, also in the middle of a reload: with no pid read, an HAProxy that answers
+ * on the admin socket is running, and its pid file is awaited (otherwise a second HAProxy would
+ * be started beside it, or the running one left running).
+ */
+export async function runningMaster(dir: string): Promise<number | undefined> {
+  const pid = masterPid(dir);
+  if (pid) return pid;
+  if (!(await adminQuery(dir, "show info")).includes("Name: HAProxy")) return undefined;
+  let found: number | undefined;
+  await waitFor(
+    `the lab load balancer's pid file (${join(dir, "haproxy.pid")}) after a reload`,
+    async () => (found = masterPid(dir)) !== undefined,
+    DEADLINE_MS,
+  );
+  return found;
 }
 
 /** The server lines: a deregistered server gets weight 0 (no new connections), a new one starts disabled. */
@@ -166,13 +195,13 @@ async function ensureSourceAddress(i: LabLbInputs): Promise<void> {
 async function apply(dir: string, i: LabLbInputs): Promise<void> {
   await ensureSourceAddress(i);
   writeFileSync(join(dir, "haproxy.cfg"), render(dir, i));
+  const pid = await runningMaster(dir);
   // What the checks learnt so far, for the reloaded process (server-state-file).
-  if (i.healthCheck && masterPid(dir)) {
+  if (i.healthCheck && pid) {
     const state = await adminQuery(dir, "show servers state");
     if (/^1\n/.test(state)) writeFileSync(join(dir, "state"), state);
   }
   await sh("haproxy", ["-c", "-f", join(dir, "haproxy.cfg")]);
-  const pid = masterPid(dir);
   if (pid) process.kill(pid, "SIGUSR2");
   else {
     const args = ["-W", "-D", "-f", join(dir, "haproxy.cfg"), "-p", join(dir, "haproxy.pid")];
@@ -213,7 +242,7 @@ export async function removeLb(i: LabLbInputs): Promise<{ kept?: string }> {
     releaseLab(i.labRoot, i.lab, i.owner);
   if (kept) return { kept };
   const dir = lbDir(i);
-  const pid = masterPid(dir);
+  const pid = await runningMaster(dir);
   if (pid) {
     process.kill(pid, "SIGTERM");
     await waitFor("the lab load balancer to stop", async () => !pidAlive(pid), DEADLINE_MS);

@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { labDrainSeconds, labTargets, render } from "../../infra/lab/lb-impl";
+import { labDrainSeconds, labTargets, masterPid, render, runningMaster } from "../../infra/lab/lb-impl";
 import { labLbDiff, labLbInputs, labLbSourceAddress, labLbTargetPort, type LabLbInputs } from "../../infra/lab/lb";
 import { etcdRefusalRule } from "../../infra/lab/machine-impl";
 import { parseSubnet } from "../../infra/lab/host";
@@ -166,6 +166,24 @@ describe("the lab's load balancer (infra/lab/lb-impl.ts)", () => {
     assert.deepEqual(await labTargets(i, [{ name: "t99-cp-1", address: "10.77.199.10" }]), {
       "t99-cp-1": { state: "draining", detail: "deregistration not yet loaded" },
     });
+  });
+
+  it("its master in a reload's gap (pid file removed, not yet rewritten) is awaited, not taken for none", async () => {
+    // Seen once in a bench run: a detach read the pid file between HAProxy's removal and its
+    // rewrite, and failed with ENOENT. Taking that gap for "no master" would start a second one.
+    const dir = dirOf(labLbInputs(settings()));
+    mkdirSync(dir, { recursive: true });
+    assert.equal(masterPid(dir), undefined);
+    assert.equal(await runningMaster(dir), undefined, "no pid file and no admin socket: no master");
+    await new Promise<void>((ok) => {
+      server = createServer((c) => c.once("data", () => c.end("Name: HAProxy\nVersion: 2.6.12\n")));
+      server.listen(join(dir, "admin.sock"), ok);
+    });
+    assert.equal(masterPid(dir), undefined);
+    const found = runningMaster(dir);
+    // The master writing its pid file again, a moment later.
+    setTimeout(() => writeFileSync(join(dir, "haproxy.pid"), `${process.pid}\n`), 50);
+    assert.equal(await found, process.pid);
   });
 
   it("a load balancer that is not there is an error, not an empty answer", async () => {
