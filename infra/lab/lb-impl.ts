@@ -26,10 +26,11 @@ function pidAlive(pid: number): boolean {
 }
 
 /**
- * The master's pid from its pid file; undefined without one. The master removes its pid file
- * and writes it again on every reload (it re-executes itself), so a read in that gap finds no
- * file, or an empty one: for the pollers of a reload that is "not yet". Where no master must
- * mean none (to start one, or to stop it), ask runningMaster.
+ * The master's pid from its pid file; undefined without one. On every reload the master
+ * removes its pid file, creates it empty, then writes its pid (2.6.12: missing, then empty,
+ * for up to 5 ms), so a read in that gap finds no file, or an empty one: for the pollers of a
+ * reload that is "not yet". Where no master must mean none (to start one, or to stop it),
+ * ask runningMaster.
  */
 export function masterPid(dir: string): number | undefined {
   let text: string;
