@@ -81,9 +81,12 @@ export function render(dir: string, i: LabLbInputs): string {
   const bind = i.bind ?? parseSubnet(i.subnet).gateway;
   const hc = i.healthCheck;
   const source = labLbSourceAddress(i);
+  // Without a cloud's slow checks, a server that is down (a new node until its API server
+  // serves; HAProxy starts a checked server down) or changing state is checked every 200 ms,
+  // a healthy one every second: a new node is seen healthy within 200 ms of serving, not 1 s.
   const every = hc
     ? `inter ${hc.intervalSeconds}s fall ${hc.unhealthyThreshold} rise ${hc.healthyThreshold}`
-    : "inter 1s fall 2 rise 1";
+    : "inter 1s fastinter 200ms downinter 200ms fall 2 rise 1";
   return [
     "global",
     "  master-worker",

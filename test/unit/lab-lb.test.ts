@@ -54,7 +54,10 @@ describe("the lab's load balancer (infra/lab/lb-impl.ts)", () => {
     attachFiles(i, { "t99-cp-1": "10.77.199.10:6443" });
     const cfg = render(dirOf(i), i);
     assert.match(cfg, /retries 2\n {2}option redispatch/);
-    assert.match(cfg, /default-server check check-ssl verify none inter 1s fall 2 rise 1/);
+    assert.match(
+      cfg,
+      /default-server check check-ssl verify none inter 1s fastinter 200ms downinter 200ms fall 2 rise 1/,
+    );
     assert.match(cfg, /server t99-cp-1 10\.77\.199\.10:6443\n/);
     assert.doesNotMatch(cfg, /server-state-file|disabled|weight/);
     assert.equal(labDrainSeconds(i), 2);
