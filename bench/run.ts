@@ -30,6 +30,7 @@ import { observeEngineCommands } from "../orchestrator/stack/engine-process";
 import { execFileSync } from "node:child_process";
 import { BenchArgsError, parseBenchArgs, USAGE, type Section } from "./args";
 import { upSteps, type UpSteps } from "./up-steps";
+import { waitsByKind } from "./waits";
 import { readJoinMarks, surgePhases, type JoinMarks, type SurgePhases } from "./surge-phases";
 import { machineDir } from "../infra/lab/machine-impl";
 import { labLbInputs } from "../infra/lab/lb";
@@ -796,6 +797,11 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
         secs(Object.values(resetMs)) + ` (median ${sec(median(Object.values(resetMs)))})`,
       );
     say("  waiting on conditions (etcd catch-up, control plane healthy)", `${sec(p.wait)} (${share(p.wait)})`);
+    const waits = waitsByKind(r.events);
+    say(
+      "    by what was awaited: time (waits)",
+      waits.map((w) => `${w.kind} ${sec(w.ms)} (${w.count})`).join(", ") || "none",
+    );
     say("  kube phase (Kubernetes API calls)", `${sec(p.kube)} (${share(p.kube)})`);
     for (const op of ["update-cluster-config", "drain", "stop-apiserver", "delete-node", "update-addons"]) {
       if (kubeOps[op] !== undefined) say(`    ${op}`, sec(kubeOps[op], 2));
@@ -864,6 +870,7 @@ async function kubeScenario(say: Say, result: Record<string, unknown>, path: "ne
       wallMs: wall,
       phases: p,
       kubeOpsMs: kubeOps,
+      waitsMs: waits,
       surgeUpMs: surges,
       pruneUpMs: prunes,
       ...(path === "reset" ? { resetMs } : {}),
