@@ -347,6 +347,7 @@ export class Chaos {
   start(onEvent?: (e: Event, kill: () => void) => void, extra: string[] = []) {
     const n = ++this.runCount;
     const steps: string[] = [];
+    this.running.set(n, steps);
     const h = startCli(
       ["rollout", "--stack", this.stack, "--yes", "--json", "--verbose", ...extra],
       this.env,
@@ -358,6 +359,7 @@ export class Chaos {
       this.wrap,
     );
     void h.done.then((run) => {
+      this.running.delete(n);
       this.trace.push(`run ${n}: ${steps.join(", ") || "no step"} -> ${run.signal ?? `exit ${run.code}`}`);
       // MOLT_CHAOS_TRACE=<dir>: each run's whole output, to read a broken scenario back.
       const dir = process.env.MOLT_CHAOS_TRACE;
@@ -371,6 +373,21 @@ export class Chaos {
 
   /** What each run of the current scenario did, printed when an invariant breaks. */
   private trace: string[] = [];
+  /** The steps of the runs still going, by run number. */
+  private readonly running = new Map<number, string[]>();
+
+  /**
+   * The current scenario's runs so far, the unfinished ones with their steps up to now: for a
+   * scenario that never returns (the test's timeout), where it stood. Empty while no run is
+   * going (a scenario that returned has printed its trace itself).
+   */
+  traceSoFar(): string[] {
+    if (this.running.size === 0) return [];
+    return [
+      ...this.trace,
+      ...[...this.running].map(([n, steps]) => `run ${n}: ${steps.join(", ") || "no step"} -> still running`),
+    ];
+  }
   private runCount = 0;
 
   async rollout(extra: string[] = []): Promise<CliRun> {

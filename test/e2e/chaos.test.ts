@@ -28,6 +28,11 @@ describe("chaos on the lab (e2e, CI subset)", function () {
     chaos = new Chaos({ lab: testLab(6) });
     await chaos.create();
   });
+  // A scenario that times out never returns its trace: where each of its runs stood.
+  afterEach(function () {
+    if (this.currentTest?.state === "failed" && chaos)
+      for (const line of chaos.traceSoFar()) console.log(`      ${line}`);
+  });
   after(async function () {
     this.timeout(600_000);
     if (rows.length) console.log(formatTable(rows).replace(/^/gm, "    "));
