@@ -248,6 +248,11 @@ export function runnerWrap(host: string): string[] {
   return ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', host];
 }
 
+/** One run of a scenario in its trace: the steps it took, and how it ended. */
+function runLine(n: number, steps: string[], end: string): string {
+  return `run ${n}: ${steps.join(", ") || "no step"} -> ${end}`;
+}
+
 /** One lab, one stack, one backend on its own tmpfs (so it can be made read-only). */
 export class Chaos {
   readonly stack: string;
@@ -360,7 +365,7 @@ export class Chaos {
     );
     void h.done.then((run) => {
       this.running.delete(n);
-      this.trace.push(`run ${n}: ${steps.join(", ") || "no step"} -> ${run.signal ?? `exit ${run.code}`}`);
+      this.trace.push(runLine(n, steps, run.signal ?? `exit ${run.code}`));
       // MOLT_CHAOS_TRACE=<dir>: each run's whole output, to read a broken scenario back.
       const dir = process.env.MOLT_CHAOS_TRACE;
       if (dir && dir.startsWith("/")) {
@@ -383,10 +388,7 @@ export class Chaos {
    */
   traceSoFar(): string[] {
     if (this.running.size === 0) return [];
-    return [
-      ...this.trace,
-      ...[...this.running].map(([n, steps]) => `run ${n}: ${steps.join(", ") || "no step"} -> still running`),
-    ];
+    return [...this.trace, ...[...this.running].map(([n, steps]) => runLine(n, steps, "still running"))];
   }
   private runCount = 0;
 
