@@ -16,7 +16,9 @@
 //    they joined through);
 //  - every resource that belongs to no node (the load balancer, the SSH client key, a
 //    vSphere anti-affinity rule over all VMs, ...): few, cheap to diff, and some follow
-//    the node list;
+//    the node list. Every node depends on some of them, so the program registers every
+//    node in every change: the engine refuses an `up` that leaves out a resource depending
+//    on a target (diagnostic 2014; test/integration/engine.test.ts);
 //  - the providers' cluster-wide components and their children by type, even when they
 //    are not in the state yet: the engine does not create an untargeted new resource (a
 //    vSphere rule first needed with the second node, an Azure availability set added to

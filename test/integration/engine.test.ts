@@ -28,8 +28,8 @@ const fileProvider: pulumi.dynamic.ResourceProvider = {
 
 class LocalFile extends pulumi.dynamic.Resource {
   declare readonly pid: pulumi.Output<number>;
-  constructor(name: string, args: { path: string; content: pulumi.Input<string> }) {
-    super(fileProvider, name, { ...args, pid: undefined }, {});
+  constructor(name: string, args: { path: string; content: pulumi.Input<string> }, dependsOn: pulumi.Resource[] = []) {
+    super(fileProvider, name, { ...args, pid: undefined }, { dependsOn });
   }
 }
 
@@ -84,6 +84,51 @@ describe("the Pulumi engine (integration)", function () {
     assert.equal(existsSync(target), false, "destroy ran the provider's delete");
     await stack.workspace.removeStack("engine-proof");
   });
+
+  // The rule that makes molt register every node in every change (stack/targets.ts): the
+  // engine keeps a resource the program leaves out only while nothing it depends on is
+  // targeted; otherwise it takes it for one to destroy and refuses the `up` (diagnostic 2014).
+  // molt's nodes depend on the load balancer and the client key, which every change targets
+  // so that their settings apply. Session 23 measured it by registering only the nodes a
+  // change touches: every surge failed so (docs/benchmarks.md, the prune's per-node growth).
+  for (const [dependsOnTarget, title] of [
+    [false, "depending on no target keeps it"],
+    [true, "depending on a target refuses the update and keeps it"],
+  ] as const)
+    it(`a targeted up whose program leaves out an untargeted resource ${title}`, async () => {
+      const name = `target-proof-${dependsOnTarget ? "dep" : "free"}`;
+      const path = (n: string) => join(wd.dir, `${name}-${n}.txt`);
+      const open = (withB: boolean) =>
+        openStack({
+          stackName: name,
+          workDir: wd.dir,
+          env: wd.env,
+          program: async () => {
+            const a = new LocalFile("a", { path: path("a"), content: "a" });
+            if (withB) new LocalFile("b", { path: path("b"), content: "b" }, dependsOnTarget ? [a] : []);
+            return {};
+          },
+        });
+      const both = await open(true);
+      assert.equal((await both.up()).summary.result, "succeeded");
+      const urnsOf = async (s: typeof both) =>
+        ((await s.exportStack()).deployment?.resources ?? []).map((r: { urn: string }) => r.urn) as string[];
+      const before = await urnsOf(both);
+      const urnOf = (n: string) => before.find((u) => u.endsWith(`::${n}`))!;
+
+      const onlyA = await open(false);
+      const up = onlyA.up({ target: [urnOf("a")] });
+      if (dependsOnTarget)
+        await assert.rejects(up, (e: Error) =>
+          /'[^']*::b' will be destroyed but was not specified in --target list/.test(e.message),
+        );
+      else assert.equal((await up).summary.result, "succeeded");
+      assert.ok((await urnsOf(onlyA)).includes(urnOf("b")), "the resource left out is still in the state");
+      assert.equal(readFileSync(path("b"), "utf8"), "b", "and its provider's delete never ran");
+
+      await both.destroy();
+      await both.workspace.removeStack(name);
+    });
 
   it("an empty metadata sidecar (a killed engine's) breaks plain Pulumi, not molt; molt writes none", async () => {
     const name = "sidecar-proof";
