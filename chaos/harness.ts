@@ -383,13 +383,20 @@ export class Chaos {
 
   /**
    * The current scenario's runs so far, the unfinished ones with their steps up to now: for a
-   * scenario that never returns (the test's timeout), where it stood. Empty while no run is
-   * going (a scenario that returned has printed its trace itself).
+   * scenario that never returns (the test's timeout), where it stood; between runs, what it
+   * waits for (session 23's hang: a run had ended, and the scenario waited on a cluster
+   * watcher stuck in an SSH connect). Empty once the scenario returned: it printed its trace.
    */
   traceSoFar(): string[] {
-    if (this.running.size === 0) return [];
-    return [...this.trace, ...[...this.running].map(([n, steps]) => runLine(n, steps, "still running"))];
+    if (this.stage === undefined) return [];
+    return [
+      ...this.trace,
+      ...[...this.running].map(([n, steps]) => runLine(n, steps, "still running")),
+      ...(this.running.size === 0 ? [`between runs: ${this.stage}`] : []),
+    ];
   }
+  /** Where the current scenario stands between runs; undefined once it returned. */
+  private stage?: string;
   private runCount = 0;
 
   async rollout(extra: string[] = []): Promise<CliRun> {
@@ -573,6 +580,7 @@ export class Chaos {
     const reruns = { n: 0 };
     this.log(`scenario: ${name}`);
     this.trace = [];
+    this.stage = `scenario ${name} running`;
     const probe = await this.startProbe();
     let failure: string | undefined;
     try {
@@ -580,6 +588,7 @@ export class Chaos {
     } catch (e) {
       failure = (e as Error).message.split("\n")[0];
     }
+    this.stage = undefined;
     const report = await probe.stop();
     for (const e of report.errors.slice(0, 5)) notes.push(`probe error: ${e}`);
     for (const e of report.retried.slice(0, 5)) notes.push(`probe round trip retried: ${e}`);
@@ -678,7 +687,10 @@ export class Chaos {
     });
     const run = await handle.done;
     stopWatch = true;
+    const ended = run.signal ?? `exit ${run.code}`;
+    this.stage = `run ${this.runCount} ended (${ended}): waiting for its ${watchers.length} cluster watcher(s)`;
     await Promise.all(watchers);
+    this.stage = "scenario running";
     return { killed: fired && run.signal === "SIGKILL", run };
   }
 

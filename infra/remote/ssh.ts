@@ -147,6 +147,16 @@ function credentialsOf(c: SshCredentials, what: string): Pick<ConnectConfig, "pr
  * Connects one ssh2 client; resolves once authenticated. `hostVerifier` sees the raw host
  * key and decides; a refusal by it rejects with what `refused()` makes.
  */
+/** The other end closed the connection before the SSH login completed. */
+export class SshHandshakeClosedError extends Error {
+  constructor(where: string) {
+    super(`${where} closed the connection during the SSH handshake (its sshd stopped, or it is going down)`);
+    this.name = "SshHandshakeClosedError";
+  }
+}
+
+const where = (c: ConnectConfig) => (c.host ? `${c.host}:${c.port ?? 22}` : "the node (through the bastion)");
+
 function connectClient(
   config: ConnectConfig,
   hostVerifier: (key: Buffer) => boolean,
@@ -157,6 +167,7 @@ function connectClient(
   return new Promise<Client>((resolve, reject) => {
     const onError = (err: Error) => {
       client.removeListener("ready", onReady);
+      client.removeListener("close", onClose);
       // A connect can fail twice: a machine that accepts TCP but never speaks SSH times out,
       // then reports the connection lost as it closes. Unheard, that second error ended the
       // whole process (found on the lab: a machine left half-made by a killed run).
@@ -164,8 +175,20 @@ function connectClient(
       client.end();
       reject(mismatch ? refused() : err);
     };
+    // The other end closes the connection after its banner, in the key exchange or the login
+    // (an sshd killed with its machine, a node rebooting): ssh2 emits neither "ready" nor
+    // "error" then, and clears its ready timeout as the socket closes, so without this the
+    // connect never settled. Found by the chaos CI subset, whose watcher hung on a machine
+    // being destroyed; a molt pass connecting to such a node would have hung the same way.
+    const onClose = () => {
+      client.removeListener("ready", onReady);
+      client.removeListener("error", onError);
+      client.on("error", () => undefined);
+      reject(mismatch ? refused() : new SshHandshakeClosedError(where(config)));
+    };
     const onReady = () => {
       client.removeListener("error", onError);
+      client.removeListener("close", onClose);
       client.on("error", () => {
         /* later errors surface on the calls that hit them */
       });
@@ -173,6 +196,7 @@ function connectClient(
     };
     client.once("ready", onReady);
     client.once("error", onError);
+    client.once("close", onClose);
     client.connect({
       ...config,
       hostVerifier: (key: Buffer) => {
