@@ -155,12 +155,12 @@ export class SshHandshakeClosedError extends Error {
   }
 }
 
-const where = (c: ConnectConfig) => (c.host ? `${c.host}:${c.port ?? 22}` : "the node (through the bastion)");
-
 function connectClient(
   config: ConnectConfig,
   hostVerifier: (key: Buffer) => boolean,
   refused: () => Error,
+  /** host:port, for the errors. */
+  where: string,
 ): Promise<Client> {
   const client = new Client();
   let mismatch = false;
@@ -168,6 +168,7 @@ function connectClient(
     const onError = (err: Error) => {
       client.removeListener("ready", onReady);
       client.removeListener("close", onClose);
+      client.removeListener("end", onClose);
       // A connect can fail twice: a machine that accepts TCP but never speaks SSH times out,
       // then reports the connection lost as it closes. Unheard, that second error ended the
       // whole process (found on the lab: a machine left half-made by a killed run).
@@ -178,17 +179,21 @@ function connectClient(
     // The other end closes the connection after its banner, in the key exchange or the login
     // (an sshd killed with its machine, a node rebooting): ssh2 emits neither "ready" nor
     // "error" then, and clears its ready timeout as the socket closes, so without this the
-    // connect never settled. Found by the chaos CI subset, whose watcher hung on a machine
-    // being destroyed; a molt pass connecting to such a node would have hung the same way.
+    // connect never settled. Found by the chaos CI subset, whose cluster watcher hung in one
+    // (docs/reliability.md); a molt pass connecting to such a node would have hung the same way.
     const onClose = () => {
       client.removeListener("ready", onReady);
       client.removeListener("error", onError);
+      client.removeListener("close", onClose);
+      client.removeListener("end", onClose);
       client.on("error", () => undefined);
-      reject(mismatch ? refused() : new SshHandshakeClosedError(where(config)));
+      client.end();
+      reject(mismatch ? refused() : new SshHandshakeClosedError(where));
     };
     const onReady = () => {
       client.removeListener("error", onError);
       client.removeListener("close", onClose);
+      client.removeListener("end", onClose);
       client.on("error", () => {
         /* later errors surface on the calls that hit them */
       });
@@ -196,7 +201,10 @@ function connectClient(
     };
     client.once("ready", onReady);
     client.once("error", onError);
+    // Through a bastion the connection is a channel that may stay half open: the other end's
+    // close arrives as "end" alone (OpenSSH closes the channel only once this side has too).
     client.once("close", onClose);
+    client.once("end", onClose);
     client.connect({
       ...config,
       hostVerifier: (key: Buffer) => {
@@ -265,6 +273,7 @@ export async function scanHostKey(
       { readyTimeout: timeout, host: b.host, port: b.port ?? 22, username: b.user, ...credentialsOf(b, name) },
       pinned(b.hostKey),
       () => new HostKeyMismatchError(b.host, "bastion "),
+      `${b.host}:${b.port ?? 22}`,
     ).catch((e: Error) => {
       throw e instanceof HostKeyMismatchError ? e : new BastionError(name, e.message);
     });
@@ -279,6 +288,7 @@ export async function scanHostKey(
       { readyTimeout: timeout, ...(sock ? { sock } : { host, port }), username: "molt-keyscan" },
       (key) => ((seen = key), false),
       () => new Error("scanned"),
+      `${host}:${port}`,
     ).then((c) => c.end());
   } catch (e) {
     if (!seen) throw e;
@@ -299,8 +309,19 @@ export class SshSession {
     /** The pinned key line the node presented (target.hostKey or one of alsoAccept). */
     readonly acceptedHostKey: string,
     private readonly jump?: Client,
+    /** The channel through the bastion that carries this connection. */
+    channel?: ClientChannel,
   ) {
     client.once("close", () => (this.ended = true));
+    // The node closed its side. Through a bastion the connection is a channel, which stays
+    // half open (OpenSSH closes it only once this side has), with the commands under way
+    // waiting on it; ssh2's own end() does nothing on a half-closed stream. Closing the
+    // channel ends the connection, and ssh2 then ends every channel on it. (Directly, the
+    // socket closes by itself.)
+    client.once("end", () => {
+      this.ended = true;
+      channel?.destroy();
+    });
   }
 
   /** False once the connection is gone (the node went away, or close() was called). */
@@ -328,6 +349,7 @@ export class SshSession {
         { ...common, host: b.host, port: b.port ?? 22, username: b.user, ...credentialsOf(b, `bastion ${name}`) },
         pinned(b.hostKey),
         () => new HostKeyMismatchError(b.host, "bastion "),
+        `${b.host}:${b.port ?? 22}`,
       ).catch((e: Error) => {
         throw e instanceof HostKeyMismatchError ? e : new BastionError(name, e.message);
       });
@@ -348,8 +370,9 @@ export class SshSession {
         },
         verifyNode,
         () => new HostKeyMismatchError(target.host),
+        `${target.host}:${target.port ?? 22}${sock ? " (through the bastion)" : ""}`,
       );
-      return new SshSession(client, target, accepted, jump);
+      return new SshSession(client, target, accepted, jump, sock);
     } catch (e) {
       jump?.end();
       throw e;

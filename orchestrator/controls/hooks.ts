@@ -215,7 +215,11 @@ export class HookOutput {
 /**
  * Runs `sh -c command` in a process group of its own; at the deadline (or on `signal`) the
  * group gets SIGTERM, then SIGKILL 5 s later. Each output line goes to `onLine` as it comes,
- * redacted and cut (HookOutput).
+ * redacted and cut (HookOutput). The hook ends when its output closes, not when its shell
+ * exits: a process it left running in the background (`cmd &`) still writes there. Such a
+ * process is ended at the deadline with the group even after the shell has exited, and one
+ * that left the group (`setsid`) has the hook's output cut 2 s after the SIGKILL, so the
+ * hook ends in any case.
  */
 export function runHookCommand(o: {
   command: string;
@@ -231,20 +235,28 @@ export function runHookCommand(o: {
     child.stdout.setEncoding("utf8").on("data", (c: string) => output.take("out", c));
     child.stderr.setEncoding("utf8").on("data", (c: string) => output.take("err", c));
     let killTimer: NodeJS.Timeout | undefined;
-    const stop = (reason: string) => {
-      if (why !== undefined || child.exitCode !== null) return;
-      why = reason;
+    let cutTimer: NodeJS.Timeout | undefined;
+    const killGroup = (sig: NodeJS.Signals) => {
       try {
-        process.kill(-child.pid!, "SIGTERM");
+        process.kill(-child.pid!, sig);
       } catch {
-        /* already gone */
+        /* the group is gone */
       }
+    };
+    const stop = (reason: string) => {
+      if (why !== undefined || child.pid === undefined) return;
+      // Its shell may have exited already: what holds the hook open is then a process it left.
+      why =
+        child.exitCode !== null
+          ? `${reason}: its shell exited ${child.exitCode}, but a process it started kept its output open`
+          : reason;
+      killGroup("SIGTERM");
       killTimer = setTimeout(() => {
-        try {
-          process.kill(-child.pid!, "SIGKILL");
-        } catch {
-          /* already gone */
-        }
+        killGroup("SIGKILL");
+        cutTimer = setTimeout(() => {
+          child.stdout.destroy();
+          child.stderr.destroy();
+        }, 2000);
       }, 5000);
     };
     // The hook's deadline: a timer that ends the hook, not a sleep.
@@ -254,6 +266,7 @@ export function runHookCommand(o: {
     const done = (r: Omit<HookRun, "output">) => {
       clearTimeout(deadline);
       if (killTimer) clearTimeout(killTimer);
+      if (cutTimer) clearTimeout(cutTimer);
       o.signal?.removeEventListener("abort", onAbort);
       output.end();
       resolve({ ...r, output: output.text() });

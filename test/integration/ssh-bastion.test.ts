@@ -12,6 +12,7 @@ import {
   HostKeyMismatchError,
   scanHostKey,
   SshCredentialsError,
+  SshHandshakeClosedError,
   SshSession,
   UnreachableThroughBastionError,
 } from "../../infra/remote/ssh";
@@ -202,6 +203,90 @@ describe("SSH through a bastion, and with an ssh-agent (infra/remote/ssh.ts)", f
     assert.equal(fingerprintOf(via), fingerprintOf(node.hostKey));
     assert.match(fingerprintOf(via), /^SHA256:[A-Za-z0-9+/]{43}$/);
     assert.equal(fingerprintOf(via), execFingerprint(node.hostKey), "the same fingerprint as ssh-keygen -lf prints");
+  });
+
+  // A relay in front of the node that the test cuts: it sends FIN to the bastion's forwarded
+  // connection, as a node going down does. The bastion passes that on as an EOF alone and
+  // waits for this side's close, so the client sees "end" and no "close" (session 23).
+  async function cuttable(afterServerChunks?: number) {
+    const cuts: (() => void)[] = [];
+    const server = createServer((down) => {
+      const up = connect(node.port, "127.0.0.1");
+      const cut = () => {
+        up.destroy();
+        down.end();
+      };
+      cuts.push(cut);
+      let chunks = 0;
+      up.on("data", (d: Buffer) => {
+        down.write(d);
+        if (afterServerChunks !== undefined && ++chunks >= afterServerChunks) cut();
+      });
+      down.on("data", (d: Buffer) => up.write(d));
+      down.on("error", () => up.destroy());
+      up.on("error", () => down.destroy());
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const port = (server.address() as { port: number }).port;
+    return { port, cut: () => cuts.forEach((c) => c()), close: () => server.close() };
+  }
+
+  const settledWithin = <T>(p: Promise<T>, ms: number) =>
+    Promise.race([
+      p.then(
+        (v) => ({ value: v }),
+        (e: Error) => ({ error: e }),
+      ),
+      new Promise<"pending">((r) => setTimeout(() => r("pending"), ms).unref()),
+    ]);
+
+  it("fails at once to connect to a node behind the bastion that closes after its banner", async () => {
+    const relay = await cuttable(2); // banner, then KEXINIT: the client is in the key exchange
+    try {
+      const t = Date.now();
+      const r = await settledWithin(
+        SshSession.connect({
+          host: "127.0.0.1",
+          port: relay.port,
+          user: "root",
+          privateKey: client.privateKey,
+          hostKey: node.hostKey,
+          bastion: through(openBastion),
+        }),
+        15_000,
+      );
+      assert.notEqual(r, "pending", "the connect never settled");
+      assert.ok(r !== "pending" && "error" in r, "it failed");
+      assert.ok(r.error instanceof SshHandshakeClosedError, `${r.error.name}: ${r.error.message}`);
+      assert.match(r.error.message, /^127\.0\.0\.1:\d+ \(through the bastion\) closed the connection/);
+      assert.ok(Date.now() - t < 5_000, `in ${Date.now() - t} ms`);
+    } finally {
+      relay.close();
+    }
+  });
+
+  it("ends a command whose node goes away behind the bastion, instead of waiting with it", async () => {
+    const relay = await cuttable();
+    const s = await SshSession.connect({
+      host: "127.0.0.1",
+      port: relay.port,
+      user: "root",
+      privateKey: client.privateKey,
+      hostKey: node.hostKey,
+      bastion: through(openBastion),
+    });
+    try {
+      const t = Date.now();
+      const running = s.exec("sleep 30");
+      setTimeout(() => relay.cut(), 300);
+      const r = await settledWithin(running, 15_000);
+      assert.notEqual(r, "pending", "the command never ended");
+      assert.ok(Date.now() - t < 5_000, `in ${Date.now() - t} ms`);
+      assert.equal(s.open, false, "the session knows its node is gone");
+    } finally {
+      s.close();
+      relay.close();
+    }
   });
 
   it("gives hooks an ssh_config that OpenSSH follows through the bastion, both host keys pinned", () => {

@@ -2,6 +2,7 @@
 // window's clock arithmetic, the hook runner, certificate expiry parsing, the Prometheus
 // metrics file (read back with a Prometheus text parser), the webhook, and live progress.
 import * as assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
@@ -309,6 +310,45 @@ describe("operator controls", () => {
       assert.equal(r.error, "timed out after 1s");
       assert.ok(Date.now() - t < 8000, "ended near its deadline");
       assert.ok(!existsSync(marker), "the background child went with it");
+    });
+
+    it("a hook whose shell exits but leaves a process holding its output ends at its deadline, with it", async () => {
+      // Before: the deadline did nothing once the shell had exited, and the hook waited for its
+      // output to close, for as long as the background process ran.
+      const marker = join(tmpdir(), `molt-hook-bg-${process.pid}`);
+      const lines: string[] = [];
+      const t = Date.now();
+      const r = await runHookCommand({
+        command: `(sleep 30; touch ${marker}) & echo started`,
+        timeoutSeconds: 1,
+        env: process.env,
+        onLine: (l) => lines.push(l),
+      });
+      assert.equal(r.ok, false);
+      assert.equal(r.error, "timed out after 1s: its shell exited 0, but a process it started kept its output open");
+      assert.deepEqual(lines, ["started"]);
+      assert.ok(Date.now() - t < 8000, `ended near its deadline (${Date.now() - t} ms)`);
+      assert.ok(!existsSync(marker), "the background process went with the group");
+    });
+
+    it("a process that left the hook's group (setsid) has the hook's output cut after the SIGKILL", async function () {
+      this.timeout(30_000);
+      const marker = join(tmpdir(), `molt-hook-setsid-${process.pid}`);
+      const t = Date.now();
+      try {
+        const r = await runHookCommand({
+          command: `setsid sh -c 'sleep 20; touch ${marker}' & echo started`,
+          timeoutSeconds: 1,
+          env: process.env,
+          onLine: () => undefined,
+        });
+        assert.equal(r.ok, false);
+        assert.match(r.error ?? "", /^timed out after 1s: its shell exited 0/);
+        const ms = Date.now() - t;
+        assert.ok(ms >= 7000 && ms < 12_000, `ended 2 s after the SIGKILL (${ms} ms)`);
+      } finally {
+        spawnSync("pkill", ["-f", `touch ${marker}`]);
+      }
     });
   });
 
