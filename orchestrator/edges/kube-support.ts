@@ -15,18 +15,29 @@ export function k8s(): Promise<K8s> {
 export const CALL_DEADLINE_MS = 5_000;
 
 /**
+ * How long one Kubernetes API call may take: kube-apiserver's own default request timeout
+ * (--request-timeout, 1 min), by which a working server has answered or ended the request.
+ * client-node sets none, and a kept-alive agent's timeout ends only idle connections, so a
+ * server that stopped answering on a working tunnel held the pass that asked it forever.
+ */
+export const API_CALL_DEADLINE_MS = 60_000;
+
+/**
  * API clients for the API server at `server`, over `agent`'s connections (the agent holds the
  * TLS credentials: the CA, the client certificate and key, the server name). client-node's
  * KubeConfig makes a new agent, so a new connection and TLS handshake, for every call; with a
- * kept-alive agent the calls share their connections.
+ * kept-alive agent the calls share their connections. Each call is cut off after `deadlineMs`.
  */
-export function apiClientsOver(m: K8s, server: string, agent: Agent) {
+export function apiClientsOver(m: K8s, server: string, agent: Agent, deadlineMs = API_CALL_DEADLINE_MS) {
   const config = m.createConfiguration({
     baseServer: new m.ServerConfiguration<Record<string, string>>(server, {}),
     authMethods: {
       default: {
         getName: () => "tls-client-certificate",
-        applySecurityAuthentication: (context) => context.setAgent(agent),
+        applySecurityAuthentication: (context) => {
+          context.setAgent(agent);
+          context.setSignal(AbortSignal.timeout(deadlineMs));
+        },
       },
     },
   });

@@ -12,7 +12,7 @@ import type { TLSSocket } from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
-import { get } from "../../orchestrator/edges/kube-support";
+import { apiClientsOver, get, k8s } from "../../orchestrator/edges/kube-support";
 import { KubeAccess } from "../../orchestrator/edges/kube";
 import type { SessionPool } from "../../orchestrator/edges/sessions";
 
@@ -65,13 +65,14 @@ interface Served {
  * An HTTPS server answering every GET with a JSON body. `dropSecond`: the second request on a
  * connection gets no answer, its connection is cut (a kept connection the server had closed).
  */
-async function serve(pki: Pki, o: { dropSecond?: boolean } = {}): Promise<Served> {
+async function serve(pki: Pki, o: { dropSecond?: boolean; silent?: boolean } = {}): Promise<Served> {
   const served = { connections: 0, clients: [] as string[] } as Served;
   const perSocket = new WeakMap<object, number>();
   const server = createServer(
     { cert: pki.serverCert, key: pki.serverKey, ca: pki.ca, requestCert: true, rejectUnauthorized: false },
     (req, res) => {
       const sock = req.socket as TLSSocket;
+      if (o.silent) return; // a server that stopped answering, its connection kept open
       const n = (perSocket.get(sock) ?? 0) + 1;
       perSocket.set(sock, n);
       if (o.dropSecond && n === 2) {
@@ -145,6 +146,28 @@ describe("Kubernetes edge connections (kept alive)", function () {
       assert.match(r.error ?? "", /ECONNREFUSED/);
     } finally {
       agent.destroy();
+    }
+  });
+
+  it("an API call to a server that stops answering fails at its deadline (it waited forever)", async () => {
+    const s = await serve(pki, { silent: true });
+    const agent = new Agent({
+      keepAlive: true,
+      ca: pki.ca,
+      cert: pki.clientCert,
+      key: pki.clientKey,
+      servername: "kubernetes",
+    });
+    try {
+      const { core } = apiClientsOver(await k8s(), `https://127.0.0.1:${s.port}`, agent, 300);
+      const t = Date.now();
+      await assert.rejects(core.listNode(), (e: Error) => /abort|timeout/i.test(`${e.name} ${e.message}`));
+      const ms = Date.now() - t;
+      assert.ok(ms >= 250 && ms < 5_000, `failed after ${ms} ms`);
+      assert.equal(s.connections, 1, "the request reached the server");
+    } finally {
+      agent.destroy();
+      await stop(s);
     }
   });
 
