@@ -12,6 +12,7 @@ import { etcdLeaseKv } from "../lease/cluster";
 import { type EtcdEdge, type LeaseKv } from "../core/edges";
 import { etcdOwnerCalls } from "./etcd-owner";
 import { readEtcdVersion } from "./etcd-version";
+import { saveSnapshotStream, type SnapshotStream } from "./snapshot-stream";
 
 const CALL_DEADLINE_MS = 5_000;
 const PKI = "/etc/kubernetes/pki/etcd";
@@ -341,19 +342,8 @@ export class EtcdAccess implements EtcdEdge {
   }
 
   private async snapshotOverGrpc(node: string, path: string): Promise<number> {
-    const { createWriteStream } = await import("node:fs");
     const stream = await this.endpoint(node).maintenance.snapshot();
-    const out = createWriteStream(path, { mode: 0o600 });
-    let bytes = 0;
-    await new Promise<void>((resolve, reject) => {
-      stream.on("data", (chunk: { blob: Buffer }) => {
-        bytes += chunk.blob.length;
-        out.write(chunk.blob);
-      });
-      stream.on("end", () => out.end(() => resolve()));
-      stream.on("error", reject);
-    });
-    return bytes;
+    return saveSnapshotStream(stream as unknown as SnapshotStream, path, { what: `etcd snapshot of ${node}` });
   }
 
   /**
