@@ -119,14 +119,20 @@ export function render(dir: string, i: LabLbInputs): string {
   ].join("\n");
 }
 
-function adminQuery(dir: string, command: string): Promise<string> {
+/**
+ * One command on HAProxy's admin socket: its answer, or "" when it fails or gives none within
+ * 5 s (a worker stuck in a reload must not hold an observe pass that asks it).
+ */
+function adminQuery(dir: string, command: string, deadlineMs = 5_000): Promise<string> {
   return new Promise((resolve) => {
     const s = connect(join(dir, "admin.sock"));
     let out = "";
+    let failed = false;
+    s.setTimeout(deadlineMs, () => ((failed = true), s.destroy()));
     s.on("connect", () => s.write(command + "\n"));
     s.on("data", (d) => (out += d.toString()));
-    s.on("end", () => resolve(out));
-    s.on("error", () => resolve(""));
+    s.on("error", () => (failed = true));
+    s.on("close", () => resolve(failed ? "" : out));
   });
 }
 

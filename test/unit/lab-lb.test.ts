@@ -160,6 +160,21 @@ describe("the lab's load balancer (infra/lab/lb-impl.ts)", () => {
     });
   });
 
+  it("an admin socket that accepts and never answers costs an observe pass 5 s, not forever", async function () {
+    this.timeout(15_000);
+    const i = labLbInputs(settings({ lbHealthCheck: HC }));
+    attachFiles(i, { "t99-cp-1": "10.77.199.10:6443" });
+    await new Promise<void>((ok) => {
+      server = createServer((c) => void c.resume()); // reads, never answers: a worker stuck in a reload
+      server.listen(join(dirOf(i), "admin.sock"), ok);
+    });
+    const t = Date.now();
+    const read = await labTargets(i, [{ name: "t99-cp-1", address: "10.77.199.10" }]);
+    const ms = Date.now() - t;
+    assert.ok(ms >= 4_900 && ms < 8_000, `answered after ${ms} ms`);
+    assert.notDeepEqual(read["t99-cp-1"], { state: "healthy" }, "nothing read is not healthy");
+  });
+
   it("a deregistration the running HAProxy has not loaded yet is still draining", async () => {
     const i = labLbInputs(settings({ lbHealthCheck: { ...HC, deregistrationDelaySeconds: 0 } }));
     attachFiles(i, { "t99-cp-1": "10.77.199.10:6443" });
