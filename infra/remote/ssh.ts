@@ -270,7 +270,16 @@ export async function scanHostKey(
     const b = opts.bastion;
     const name = `${b.user}@${b.host}:${b.port ?? 22}`;
     jump = await connectClient(
-      { readyTimeout: timeout, host: b.host, port: b.port ?? 22, username: b.user, ...credentialsOf(b, name) },
+      {
+        readyTimeout: timeout,
+        // A bastion that goes silent once logged in is given up, not waited on for TCP's 15 min.
+        keepaliveInterval: 5_000,
+        keepaliveCountMax: 3,
+        host: b.host,
+        port: b.port ?? 22,
+        username: b.user,
+        ...credentialsOf(b, name),
+      },
       pinned(b.hostKey),
       () => new HostKeyMismatchError(b.host, "bastion "),
       `${b.host}:${b.port ?? 22}`,
