@@ -588,7 +588,7 @@ export class Chaos {
     } catch (e) {
       failure = (e as Error).message.split("\n")[0];
     }
-    this.stage = undefined;
+    this.stage = `scenario ${name}: stopping the probe and checking the invariants`;
     const report = await probe.stop();
     for (const e of report.errors.slice(0, 5)) notes.push(`probe error: ${e}`);
     for (const e of report.retried.slice(0, 5)) notes.push(`probe round trip retried: ${e}`);
@@ -605,6 +605,7 @@ export class Chaos {
       wallMs: Date.now() - t0,
       ok: invariants.every((i) => i.ok),
     };
+    this.stage = undefined;
     for (const i of invariants.filter((x) => !x.ok)) this.log(`  INVARIANT BROKEN: ${i.name}: ${i.detail}`);
     if (!r.ok || process.env.MOLT_CHAOS_TRACE) for (const t of this.trace) this.log(`  ${t}`);
     return r;
@@ -688,9 +689,11 @@ export class Chaos {
     const run = await handle.done;
     stopWatch = true;
     const ended = run.signal ?? `exit ${run.code}`;
-    this.stage = `run ${this.runCount} ended (${ended}): waiting for its ${watchers.length} cluster watcher(s)`;
+    const before = this.stage;
+    const waiting = `waiting for its ${watchers.length} cluster watcher(s)`;
+    this.stage = `${before}; run ${this.runCount} ended (${ended}): ${waiting}`;
     await Promise.all(watchers);
-    this.stage = "scenario running";
+    this.stage = before;
     return { killed: fired && run.signal === "SIGKILL", run };
   }
 

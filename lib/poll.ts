@@ -26,12 +26,16 @@ export interface PollOptions {
   intervalMs?: number;
   maxIntervalMs?: number;
   signal?: AbortSignal;
-  /** How long a check still running at the deadline may take to return (default 10 s). */
+  /** How long a check still running at the deadline, or at a cancel, may take to return (default 30 s). */
   graceMs?: number;
 }
 
-/** A check still running at its wait's deadline gets this long before the wait gives up on it. */
-export const CHECK_GRACE_MS = 10_000;
+/**
+ * A check still running at its wait's deadline, or when the wait is cancelled, gets this long
+ * to return before the wait gives up on it: longer than the calls checks make bound themselves
+ * (an SSH connect's 20 s, its keepalive's 20 s), so a check given up on has hung.
+ */
+export const CHECK_GRACE_MS = 30_000;
 
 /**
  * Calls `check` until it returns a value other than undefined, and returns that value.
@@ -52,9 +56,10 @@ export async function pollUntil<T>(
     return e;
   };
   for (;;) {
-    // Each check is bounded too: one that never returns (a call with no deadline of its own
-    // on a connection that hangs) ends the wait at the deadline and its grace, or at a cancel.
-    const value = await bounded(Promise.resolve(check(miss)), until + (o.graceMs ?? CHECK_GRACE_MS), o, cancelled);
+    // Each check is bounded too: one that never returns (a call with no deadline of its own on
+    // a connection that hangs) ends the wait at the deadline and its grace. A cancel lets the
+    // check under way finish (what it sees may matter: a hand-off it completes), within the grace.
+    const value = await bounded(Promise.resolve(check(miss)), until, o, cancelled, () => last);
     if (value !== undefined) return value;
     if (o.signal?.aborted) throw cancelled();
     if (Date.now() >= until) {
@@ -67,22 +72,34 @@ export async function pollUntil<T>(
   }
 }
 
-/** `p`, or a DeadlineError at `at` (epoch ms), or `cancelled()` when `o.signal` aborts. */
-function bounded<T>(p: Promise<T>, at: number, o: PollOptions, cancelled: () => Error): Promise<T> {
+/**
+ * `p`; or a DeadlineError once `until` (epoch ms) and the grace have passed; or, after a cancel,
+ * `cancelled()` once the grace has passed (the check under way is let finish until then).
+ */
+function bounded<T>(
+  p: Promise<T>,
+  until: number,
+  o: PollOptions,
+  cancelled: () => Error,
+  lastMiss: () => string,
+): Promise<T> {
+  const grace = o.graceMs ?? CHECK_GRACE_MS;
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;
   const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new DeadlineError(
-            `${o.what} did not happen within ${Math.round(o.deadlineMs / 100) / 10}s ` +
-              `(its last check had not returned ${Math.round((o.graceMs ?? CHECK_GRACE_MS) / 100) / 10}s after that)`,
-          ),
-        ),
-      Math.max(0, at - Date.now()),
-    );
-    onAbort = () => reject(cancelled());
+    const late = () => {
+      const miss = lastMiss();
+      return new DeadlineError(
+        `${o.what} did not happen within ${Math.round(o.deadlineMs / 100) / 10}s ` +
+          `(its last check had not returned ${Math.round(grace / 100) / 10}s after that` +
+          `${miss ? `; the one before: ${miss}` : ""})`,
+      );
+    };
+    timer = setTimeout(() => reject(late()), Math.max(0, until + grace - Date.now()));
+    onAbort = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => reject(cancelled()), Math.max(0, Math.min(until, Date.now()) + grace - Date.now()));
+    };
     if (o.signal?.aborted) onAbort();
     else o.signal?.addEventListener("abort", onAbort, { once: true });
   });

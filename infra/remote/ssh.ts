@@ -150,7 +150,7 @@ function credentialsOf(c: SshCredentials, what: string): Pick<ConnectConfig, "pr
 /** The other end closed the connection before the SSH login completed. */
 export class SshHandshakeClosedError extends Error {
   constructor(where: string) {
-    super(`${where} closed the connection during the SSH handshake (its sshd stopped, or it is going down)`);
+    super(`the connection to ${where} was closed during the SSH handshake (its sshd stopped, or it is going down)`);
     this.name = "SshHandshakeClosedError";
   }
 }
@@ -187,7 +187,6 @@ function connectClient(
       client.removeListener("close", onClose);
       client.removeListener("end", onClose);
       client.on("error", () => undefined);
-      client.end();
       reject(mismatch ? refused() : new SshHandshakeClosedError(where));
     };
     const onReady = () => {

@@ -94,13 +94,14 @@ export const deregisterTarget: Act<"deregister-target"> = async (op, ctx) => {
           signal: ctx.signal,
         },
       ).catch((e: Error) => {
-        if (e.name === "AbortError") throw e;
+        // The run's cancel; an SDK call's own timeout is an AbortError too, and is a miss.
+        if (e.name === "AbortError" && ctx.signal?.aborted) throw e;
         return false as const;
       });
     })
     .catch((e: Error) => {
       // Cancelled: the loop stops at this boundary; a rerun deregisters again and waits on.
-      if (e.name === "AbortError") return "cancelled" as const;
+      if (e.name === "AbortError" && ctx.signal?.aborted) return "cancelled" as const;
       throw e;
     });
   if (drained) return { kind: "done" };

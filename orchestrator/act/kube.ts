@@ -96,7 +96,7 @@ export const drain: Act<"drain"> = async (op, ctx) => {
     });
   } catch (e) {
     // Cancelled: the loop stops at this boundary; the node stays cordoned and a rerun drains on.
-    if ((e as Error).name === "AbortError") return { kind: "done" };
+    if ((e as Error).name === "AbortError" && ctx.signal?.aborted) return { kind: "done" };
     if (!(e instanceof DeadlineError)) throw e;
     return { kind: "stop", result: "failed", reason: drainTimedOut(op.node, seconds, last) };
   }

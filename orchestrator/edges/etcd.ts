@@ -12,6 +12,7 @@ import { etcdLeaseKv } from "../lease/cluster";
 import { type EtcdEdge, type LeaseKv } from "../core/edges";
 import { etcdOwnerCalls } from "./etcd-owner";
 import { readEtcdVersion } from "./etcd-version";
+import { renameSync, rmSync } from "node:fs";
 import { saveSnapshotStream, type SnapshotStream } from "./snapshot-stream";
 
 const CALL_DEADLINE_MS = 5_000;
@@ -335,7 +336,16 @@ export class EtcdAccess implements EtcdEdge {
         `${etcdctlOnNode(ssh.target.user, `snapshot save ${remote}`)} >/dev/null`,
         `etcd snapshot on ${node}`,
       );
-      return await ssh.execToFile(`${sudo}cat ${remote}`, path, `copying the snapshot from ${node}`);
+      // As over gRPC (edges/snapshot-stream.ts): whole under its name, or not there at all.
+      const part = `${path}.part`;
+      try {
+        const bytes = await ssh.execToFile(`${sudo}cat ${remote}`, part, `copying the snapshot from ${node}`);
+        renameSync(part, path);
+        return bytes;
+      } catch (e) {
+        rmSync(part, { force: true });
+        throw e;
+      }
     } finally {
       await ssh.exec(`${sudo}rm -f ${remote}`).catch(() => undefined);
     }

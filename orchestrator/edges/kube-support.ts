@@ -41,12 +41,44 @@ export function apiClientsOver(m: K8s, server: string, agent: Agent, deadlineMs 
       },
     },
   });
+  const timed = <A extends object>(api: A): A => withCallTimeouts(api, server, deadlineMs);
   return {
-    core: new m.CoreV1Api(config),
-    apps: new m.AppsV1Api(config),
-    coord: new m.CoordinationV1Api(config),
-    policy: new m.PolicyV1Api(config),
+    core: timed(new m.CoreV1Api(config)),
+    apps: timed(new m.AppsV1Api(config)),
+    coord: timed(new m.CoordinationV1Api(config)),
+    policy: timed(new m.PolicyV1Api(config)),
   };
+}
+
+/** A Kubernetes API call that got no answer within its deadline. */
+export class KubeCallTimeoutError extends Error {
+  constructor(call: string, server: string, deadlineMs: number) {
+    super(`the API server at ${server} did not answer ${call} within ${deadlineMs / 1000} s`);
+    this.name = "KubeCallTimeoutError";
+  }
+}
+
+/**
+ * The API's methods with the deadline's abort reported as what it is. node-fetch rejects an
+ * aborted request with an "AbortError" ("The user aborted a request."), which molt's acts
+ * read as the run being cancelled; these calls are given no other signal than their deadline,
+ * so an abort here is always a call that timed out.
+ */
+function withCallTimeouts<A extends object>(api: A, server: string, deadlineMs: number): A {
+  return new Proxy(api, {
+    get(target, key, receiver) {
+      const v = Reflect.get(target, key, receiver) as unknown;
+      if (typeof v !== "function") return v;
+      return (...args: unknown[]) => {
+        const r = (v as (...a: unknown[]) => unknown).apply(target, args);
+        return r instanceof Promise
+          ? r.catch((e: unknown) => {
+              throw (e as Error)?.name === "AbortError" ? new KubeCallTimeoutError(String(key), server, deadlineMs) : e;
+            })
+          : r;
+      };
+    },
+  });
 }
 
 /**

@@ -2,8 +2,10 @@
 // static pod with no etcdctl on the host). It ends in every case: a member that stops sending
 // (its stream open, its tunnel up) is given up after a stall deadline, a file that cannot be
 // written fails it, and a failed snapshot leaves no partial file behind, which a later restore
-// could take for a whole one. The file is written at the disk's pace (the stream pauses).
-import { createWriteStream, rmSync } from "node:fs";
+// could take for a whole one: it is written as `<path>.part` (a name no backup listing takes,
+// also what a killed run leaves) and renamed once whole. It is written at the disk's pace (the
+// stream pauses).
+import { createWriteStream, renameSync, rmSync } from "node:fs";
 
 /** What etcd3's Maintenance.snapshot() gives: grpc-js's ClientReadableStream of chunks. */
 export interface SnapshotStream {
@@ -25,7 +27,8 @@ export function saveSnapshotStream(
   o: { what: string; stallMs?: number },
 ): Promise<number> {
   const stallMs = o.stallMs ?? SNAPSHOT_STALL_MS;
-  const out = createWriteStream(path, { mode: 0o600 });
+  const part = `${path}.part`;
+  const out = createWriteStream(part, { mode: 0o600 });
   let bytes = 0;
   return new Promise<number>((resolve, reject) => {
     let settled = false;
@@ -45,8 +48,10 @@ export function saveSnapshotStream(
       settled = true;
       clearTimeout(stall);
       stream.cancel();
+      // Removed once closed: a file still being opened would be made after an earlier unlink.
+      if (out.closed) rmSync(part, { force: true });
+      else out.once("close", () => rmSync(part, { force: true }));
       out.destroy();
-      rmSync(path, { force: true });
       reject(e);
     };
     watch();
@@ -69,10 +74,16 @@ export function saveSnapshotStream(
       out.end(() => {
         if (settled) return;
         settled = true;
+        try {
+          renameSync(part, path);
+        } catch (e) {
+          rmSync(part, { force: true });
+          return reject(new Error(`${o.what}: naming ${path}: ${(e as Error).message}`));
+        }
         resolve(bytes);
       });
     });
     stream.on("error", (e) => fail(new Error(`${o.what}: ${e.message}`)));
-    out.on("error", (e) => fail(new Error(`${o.what}: writing ${path}: ${e.message}`)));
+    out.on("error", (e) => fail(new Error(`${o.what}: writing ${part}: ${e.message}`)));
   });
 }

@@ -56,6 +56,8 @@ describe("an etcd snapshot over gRPC from a real etcd", function () {
   it("gives up on a member that stops sending, cancelling the call, with no file left", async () => {
     const path = join(dir, "stalled.db");
     const stream = (await client.maintenance.snapshot()) as unknown as SnapshotStream;
+    const errors: Error[] = [];
+    stream.on("error", (e) => errors.push(e));
     let chunks = 0;
     stream.on("data", () => {
       // The member stops (SIGSTOP) after its first chunks: its connection stays open.
@@ -68,7 +70,10 @@ describe("an etcd snapshot over gRPC from a real etcd", function () {
         /^Error: snapshot of the member: no data for 1\.5 s; given up$/,
       );
       assert.ok(Date.now() - t < 10_000, `given up after ${Date.now() - t} ms`);
+      await new Promise((r) => setTimeout(r, 100));
       assert.equal(existsSync(path), false);
+      assert.equal(existsSync(`${path}.part`), false);
+      assert.match(errors.map((e) => e.message).join("; "), /CANCELLED/, "the gRPC call was cancelled");
     } finally {
       etcd.kill("SIGCONT");
     }

@@ -315,11 +315,12 @@ describe("operator controls", () => {
     it("a hook whose shell exits but leaves a process holding its output ends at its deadline, with it", async () => {
       // Before: the deadline did nothing once the shell had exited, and the hook waited for its
       // output to close, for as long as the background process ran.
-      const marker = join(tmpdir(), `molt-hook-bg-${process.pid}`);
+      // A sleep no other process runs, to find it by its command line.
+      const sleep = `sleep 31.${process.pid}`;
       const lines: string[] = [];
       const t = Date.now();
       const r = await runHookCommand({
-        command: `(sleep 30; touch ${marker}) & echo started`,
+        command: `${sleep} & echo started`,
         timeoutSeconds: 1,
         env: process.env,
         onLine: (l) => lines.push(l),
@@ -328,7 +329,8 @@ describe("operator controls", () => {
       assert.equal(r.error, "timed out after 1s: its shell exited 0, but a process it started kept its output open");
       assert.deepEqual(lines, ["started"]);
       assert.ok(Date.now() - t < 8000, `ended near its deadline (${Date.now() - t} ms)`);
-      assert.ok(!existsSync(marker), "the background process went with the group");
+      const left = spawnSync("pgrep", ["-f", `^${sleep}$`], { encoding: "utf8" }).stdout.trim();
+      assert.equal(left, "", "the background process went with the group");
     });
 
     it("a process that left the hook's group (setsid) has the hook's output cut after the SIGKILL", async function () {

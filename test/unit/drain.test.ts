@@ -119,6 +119,20 @@ describe("the drain act (orchestrator/act/kube.ts), over a stub Kubernetes edge"
     assert.deepEqual(calls.slice(1).sort(), ["evict apps/web-1", "evict apps/web-2"]);
   });
 
+  it("an API call aborted by its own timeout is a failure, not the run being cancelled", async () => {
+    // node-fetch names an aborted request "AbortError" whatever aborted it; only the run's
+    // signal is a cancel (before: a drain whose API server stopped answering reported done).
+    const { kube } = stubKube([pod("web-1")]);
+    const aborted = Object.assign(new Error("The user aborted a request."), { name: "AbortError" });
+    (kube as unknown as { podsOn: () => Promise<never> }).podsOn = async () => {
+      throw aborted;
+    };
+    await assert.rejects(drain(op, ctxOf(kube, 5)), /The user aborted a request/);
+    const ac = new AbortController();
+    ac.abort();
+    assert.deepEqual(await drain(op, { ...ctxOf(kube, 5), signal: ac.signal }), { kind: "done" }, "a cancel is");
+  });
+
   it("stops the run when the drain outlives molt:timeouts.drainSeconds, saying what blocked it", async () => {
     const { kube } = stubKube([pod("db-0")], { "db-0": { kind: "refused", message: "disruption budget" } });
     const outcome = await drain(op, ctxOf(kube, 1));

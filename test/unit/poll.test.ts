@@ -41,11 +41,19 @@ describe("pollUntil (lib/poll.ts)", () => {
 
   it("a check that never returns ends the wait at the deadline and its grace (it waited forever)", async () => {
     const t = Date.now();
+    let n = 0;
     await assert.rejects(
-      pollUntil(never, { what: "etcd to answer", deadlineMs: 200, graceMs: 300 }),
+      pollUntil((miss) => (++n === 1 ? miss("no leader yet") : never()), {
+        what: "etcd to answer",
+        deadlineMs: 200,
+        graceMs: 300,
+        intervalMs: 5,
+      }),
       (e: Error) =>
         e instanceof DeadlineError &&
-        e.message === "etcd to answer did not happen within 0.2s (its last check had not returned 0.3s after that)",
+        e.message ===
+          "etcd to answer did not happen within 0.2s (its last check had not returned 0.3s after that; " +
+            "the one before: no leader yet)",
     );
     const ms = Date.now() - t;
     assert.ok(ms >= 480 && ms < 2_000, `after ${ms} ms`);
@@ -60,14 +68,40 @@ describe("pollUntil (lib/poll.ts)", () => {
     assert.equal(v, "late but whole");
   });
 
-  it("a cancel ends the wait at once, even in the middle of a check that hangs", async () => {
+  it("a cancel lets the check under way finish, and what it saw counts", async () => {
+    // The VIP hand-off's wait: a cancel during the check that sees the hand-off done must not
+    // throw that away (keepalived would be restarted on the retiring node).
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 50);
+    const v = await pollUntil(() => new Promise<string>((r) => setTimeout(() => r("handed off"), 200)), {
+      what: "the VIP to move",
+      deadlineMs: 60_000,
+      signal: ac.signal,
+      graceMs: 5_000,
+    });
+    assert.equal(v, "handed off");
+    // A check that finds nothing: the cancel ends the wait after it, not at the deadline.
+    const t = Date.now();
+    await assert.rejects(
+      pollUntil(() => new Promise<undefined>((r) => setTimeout(() => r(undefined), 100)), {
+        what: "the VIP to move",
+        deadlineMs: 60_000,
+        signal: AbortSignal.abort(),
+      }),
+      (e: Error) => e.name === "AbortError" && e.message === "cancelled while waiting for the VIP to move",
+    );
+    assert.ok(Date.now() - t < 1_000);
+  });
+
+  it("a cancel in the middle of a check that hangs ends the wait after the grace", async () => {
     const ac = new AbortController();
     const t = Date.now();
     setTimeout(() => ac.abort(), 100);
     await assert.rejects(
-      pollUntil(never, { what: "the node to join", deadlineMs: 60_000, signal: ac.signal }),
+      pollUntil(never, { what: "the node to join", deadlineMs: 60_000, signal: ac.signal, graceMs: 200 }),
       (e: Error) => e.name === "AbortError" && e.message === "cancelled while waiting for the node to join",
     );
-    assert.ok(Date.now() - t < 1_000);
+    const ms = Date.now() - t;
+    assert.ok(ms >= 280 && ms < 1_500, `after ${ms} ms`);
   });
 });

@@ -2,7 +2,7 @@
 // stream that behaves as grpc-js's does (data, end, error, pause/resume, cancel): whole,
 // stalled, unwritable, and at the disk's pace.
 import * as assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -27,6 +27,11 @@ function fakeStream() {
   return s;
 }
 
+/** The files in `dir` whose names start with `prefix`. */
+const leftIn = (dir: string, prefix: string) => readdirSync(dir).filter((f) => f.startsWith(prefix));
+/** Lets a destroyed file stream close (its removal waits for that). */
+const settle = () => new Promise((r) => setTimeout(r, 50));
+
 describe("an etcd snapshot streamed into a file (edges/snapshot-stream.ts)", () => {
   let dir = "";
   before(() => (dir = mkdtempSync(join(tmpdir(), "molt-snapshot-"))));
@@ -41,6 +46,7 @@ describe("an etcd snapshot streamed into a file (edges/snapshot-stream.ts)", () 
     s.end();
     assert.equal(await saved, 7);
     assert.equal(readFileSync(path, "utf8"), "abcdefg");
+    assert.deepEqual(leftIn(dir, "whole"), ["whole.db"], "written as whole.db.part, then renamed");
     assert.equal(statSync(path).mode & 0o777, 0o600);
   });
 
@@ -53,7 +59,8 @@ describe("an etcd snapshot streamed into a file (edges/snapshot-stream.ts)", () 
     await assert.rejects(saved, /^Error: snapshot of n1: no data for 300 ms; given up$/);
     assert.ok(Date.now() - t >= 280, "after the stall deadline, counted from the last chunk");
     assert.equal(s.cancelled, true, "the gRPC call is cancelled");
-    assert.equal(existsSync(path), false, "no partial snapshot left to be taken for a whole one");
+    await settle();
+    assert.deepEqual(leftIn(dir, "stalled"), [], "no partial snapshot left to be taken for a whole one");
   });
 
   it("keeps waiting while chunks come, however long the whole takes", async () => {
@@ -73,8 +80,18 @@ describe("an etcd snapshot streamed into a file (edges/snapshot-stream.ts)", () 
     const path = join(dir, "no-such-dir", "x.db");
     const saved = saveSnapshotStream(s as unknown as SnapshotStream, path, { what: "snapshot of n1" });
     s.write({ blob: Buffer.from("abc") });
-    await assert.rejects(saved, /snapshot of n1: writing .*no-such-dir\/x\.db: ENOENT/);
+    await assert.rejects(saved, /snapshot of n1: writing .*no-such-dir\/x\.db\.part: ENOENT/);
     assert.equal(s.cancelled, true);
+  });
+
+  it("a call that fails before the file is even open leaves no file", async () => {
+    const s = fakeStream();
+    const path = join(dir, "early.db");
+    const saved = saveSnapshotStream(s as unknown as SnapshotStream, path, { what: "snapshot of n1" });
+    s.emit("error", new Error("14 UNAVAILABLE: no connection"));
+    await assert.rejects(saved, /no connection/);
+    await settle();
+    assert.deepEqual(leftIn(dir, "early"), []);
   });
 
   it("a failed call fails the snapshot, with no file left", async () => {
@@ -84,7 +101,8 @@ describe("an etcd snapshot streamed into a file (edges/snapshot-stream.ts)", () 
     s.write({ blob: Buffer.from("abc") });
     setTimeout(() => s.emit("error", new Error("14 UNAVAILABLE: connection dropped")), 20);
     await assert.rejects(saved, /snapshot of n1: 14 UNAVAILABLE: connection dropped/);
-    assert.equal(existsSync(path), false);
+    await settle();
+    assert.deepEqual(leftIn(dir, "failed"), []);
   });
 
   it("pauses the stream while the file is behind, and takes every byte", async () => {
