@@ -4,7 +4,7 @@
 // keeps its lease alive past its time to live, and once it is SIGKILLed the stack is taken
 // (reported) only after etcd itself let its lease go. Every call goes to the first member that
 // answers: a dead endpoint listed first changes nothing.
-import { spawnEtcd } from "../support/etcd-process";
+import { spawnEtcd, untilEtcdAnswers } from "../support/etcd-process";
 import * as assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -37,15 +37,7 @@ describe("the rollout lock in a real etcd", function () {
     dead = `http://127.0.0.1:${nobody}`;
     etcd = spawnEtcd(dir, url, peer);
     const probe = new Etcd3({ hosts: url });
-    for (let i = 0; ; i++) {
-      try {
-        await probe.maintenance.status();
-        break;
-      } catch (e) {
-        if (i > 100) throw e;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
+    await untilEtcdAnswers(probe);
     probe.close();
   });
   after(() => {

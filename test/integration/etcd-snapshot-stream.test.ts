@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Etcd3 } from "etcd3";
 import { saveSnapshotStream, type SnapshotStream } from "../../orchestrator/edges/snapshot-stream";
-import { spawnEtcd } from "../support/etcd-process";
+import { spawnEtcd, untilEtcdAnswers } from "../support/etcd-process";
 import { freePort } from "../support/s3";
 
 describe("an etcd snapshot over gRPC from a real etcd", function () {
@@ -24,15 +24,7 @@ describe("an etcd snapshot over gRPC from a real etcd", function () {
     const [port, peer] = [await freePort(), await freePort()];
     etcd = spawnEtcd(dir, `http://127.0.0.1:${port}`, peer);
     client = new Etcd3({ hosts: `http://127.0.0.1:${port}` });
-    for (let i = 0; ; i++) {
-      try {
-        await client.maintenance.status();
-        break;
-      } catch (e) {
-        if (i > 100) throw e;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
+    await untilEtcdAnswers(client);
     // About 24 MiB of values: a stream of many chunks, long enough to stop in the middle.
     const value = "x".repeat(64 * 1024);
     for (let i = 0; i < 384; i += 16)

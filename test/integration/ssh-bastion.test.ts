@@ -231,6 +231,17 @@ describe("SSH through a bastion, and with an ssh-agent (infra/remote/ssh.ts)", f
     return { port, cut: () => cuts.forEach((c) => c()), close: () => server.close() };
   }
 
+  /** The test node, reached through the open bastion at the relay's port. */
+  const nodeBehindRelay = (port: number) =>
+    SshSession.connect({
+      host: "127.0.0.1",
+      port,
+      user: "root",
+      privateKey: client.privateKey,
+      hostKey: node.hostKey,
+      bastion: through(openBastion),
+    });
+
   const settledWithin = <T>(p: Promise<T>, ms: number) =>
     Promise.race([
       p.then(
@@ -244,17 +255,7 @@ describe("SSH through a bastion, and with an ssh-agent (infra/remote/ssh.ts)", f
     const relay = await cuttable(2); // banner, then KEXINIT: the client is in the key exchange
     try {
       const t = Date.now();
-      const r = await settledWithin(
-        SshSession.connect({
-          host: "127.0.0.1",
-          port: relay.port,
-          user: "root",
-          privateKey: client.privateKey,
-          hostKey: node.hostKey,
-          bastion: through(openBastion),
-        }),
-        15_000,
-      );
+      const r = await settledWithin(nodeBehindRelay(relay.port), 15_000);
       assert.notEqual(r, "pending", "the connect never settled");
       assert.ok(r !== "pending" && "error" in r, "it failed");
       assert.ok(r.error instanceof SshHandshakeClosedError, `${r.error.name}: ${r.error.message}`);
@@ -270,14 +271,7 @@ describe("SSH through a bastion, and with an ssh-agent (infra/remote/ssh.ts)", f
 
   it("ends a command whose node goes away behind the bastion, instead of waiting with it", async () => {
     const relay = await cuttable();
-    const s = await SshSession.connect({
-      host: "127.0.0.1",
-      port: relay.port,
-      user: "root",
-      privateKey: client.privateKey,
-      hostKey: node.hostKey,
-      bastion: through(openBastion),
-    });
+    const s = await nodeBehindRelay(relay.port);
     try {
       const t = Date.now();
       const running = s.exec("sleep 30");
