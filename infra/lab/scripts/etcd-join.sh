@@ -44,8 +44,16 @@ if [ ! -d "$DATA/member" ]; then
       log "member add not accepted yet: $(printf '%s' "$out" | tail -n 1)"
       sleep 1
     done
-    line=$(member_line)
-    [ -n "$line" ] || die "member add reported success but $peer_url is not a member"
+    # etcd 3.5 answers a member list from what the asked member has applied: a follower may
+    # not have the add the leader committed yet. Asked again for up to 10 s (3.6 lists
+    # linearizably); still absent after that, the add went wrong.
+    listed_by=$(( $(date +%s) + 10 ))
+    delay=0.02
+    until line=$(member_line) && [ -n "$line" ]; do
+      [ "$(date +%s)" -lt "$listed_by" ] || die "member add reported success but $peer_url is not a member"
+      sleep "$delay"
+      delay=$(awk -v d="$delay" 'BEGIN { d = d * 2; if (d > 0.5) d = 0.5; print d }')
+    done
   fi
   # initial-cluster: every started member plus this one.
   cluster=$(ctl "$JOIN_ENDPOINTS" member list | awk -F', ' -v me="$NODE_NAME" -v url="$peer_url" '
