@@ -68,6 +68,8 @@ export async function pollUntil<T>(
       );
     }
     await pause(Math.min(interval, Math.max(0, until - Date.now())), o.signal);
+    // Cancelled during the pause: no new check (a drain's would evict more pods).
+    if (o.signal?.aborted) throw cancelled();
     interval = Math.min(interval * 2, o.maxIntervalMs ?? 500);
   }
 }

@@ -44,10 +44,12 @@ export async function takeBackup(
 }
 
 /** `stack`'s backups in `dir`, oldest first (the timestamp in the name sorts). Never another stack's. */
-export function backupsOf(stack: string, dir = backupDir()): string[] {
+export function backupsOf(stack: string, dir = backupDir(), o: { partial?: boolean } = {}): string[] {
   const escaped = stack.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  // Exactly <stack>-<ISO time>.db: stack "lab" never matches "lab-2-<time>.db".
-  const mine = new RegExp(`^${escaped}-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-\\d{2}-\\d{3}Z\\.db$`);
+  // Exactly <stack>-<ISO time>.db: stack "lab" never matches "lab-2-<time>.db". `partial`: the
+  // <name>.db.part a snapshot is written as until whole (what a killed run leaves).
+  const end = o.partial ? "\\.db\\.part$" : "\\.db$";
+  const mine = new RegExp(`^${escaped}-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-\\d{2}-\\d{3}Z${end}`);
   let names: string[];
   try {
     names = readdirSync(dir);
@@ -67,7 +69,11 @@ export function backupsOf(stack: string, dir = backupDir()): string[] {
 export function pruneBackups(stack: string, keep: number, current: string, dir = backupDir()): string[] {
   if (!Number.isInteger(keep) || keep < 1) throw new Error(`internal: keep ${keep} backups`);
   const older = backupsOf(stack, dir).filter((p) => p !== current);
-  const removable = older.slice(0, Math.max(0, older.length - (keep - 1)));
+  // Partial snapshots left by killed runs: never a backup, removed with the old ones.
+  const removable = [
+    ...older.slice(0, Math.max(0, older.length - (keep - 1))),
+    ...backupsOf(stack, dir, { partial: true }),
+  ];
   for (const p of removable) rmSync(p, { force: true });
   return removable;
 }

@@ -453,16 +453,37 @@ export class SshSession {
         stream.on("data", (d: Buffer) => (bytes += d.length));
         stream.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
         stream.pipe(out);
+        // Whole only once the file is written and closed and the command said it exited 0: an
+        // exit status may come after the output's end, and a channel cut off (the connection
+        // lost) ends the output with none, which is not a whole copy.
         let code: number | null = null;
+        let finished = false;
+        let closed = false;
+        let settled = false;
+        const settle = (e?: Error) => {
+          if (settled) return;
+          if (e) {
+            settled = true;
+            out.destroy();
+            return reject(e);
+          }
+          if (!finished || !closed) return;
+          settled = true;
+          if (code === 0) resolve(bytes);
+          else reject(new RemoteCommandError(this.target.host, what, code, stderr || "no exit status"));
+        };
         stream.on("exit", (c: number | null) => (code = c));
-        out.on("finish", () =>
-          code === 0 || code === null
-            ? resolve(bytes)
-            : reject(new RemoteCommandError(this.target.host, what, code, stderr)),
-        );
-        out.on("error", reject);
+        out.on("close", () => ((finished = true), settle()));
+        out.on("error", (e: Error) => {
+          stream.close();
+          settle(e);
+        });
         stream.on("close", (c: number | null) => {
-          if ((c ?? code) !== 0) reject(new RemoteCommandError(this.target.host, what, c ?? code, stderr));
+          if (code === null && typeof c === "number") code = c;
+          closed = true;
+          // The command's output never reached its end (the channel was cut): the file is not whole.
+          if (!finished && !out.writableEnded) out.end();
+          settle();
         });
       };
       try {

@@ -6,6 +6,7 @@
 // also what a killed run leaves) and renamed once whole. It is written at the disk's pace (the
 // stream pauses).
 import { createWriteStream, renameSync, rmSync } from "node:fs";
+import type { Writable } from "node:stream";
 
 /** What etcd3's Maintenance.snapshot() gives: grpc-js's ClientReadableStream of chunks. */
 export interface SnapshotStream {
@@ -24,11 +25,19 @@ export const SNAPSHOT_STALL_MS = 60_000;
 export function saveSnapshotStream(
   stream: SnapshotStream,
   path: string,
-  o: { what: string; stallMs?: number },
+  o: { what: string; stallMs?: number; open?: (path: string) => Writable },
 ): Promise<number> {
   const stallMs = o.stallMs ?? SNAPSHOT_STALL_MS;
   const part = `${path}.part`;
-  const out = createWriteStream(part, { mode: 0o600 });
+  const out = o.open ? o.open(part) : createWriteStream(part, { mode: 0o600 });
+  // A removal that fails (permissions) must not end the process from an event handler.
+  const remove = () => {
+    try {
+      rmSync(part, { force: true });
+    } catch {
+      /* what the backup listing never takes: named .part */
+    }
+  };
   let bytes = 0;
   return new Promise<number>((resolve, reject) => {
     let settled = false;
@@ -49,8 +58,8 @@ export function saveSnapshotStream(
       clearTimeout(stall);
       stream.cancel();
       // Removed once closed: a file still being opened would be made after an earlier unlink.
-      if (out.closed) rmSync(part, { force: true });
-      else out.once("close", () => rmSync(part, { force: true }));
+      if (out.closed) remove();
+      else out.once("close", remove);
       out.destroy();
       reject(e);
     };
@@ -71,19 +80,21 @@ export function saveSnapshotStream(
     stream.on("end", () => {
       if (settled) return;
       clearTimeout(stall);
-      out.end(() => {
+      // Its last writes may fail (a full disk): the error comes here first, then as "error".
+      out.end((e?: Error | null) => {
+        if (e) return fail(new Error(`${o.what}: writing ${part}: ${e.message}`));
         if (settled) return;
         settled = true;
         try {
           renameSync(part, path);
-        } catch (e) {
-          rmSync(part, { force: true });
-          return reject(new Error(`${o.what}: naming ${path}: ${(e as Error).message}`));
+        } catch (err) {
+          remove();
+          return reject(new Error(`${o.what}: naming ${path}: ${(err as Error).message}`));
         }
         resolve(bytes);
       });
     });
     stream.on("error", (e) => fail(new Error(`${o.what}: ${e.message}`)));
-    out.on("error", (e) => fail(new Error(`${o.what}: writing ${part}: ${e.message}`)));
+    out.on("error", (e: Error) => fail(new Error(`${o.what}: writing ${part}: ${e.message}`)));
   });
 }

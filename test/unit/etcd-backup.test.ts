@@ -39,6 +39,21 @@ describe("etcd backup retention", () => {
     assert.deepEqual(backupsOf("lab", dir), [made[2]]);
   });
 
+  it("removes the partial snapshots killed runs left (.db.part), never another stack's, never listing them", () => {
+    const made = [1, 2].map((m) => file("lab", m));
+    const partial = `${file("lab", 3)}.part`;
+    rmSync(partial.slice(0, -".part".length));
+    writeFileSync(partial, "cut");
+    const others = `${file("lab-2", 4)}.part`;
+    writeFileSync(others, "cut");
+    assert.deepEqual(backupsOf("lab", dir), made, "a partial snapshot is no backup");
+    const removed = pruneBackups("lab", 2, made[1], dir);
+    assert.deepEqual(removed, [partial]);
+    assert.ok(!existsSync(partial));
+    assert.ok(existsSync(others), "lab-2's is not lab's");
+    assert.deepEqual(backupsOf("lab", dir), made);
+  });
+
   it("never touches another stack's backups, nor files that are not backups", () => {
     const other = [1, 2, 3].map((m) => file("lab-2", m));
     const prefix = [1, 2].map((m) => file("la", m));

@@ -90,7 +90,24 @@ describe("pollUntil (lib/poll.ts)", () => {
       }),
       (e: Error) => e.name === "AbortError" && e.message === "cancelled while waiting for the VIP to move",
     );
-    assert.ok(Date.now() - t < 1_000);
+    const ms = Date.now() - t;
+    assert.ok(ms >= 90 && ms < 1_000, `after the check under way (100 ms), not before: ${ms} ms`);
+  });
+
+  it("a cancel during the pause between checks starts no new check", async () => {
+    const ac = new AbortController();
+    let checks = 0;
+    const waiting = pollUntil(
+      () => {
+        checks++;
+        return undefined;
+      },
+      { what: "x", deadlineMs: 60_000, intervalMs: 200, maxIntervalMs: 200, signal: ac.signal },
+    );
+    await new Promise((r) => setTimeout(r, 50)); // the first check is done, the pause under way
+    ac.abort();
+    await assert.rejects(waiting, (e: Error) => e.name === "AbortError");
+    assert.equal(checks, 1);
   });
 
   it("a cancel in the middle of a check that hangs ends the wait after the grace", async () => {

@@ -5,7 +5,7 @@ import * as assert from "node:assert/strict";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
+import { PassThrough, Writable } from "node:stream";
 import { saveSnapshotStream, type SnapshotStream } from "../../orchestrator/edges/snapshot-stream";
 
 /** Chunks as etcd sends them ({ blob }), pushed by the test; `cancelled` once molt cancels. */
@@ -81,6 +81,20 @@ describe("an etcd snapshot streamed into a file (edges/snapshot-stream.ts)", () 
     const saved = saveSnapshotStream(s as unknown as SnapshotStream, path, { what: "snapshot of n1" });
     s.write({ blob: Buffer.from("abc") });
     await assert.rejects(saved, /snapshot of n1: writing .*no-such-dir\/x\.db\.part: ENOENT/);
+    assert.equal(s.cancelled, true);
+  });
+
+  it("a file whose last write fails (a full disk) fails the snapshot, not named as a whole one", async () => {
+    const s = fakeStream();
+    const path = join(dir, "full.db");
+    const out = new Writable({
+      write: (_c, _e, cb) => cb(),
+      final: (cb) => cb(Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" })),
+    });
+    const saved = saveSnapshotStream(s as unknown as SnapshotStream, path, { what: "snapshot of n1", open: () => out });
+    s.write({ blob: Buffer.from("abc") });
+    s.end();
+    await assert.rejects(saved, /^Error: snapshot of n1: writing .*full\.db\.part: ENOSPC/);
     assert.equal(s.cancelled, true);
   });
 

@@ -6,7 +6,7 @@
 // ready timeout when the socket closes (the chaos CI subset's hang, session 23).
 import * as assert from "node:assert/strict";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -116,6 +116,43 @@ describe("SSH connect when the other end goes away during the handshake", () => 
     after(() => {
       sshd?.kill();
       rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("a command's output into a file: whole on exit 0, refused on another exit or a cut connection", async () => {
+      // Through a relay the test can cut, to a real sshd.
+      let cut = () => undefined as void;
+      const { server, port } = await listen((down) => {
+        const up = connect(sshdPort, "127.0.0.1");
+        down.pipe(up).pipe(down);
+        down.on("error", () => up.destroy());
+        up.on("error", () => down.destroy());
+        cut = () => {
+          up.destroy();
+          down.destroy();
+        };
+      });
+      servers.push(server);
+      const s = await SshSession.connect({
+        host: "127.0.0.1",
+        port,
+        user: "root",
+        privateKey: client.privateKey,
+        hostKey: host.publicKey,
+      });
+      try {
+        const file = join(dir, "out");
+        assert.equal(await s.execToFile("printf abc", file, "copy"), 3);
+        assert.equal(readFileSync(file, "utf8"), "abc");
+        await assert.rejects(
+          s.execToFile("printf abc; exit 3", file, "copy"),
+          /^RemoteCommandError: copy on 127\.0\.0\.1 failed \(exit 3\)/,
+        );
+        const copying = s.execToFile("head -c 50000000 /dev/zero", file, "copy");
+        setTimeout(() => cut(), 200);
+        await assert.rejects(copying, /copy on 127\.0\.0\.1 failed \(exit signal\): no exit status/);
+      } finally {
+        s.close();
+      }
     });
 
     it("a relay that closes both sides after the server's first two packets: rejected at once", async () => {
